@@ -1,0 +1,63 @@
+# ftspark — the two commands: `make demo` and `make test`. See README.md.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
+
+.PHONY: help demo test lint types unit integration cluster-bin dev-cluster crds lock clean
+
+help:
+	@echo "make demo         start a local control plane + S3 and run ftspark through it"
+	@echo "make test         lint, types and the whole test suite (what CI runs)"
+	@echo "make cluster-bin  build etcd/kube-* once into ~/.cache/ftspark (cached by version)"
+	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
+	@echo "make crds         regenerate crds/ from the pydantic models"
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip==25.3
+	# pyspark 4.0.x comes as an sdist; pip keeps the built wheel in its cache for the next install.
+	$(VENV)/bin/pip install --quiet --constraint constraints.txt --editable '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+cluster-bin:
+	tools/kubebin/build.sh
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check operator tests tools e2e
+	$(VENV)/bin/ruff format --check operator tests tools e2e
+	$(VENV)/bin/lint-imports
+
+types: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+test: $(VENV)/.installed cluster-bin lint types
+	$(PY) -m pytest
+
+unit: $(VENV)/.installed
+	$(PY) -m pytest tests/unit
+
+integration: $(VENV)/.installed cluster-bin
+	$(PY) -m pytest tests/integration
+
+crds: $(VENV)/.installed
+	$(PY) -m ftspark.crd > crds/ftspark.io_faulttolerantsparkjobs.yaml
+
+dev-cluster: $(VENV)/.installed cluster-bin
+	$(PY) -m ftspark_dev.cluster
+
+demo: $(VENV)/.installed cluster-bin
+	$(PY) -m ftspark_dev.demo
+
+lock: $(VENV)/.installed
+	{ echo "# Exact versions for every install (make venv). Regenerate with: make lock"; \
+	  $(VENV)/bin/pip freeze --exclude-editable | grep -v '^ftspark'; } > constraints.txt
+
+clean:
+	rm -rf $(VENV) .dev-cluster .demo .mypy_cache .ruff_cache .pytest_cache

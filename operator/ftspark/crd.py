@@ -1,0 +1,149 @@
+"""Generates the FaultTolerantSparkJob CustomResourceDefinition from the pydantic models.
+
+`python -m ftspark.crd` prints it; crds/ holds the output and a test fails when the two drift.
+Kubernetes wants a structural OpenAPI v3.0 schema: no $ref, no anyOf-with-null, no titles, boolean
+exclusive bounds — this module turns pydantic's JSON Schema into that.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import yaml
+
+from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
+from ftspark.domain.models import JobSpec, JobStatus
+
+_DROPPED_KEYS = {"title", "$defs", "discriminator"}
+_FORMATS = {"date-time", "int32", "int64", "float", "double", "byte", "date"}
+
+JsonSchema = dict[str, Any]
+
+
+def _structural(node: JsonSchema, defs: dict[str, JsonSchema]) -> JsonSchema:
+    if "$ref" in node:
+        target = _structural(defs[node["$ref"].rsplit("/", 1)[-1]], defs)
+        # Keys beside a $ref (description, default) describe this use of the type and win.
+        return {**target, **_structural({k: v for k, v in node.items() if k != "$ref"}, defs)}
+    if "anyOf" in node:
+        options = [option for option in node["anyOf"] if option.get("type") != "null"]
+        if len(options) != 1:
+            raise ValueError(f"only Optional[X] unions fit a structural schema: {node}")
+        rest = {k: v for k, v in node.items() if k != "anyOf"}
+        merged = {**_structural(options[0], defs), **_structural(rest, defs), "nullable": True}
+        if merged.get("default", "unset") is None:
+            del merged["default"]  # a null default says nothing the apiserver can use
+        return merged
+    result: JsonSchema = {}
+    for key, value in node.items():
+        result.update(_keyword(key, value, node, defs))
+    if result.get("type") == "object" and "properties" not in result and "additionalProperties" not in result:
+        result["x-kubernetes-preserve-unknown-fields"] = True
+    return result
+
+
+def _keyword(key: str, value: Any, node: JsonSchema, defs: dict[str, JsonSchema]) -> JsonSchema:
+    """One JSON Schema keyword of node, said the way a structural OpenAPI v3.0 schema says it."""
+    if key in _DROPPED_KEYS or (key == "format" and value not in _FORMATS):
+        return {}
+    if key in {"exclusiveMinimum", "exclusiveMaximum"} and not isinstance(value, bool):
+        return {"minimum" if key == "exclusiveMinimum" else "maximum": value, key: True}
+    if key == "const":
+        return {"enum": [value]}
+    if key == "additionalProperties" and isinstance(value, bool):
+        # false: the apiserver prunes unknown fields anyway; true: said the structural way.
+        return {"x-kubernetes-preserve-unknown-fields": True} if value else {}
+    if key in {"additionalProperties", "items"}:
+        return {key: _structural(value, defs)}
+    if key == "properties":
+        return {key: _properties(value, set(node.get("required", ())), defs)}
+    return {key: value}
+
+
+def _properties(
+    properties: dict[str, JsonSchema], required: set[str], defs: dict[str, JsonSchema]
+) -> JsonSchema:
+    converted = {name: _structural(schema, defs) for name, schema in properties.items()}
+    for name, schema in converted.items():
+        # An omitted optional sub-object still gets its fields' defaults stored, so that
+        # `kubectl get -o yaml` shows the settings in force.
+        if name not in required and "properties" in schema and not schema.get("nullable"):
+            schema.setdefault("default", {})
+    return converted
+
+
+def openapi_schema(model: type[Any]) -> JsonSchema:
+    raw: JsonSchema = model.model_json_schema(by_alias=True, mode="validation")
+    schema: JsonSchema = _structural(raw, raw.get("$defs", {}))
+    return schema
+
+
+def custom_resource_definition() -> dict[str, Any]:
+    spec_schema = openapi_schema(JobSpec)
+    status_schema = openapi_schema(JobStatus)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{PLURAL}.{API_GROUP}"},
+        "spec": {
+            "group": API_GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": KIND.lower(),
+                "shortNames": ["ftsj"],
+                "categories": ["all", "ftspark"],
+            },
+            "versions": [
+                {
+                    "name": API_VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                        {"name": "Attempt", "type": "integer", "jsonPath": ".status.attempt"},
+                        {
+                            "name": "Last checkpoint",
+                            "type": "integer",
+                            "jsonPath": ".status.latestCheckpoint.id",
+                        },
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "A PySpark application kept running with checkpoints, savepoints, "
+                            "restart strategies and a highly available, leader-elected operator.",
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {
+                                    "type": "string",
+                                    "description": "Versioned schema of this object.",
+                                },
+                                "kind": {
+                                    "type": "string",
+                                    "description": "The REST resource this object represents.",
+                                },
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema,
+                                "status": status_schema,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def render() -> str:
+    header = "# Generated by `python -m ftspark.crd` from ftspark.domain.models; do not edit by hand.\n"
+    return header + yaml.safe_dump(custom_resource_definition(), sort_keys=False, width=120)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())

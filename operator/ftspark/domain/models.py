@@ -1,0 +1,296 @@
+"""The FaultTolerantSparkJob resource: spec (what the user wants) and status (what the operator saw).
+
+These models are the single source of the CRD schema (crds/ is generated from them, see ftspark.crd).
+Every field carries a description: it is what `kubectl explain` shows.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+_S3_URI = r"^s3a?://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
+_QUANTITY = r"^[0-9]+(\.[0-9]+)?([kmgtKMGT]i?|[kmgt]b?)?$"
+
+
+class _Model(BaseModel):
+    """camelCase on the wire, snake_case in Python; unknown fields are refused."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+def _object(*rules: tuple[str, str]) -> dict[str, Any]:
+    """CEL rules (x-kubernetes-validations) for a model's schema."""
+    return {"x-kubernetes-validations": [{"rule": rule, "message": message} for rule, message in rules]}
+
+
+PodTemplate = Annotated[
+    dict[str, Any],
+    Field(json_schema_extra={"x-kubernetes-preserve-unknown-fields": True}),
+]
+
+
+class EnvVar(_Model):
+    name: str = Field(min_length=1, description="Name of the environment variable.")
+    value: str = Field(default="", description="Value of the environment variable.")
+
+
+class DriverSpec(_Model):
+    cores: int = Field(default=1, ge=1, le=64, description="CPU cores of the driver (spark.driver.cores).")
+    memory: str = Field(
+        default="1g", pattern=_QUANTITY, description="Driver heap (spark.driver.memory), e.g. 1g."
+    )
+    pod_template: PodTemplate = Field(
+        default_factory=dict,
+        description="A partial Pod merged into the driver pod the operator creates "
+        "(labels, annotations, tolerations, volumes, sidecars).",
+    )
+
+
+class ExecutorSpec(_Model):
+    instances: int = Field(
+        default=1, ge=0, le=1000, description="Number of executors (spark.executor.instances)."
+    )
+    cores: int = Field(default=1, ge=1, le=64, description="CPU cores per executor (spark.executor.cores).")
+    memory: str = Field(default="1g", pattern=_QUANTITY, description="Executor heap (spark.executor.memory).")
+    pod_template: PodTemplate = Field(
+        default_factory=dict,
+        description="A partial Pod used as Spark's executor pod template "
+        "(spark.kubernetes.executor.podTemplateFile).",
+    )
+
+
+class CheckpointSpec(_Model):
+    storage: str = Field(
+        pattern=_S3_URI,
+        description="s3:// prefix under which the job keeps checkpoints/, savepoints/, ha/ and results/.",
+    )
+    retained: int = Field(
+        default=3, ge=1, le=100, description="Completed checkpoints whose pointers are kept (newest first)."
+    )
+
+
+class FixedDelay(_Model):
+    attempts: int = Field(default=3, ge=0, description="Restarts allowed before the job fails for good.")
+    delay_seconds: float = Field(
+        default=10.0, ge=0, description="Wait between a failure and the next attempt."
+    )
+
+
+class ExponentialDelay(_Model):
+    model_config = ConfigDict(
+        json_schema_extra=_object(
+            (
+                "self.maxBackoffSeconds >= self.initialBackoffSeconds",
+                "maxBackoffSeconds must be >= initialBackoffSeconds",
+            )
+        )
+    )
+    initial_backoff_seconds: float = Field(default=1.0, ge=0, description="Delay before the first restart.")
+    max_backoff_seconds: float = Field(default=300.0, ge=0, description="Upper bound of the delay.")
+    backoff_multiplier: float = Field(
+        default=2.0, ge=1, description="Factor applied to the delay after a failure."
+    )
+    jitter_factor: float = Field(default=0.1, ge=0, le=1, description="Random +/- share of the delay.")
+    reset_backoff_threshold_seconds: float = Field(
+        default=3600.0, ge=0, description="A run stable this long resets the delay to its initial value."
+    )
+    attempts: int | None = Field(
+        default=None, ge=0, description="Restarts allowed in all; unset means no limit."
+    )
+
+
+class FailureRate(_Model):
+    max_failures_per_interval: int = Field(
+        default=3, ge=1, description="Failures tolerated within one interval."
+    )
+    interval_seconds: float = Field(default=300.0, gt=0, description="Length of the sliding interval.")
+    delay_seconds: float = Field(
+        default=10.0, ge=0, description="Wait between a failure and the next attempt."
+    )
+
+
+RestartStrategyType = Literal["fixed-delay", "exponential-delay", "failure-rate", "none"]
+
+
+class RestartStrategy(_Model):
+    type: RestartStrategyType = Field(
+        default="exponential-delay",
+        description="How failed attempts are restarted: fixed-delay, "
+        "exponential-delay, failure-rate or none.",
+    )
+    fixed_delay: FixedDelay = Field(default_factory=FixedDelay, description="Settings of fixed-delay.")
+    exponential_delay: ExponentialDelay = Field(
+        default_factory=ExponentialDelay, description="Settings of exponential-delay."
+    )
+    failure_rate: FailureRate = Field(default_factory=FailureRate, description="Settings of failure-rate.")
+
+
+class LocalRecoverySpec(_Model):
+    enabled: bool = Field(
+        default=False,
+        description="Keep a verified copy of state on the executors' nodes and read it on recovery.",
+    )
+    affinity: Literal["preferred", "required"] = Field(
+        default="preferred",
+        description="Node affinity of a new attempt's executors to the nodes used before.",
+    )
+    host_path: str = Field(
+        default="/var/lib/ftspark/local-state",
+        pattern=r"^/",
+        description="Node-local directory for Spark's local dir and the local state copy.",
+    )
+
+
+class ResultStoreSpec(_Model):
+    ttl_seconds: int = Field(
+        default=7 * 24 * 3600,
+        ge=0,
+        description="How long a finished job's clean result is kept; 0 keeps it forever.",
+    )
+
+
+UpgradeMode = Literal["stateless", "last-state", "savepoint"]
+DesiredState = Literal["running", "stopped", "cancelled", "suspended"]
+
+
+class JobSpec(_Model):
+    """What to run and how to keep it running."""
+
+    image: str = Field(min_length=1, description="Container image with Spark, Python and ftspark.")
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
+        default="IfNotPresent", description="Pull policy of the driver and executor images."
+    )
+    main_application_file: str = Field(
+        min_length=1, description="The PySpark script, e.g. local:///opt/app/job.py or s3://bucket/job.py."
+    )
+    arguments: list[str] = Field(default_factory=list, description="Arguments passed to the script.")
+    py_files: list[str] = Field(
+        default_factory=list, description="Extra Python files or archives (--py-files)."
+    )
+    spark_conf: dict[str, str] = Field(
+        default_factory=dict, description="Extra Spark configuration (--conf k=v)."
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list, description="Environment variables of driver and executors."
+    )
+    driver: DriverSpec = Field(default_factory=DriverSpec, description="Driver resources and pod overrides.")
+    executor: ExecutorSpec = Field(
+        default_factory=ExecutorSpec, description="Executor count, resources, pod overrides."
+    )
+    checkpoint: CheckpointSpec = Field(description="Where checkpoints live and how many are kept.")
+    restart_strategy: RestartStrategy = Field(
+        default_factory=RestartStrategy, description="What happens after a failed attempt."
+    )
+    upgrade_mode: UpgradeMode = Field(
+        default="last-state",
+        description="How a spec change is rolled out: stateless (fresh checkpoints), "
+        "last-state (resume from the latest checkpoint) or savepoint (stop with a savepoint, start from it).",
+    )
+    desired_state: DesiredState = Field(
+        default="running",
+        description="running; stopped (stop with a final checkpoint, resume without rewind); "
+        "cancelled (stop now); suspended (stop with a checkpoint and keep the job graph for a later resume).",
+    )
+    stop_timeout_seconds: int = Field(
+        default=300, ge=1, description="How long a stop may take before it is escalated to a cancel."
+    )
+    savepoint_trigger_nonce: int | None = Field(
+        default=None, description="Change this number to take a savepoint of the running job."
+    )
+    initial_savepoint: str | None = Field(
+        default=None,
+        pattern=_S3_URI,
+        description="Start from this savepoint (s3:// path of savepoints/<id>).",
+    )
+    local_recovery: LocalRecoverySpec = Field(
+        default_factory=LocalRecoverySpec, description="Task-local state recovery."
+    )
+    result_store: ResultStoreSpec = Field(
+        default_factory=ResultStoreSpec, description="Retention of the finished job's result."
+    )
+
+
+Phase = Literal[
+    "Pending",
+    "Submitting",
+    "Running",
+    "Restarting",
+    "Stopping",
+    "Stopped",
+    "Cancelling",
+    "Cancelled",
+    "Suspended",
+    "Upgrading",
+    "Succeeded",
+    "Failed",
+]
+ConditionType = Literal["Ready", "Progressing", "Degraded"]
+
+
+class Condition(_Model):
+    type: ConditionType = Field(description="Ready, Progressing or Degraded.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field(description="A CamelCase word for machines.")
+    message: str = Field(default="", description="What happened, for people.")
+    last_transition_time: datetime = Field(description="When status last changed.")
+    observed_generation: int | None = Field(
+        default=None, description="The spec generation this was computed from."
+    )
+
+
+class CheckpointRef(_Model):
+    id: int = Field(ge=0, description="Checkpoint id (the committed micro-batch id).")
+    time: datetime = Field(description="When the checkpoint completed.")
+    location: str = Field(description="s3:// location of the checkpoint directory.")
+
+
+class SavepointRef(_Model):
+    id: str = Field(description="Savepoint id.")
+    time: datetime = Field(description="When the savepoint completed.")
+    location: str = Field(description="s3:// location of savepoints/<id>.")
+    batch_id: int = Field(ge=0, description="The micro-batch the savepoint holds.")
+    trigger_nonce: int | None = Field(default=None, description="The nonce that asked for it, if any.")
+
+
+class Failure(_Model):
+    reason: str = Field(description="Why the attempt ended, e.g. DriverError, OOMKilled, NodeLost.")
+    message: str = Field(default="", description="The driver's termination message or the observed cause.")
+    exit_code: int | None = Field(default=None, description="The driver container's exit code.")
+    attempt: int = Field(ge=0, description="The attempt that failed.")
+    time: datetime = Field(description="When the failure was observed.")
+
+
+class JobResult(_Model):
+    state: Literal["Succeeded", "Failed", "Cancelled"] = Field(description="How the job ended for good.")
+    time: datetime = Field(description="When the job ended.")
+    message: str = Field(default="", description="Details.")
+
+
+class JobStatus(_Model):
+    """What the operator observed and did; written only by the operator."""
+
+    phase: Phase = Field(default="Pending", description="Lifecycle phase.")
+    attempt: int = Field(
+        default=0, ge=0, description="Current attempt number (0 before the first submission)."
+    )
+    observed_generation: int | None = Field(default=None, description="The spec generation last acted upon.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded.")
+    driver_pod: str | None = Field(default=None, description="Name of the current attempt's driver pod.")
+    latest_checkpoint: CheckpointRef | None = Field(
+        default=None, description="The newest completed checkpoint."
+    )
+    savepoints: list[SavepointRef] = Field(default_factory=list, description="Savepoints taken, newest last.")
+    last_failure: Failure | None = Field(default=None, description="The most recent failed attempt.")
+    result: JobResult | None = Field(default=None, description="Set once the job has ended for good.")
+
+
+class FaultTolerantSparkJob(_Model):
+    """A PySpark application the operator keeps running with checkpoints, savepoints and HA."""
+
+    model_config = ConfigDict(extra="ignore")
+    spec: JobSpec = Field(description="What to run and how to keep it running.")
+    status: JobStatus = Field(default_factory=JobStatus, description="What the operator observed.")

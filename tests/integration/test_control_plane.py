@@ -1,0 +1,182 @@
+"""The local control plane is a real Kubernetes: versions, CRDs, optimistic concurrency, RBAC, tokens."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from ftspark import API_GROUP, API_VERSION, PLURAL
+from tests.waiting import eventually
+
+CRD_FILE = REPO_ROOT / "crds" / "ftspark.io_faulttolerantsparkjobs.yaml"
+
+
+def test_reports_the_pinned_kubernetes_version(control_plane: ControlPlane) -> None:
+    versions = json.loads(control_plane.kubectl("version", "--output=json").stdout)
+    assert versions["serverVersion"]["gitVersion"] == "v1.34.12"
+    assert versions["clientVersion"]["gitVersion"] == "v1.34.12"
+
+
+@pytest.fixture(scope="module")
+def installed_crd(control_plane: ControlPlane, api_client: client.ApiClient) -> str:
+    control_plane.kubectl("apply", "--server-side", "-f", str(CRD_FILE))
+    extensions = client.ApiextensionsV1Api(api_client)
+    name = f"{PLURAL}.{API_GROUP}"
+
+    def established() -> bool:
+        conditions = extensions.read_custom_resource_definition(name).status.conditions or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    eventually(established, timeout=30, what="CRD established")
+    return name
+
+
+def test_crd_is_structural_and_established(installed_crd: str, api_client: client.ApiClient) -> None:
+    crd = client.ApiextensionsV1Api(api_client).read_custom_resource_definition(installed_crd)
+    conditions = {c.type: c for c in crd.status.conditions}
+    assert conditions["Established"].status == "True"
+    assert "NonStructuralSchema" not in conditions
+    assert crd.status.accepted_names.short_names == ["ftsj"]
+
+
+def test_kubectl_explain_shows_field_descriptions(control_plane: ControlPlane, installed_crd: str) -> None:
+    def explained() -> str:
+        result = control_plane.kubectl("explain", "ftsj.spec.checkpoint", check=False)
+        return result.stdout if result.returncode == 0 else ""
+
+    text = eventually(explained, timeout=30, what="kubectl explain (OpenAPI published)")
+    assert "s3:// prefix under which the job keeps checkpoints" in text
+    assert "retained" in text
+    assert "Completed checkpoints whose pointers are kept" in text
+
+
+def _job(name: str, **spec: object) -> dict[str, object]:
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": "FaultTolerantSparkJob",
+        "metadata": {"name": name},
+        "spec": {
+            "image": "ftspark/spark:4.0.5",
+            "mainApplicationFile": "local:///opt/app/job.py",
+            "checkpoint": {"storage": "s3://bucket/jobs/wordcount"},
+            **spec,
+        },
+    }
+
+
+def test_schema_defaults_and_rejects_bad_fields(
+    installed_crd: str, api_client: client.ApiClient, namespace: str
+) -> None:
+    objects = client.CustomObjectsApi(api_client)
+    created = objects.create_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, _job("good"))
+    assert created["spec"]["upgradeMode"] == "last-state"
+    assert created["spec"]["restartStrategy"]["exponentialDelay"]["backoffMultiplier"] == 2.0
+    assert created["spec"]["checkpoint"]["retained"] == 3
+
+    with pytest.raises(ApiException) as bad_storage:
+        objects.create_namespaced_custom_object(
+            API_GROUP, API_VERSION, namespace, PLURAL, _job("bad-storage", checkpoint={"storage": "/tmp/x"})
+        )
+    assert bad_storage.value.status == 422
+    assert "spec.checkpoint.storage" in bad_storage.value.body
+
+    with pytest.raises(ApiException) as bad_backoff:
+        objects.create_namespaced_custom_object(
+            API_GROUP,
+            API_VERSION,
+            namespace,
+            PLURAL,
+            _job(
+                "bad-backoff",
+                restartStrategy={"exponentialDelay": {"initialBackoffSeconds": 60, "maxBackoffSeconds": 5}},
+            ),
+        )
+    assert bad_backoff.value.status == 422
+    assert "maxBackoffSeconds must be >= initialBackoffSeconds" in bad_backoff.value.body
+
+
+def test_lease_update_with_stale_resource_version_conflicts(
+    api_client: client.ApiClient, namespace: str
+) -> None:
+    leases = client.CoordinationV1Api(api_client)
+    lease = leases.create_namespaced_lease(
+        namespace,
+        client.V1Lease(
+            metadata=client.V1ObjectMeta(name="lock"), spec=client.V1LeaseSpec(holder_identity="a")
+        ),
+    )
+    stale_version = lease.metadata.resource_version
+    lease.spec.holder_identity = "b"
+    updated = leases.replace_namespaced_lease("lock", namespace, lease)
+    assert updated.metadata.resource_version != stale_version
+
+    lease.spec.holder_identity = "c"
+    lease.metadata.resource_version = stale_version
+    with pytest.raises(ApiException) as conflict:
+        leases.replace_namespaced_lease("lock", namespace, lease)
+    assert conflict.value.status == 409
+    assert leases.read_namespaced_lease("lock", namespace).spec.holder_identity == "b"
+
+
+def _token_client(control_plane: ControlPlane, token: str) -> client.ApiClient:
+    configuration = client.Configuration()
+    configuration.host = control_plane.server
+    configuration.ssl_ca_cert = str(control_plane.ca_path)
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    return client.ApiClient(configuration)
+
+
+def test_service_account_with_narrow_role_is_denied_the_rest(
+    control_plane: ControlPlane, api_client: client.ApiClient, namespace: str
+) -> None:
+    core = client.CoreV1Api(api_client)
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    core.create_namespaced_service_account(
+        namespace, client.V1ServiceAccount(metadata=client.V1ObjectMeta(name="narrow"))
+    )
+    rbac.create_namespaced_role(
+        namespace,
+        client.V1Role(
+            metadata=client.V1ObjectMeta(name="read-configmaps"),
+            rules=[client.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["get", "list"])],
+        ),
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        client.V1RoleBinding(
+            metadata=client.V1ObjectMeta(name="narrow-reads-configmaps"),
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="Role", name="read-configmaps"
+            ),
+            subjects=[client.RbacV1Subject(kind="ServiceAccount", name="narrow", namespace=namespace)],
+        ),
+    )
+    # A real signed token from the TokenRequest API: the API server authenticates it with its own key.
+    token = core.create_namespaced_service_account_token(
+        "narrow", namespace, client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
+    ).status.token
+    narrow = client.CoreV1Api(_token_client(control_plane, token))
+
+    assert narrow.list_namespaced_config_map(namespace).items is not None
+    with pytest.raises(ApiException) as create_denied:
+        narrow.create_namespaced_config_map(
+            namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name="x"))
+        )
+    assert create_denied.value.status == 403
+    assert f"system:serviceaccount:{namespace}:narrow" in create_denied.value.body
+    with pytest.raises(ApiException) as secrets_denied:
+        narrow.list_namespaced_secret(namespace)
+    assert secrets_denied.value.status == 403
+    with pytest.raises(ApiException) as other_namespace_denied:
+        narrow.list_namespaced_config_map("default")
+    assert other_namespace_denied.value.status == 403
+
+    with pytest.raises(ApiException) as forged:
+        client.CoreV1Api(_token_client(control_plane, token[:-4] + "AAAA")).list_namespaced_config_map(
+            namespace
+        )
+    assert forged.value.status == 401

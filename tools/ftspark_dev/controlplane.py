@@ -1,0 +1,273 @@
+"""A real Kubernetes control plane on loopback: etcd, kube-apiserver and, on demand,
+kube-scheduler and kube-controller-manager, all built from source by tools/kubebin.
+
+There is no kubelet: nothing runs pods unless a node agent does (the end-to-end tooling).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import ssl
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from ftspark_dev import pki
+from ftspark_dev.processes import ManagedProcess, free_port, wait_until_healthy
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+_START_TIMEOUT = 120.0
+
+
+def binaries_dir() -> Path:
+    """The directory holding etcd, kube-apiserver, ... — built on first use (prints progress)."""
+    override = os.environ.get("FTSPARK_KUBEBIN_DIR")
+    if override:
+        return Path(override)
+    build = REPO_ROOT / "tools" / "kubebin" / "build.sh"
+    result = subprocess.run([str(build)], check=True, stdout=subprocess.PIPE, text=True)
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
+def write_kubeconfig(path: Path, server: str, ca_pem: bytes, credentials: pki.KeyPair, user: str) -> Path:
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {"name": "local", "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": b64(credentials.cert_pem),
+                    "client-key-data": b64(credentials.key_pem),
+                },
+            }
+        ],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
+        "current-context": "local",
+    }
+    path.write_text(yaml.safe_dump(document))
+    path.chmod(0o600)
+    return path
+
+
+@dataclass
+class ControlPlane:
+    """Start with start(); add the scheduler and controller-manager with start_controllers()."""
+
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ftspark-cp-")))
+    bin_dir: Path = field(default_factory=binaries_dir)
+    # The ServiceAccount admission plugin rejects pods until the controller-manager has created each
+    # namespace's default ServiceAccount, so it is on only for a full cluster (as envtest does).
+    service_account_admission: bool = False
+    keep_workdir: bool = False
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.pki_dir = self.workdir / "pki"
+        self.log_dir = self.workdir / "logs"
+        self.pki_dir.mkdir(exist_ok=True)
+        self._ca = pki.CertificateAuthority()
+        self.ca_path = self.pki_dir / "ca.crt"
+        self.ca_path.write_bytes(self._ca.cert_pem)
+        self.apiserver_port = free_port()
+        self.server = f"https://127.0.0.1:{self.apiserver_port}"
+        self.kubeconfig = self.kubeconfig_for("ftspark-admin", groups=("system:masters",), name="admin")
+        self._processes: dict[str, ManagedProcess] = {}
+
+    # -- credentials -------------------------------------------------------------------------------------
+
+    def kubeconfig_for(self, user: str, *, groups: tuple[str, ...] = (), name: str | None = None) -> Path:
+        """A kubeconfig authenticating as user (client certificate: CN=user, O=groups)."""
+        pair = self._ca.issue(user, organization=",".join(groups) or None)
+        if len(groups) > 1:
+            raise ValueError("one group per client certificate is enough for these tests")
+        return write_kubeconfig(
+            self.workdir / f"{name or user}.kubeconfig", self.server, self._ca.cert_pem, pair, user
+        )
+
+    def _admin_ssl_context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca_path))
+        admin = self._ca.issue("ftspark-health", organization="system:masters")
+        cert, key = pki.write(self.pki_dir, "health-client", admin)
+        context.load_cert_chain(cert, key)
+        return context
+
+    # -- processes ---------------------------------------------------------------------------------------
+
+    def _binary(self, name: str) -> str:
+        path = self.bin_dir / name
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: run `make cluster-bin`")
+        return str(path)
+
+    def _spawn(self, name: str, argv: list[str]) -> ManagedProcess:
+        process = ManagedProcess(name, argv, self.log_dir)
+        self._processes[name] = process
+        process.start()
+        return process
+
+    def start(self) -> ControlPlane:
+        try:
+            self._start_etcd()
+            self._start_apiserver()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_etcd(self) -> None:
+        client_port, peer_port = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client_port}"
+        peer_url = f"http://127.0.0.1:{peer_port}"
+        etcd = self._spawn(
+            "etcd",
+            [
+                self._binary("etcd"),
+                "--name=ftspark",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=ftspark={peer_url}",
+                "--unsafe-no-fsync=true",  # tests only: durability is not what they measure
+                "--quota-backend-bytes=4294967296",
+                "--auto-compaction-retention=1",
+                "--log-level=warn",
+            ],
+        )
+        wait_until_healthy(
+            etcd, f"{self.etcd_url}/health", timeout=_START_TIMEOUT, healthy=lambda b: b'"true"' in b
+        )
+
+    def _start_apiserver(self) -> None:
+        serving = self._ca.issue(
+            "kube-apiserver",
+            server_names=(
+                "127.0.0.1",
+                "localhost",
+                "10.0.0.1",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ),
+        )
+        serving_cert, serving_key = pki.write(self.pki_dir, "apiserver", serving)
+        self.service_account_key = self.pki_dir / "sa.key"
+        sa_public, _ = pki.write(self.pki_dir, "sa", pki.service_account_signing_key())
+        sa_public_path = self.pki_dir / "sa.pub"
+        sa_public.rename(sa_public_path)
+        argv = [
+            self._binary("kube-apiserver"),
+            f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={self.apiserver_port}",
+            f"--tls-cert-file={serving_cert}",
+            f"--tls-private-key-file={serving_key}",
+            f"--client-ca-file={self.ca_path}",
+            "--authorization-mode=Node,RBAC",
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            f"--service-account-issuer={self.server}",
+            f"--service-account-key-file={sa_public_path}",
+            f"--service-account-signing-key-file={self.service_account_key}",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--event-ttl=1h",
+        ]
+        if not self.service_account_admission:
+            argv.append("--disable-admission-plugins=ServiceAccount")
+        apiserver = self._spawn("kube-apiserver", argv)
+        wait_until_healthy(
+            apiserver, f"{self.server}/readyz", timeout=_START_TIMEOUT, ssl_context=self._admin_ssl_context()
+        )
+
+    def start_controllers(self) -> None:
+        """kube-scheduler and kube-controller-manager (garbage collector, namespaces, service accounts…)."""
+        if "kube-scheduler" not in self._processes:
+            kubeconfig = self.kubeconfig_for("system:kube-scheduler")
+            scheduler = self._spawn(
+                "kube-scheduler",
+                [
+                    self._binary("kube-scheduler"),
+                    f"--kubeconfig={kubeconfig}",
+                    f"--authentication-kubeconfig={kubeconfig}",
+                    f"--authorization-kubeconfig={kubeconfig}",
+                    "--leader-elect=false",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={free_port()}",
+                ],
+            )
+            self._wait_running(scheduler)
+        if "kube-controller-manager" not in self._processes:
+            kubeconfig = self.kubeconfig_for("system:kube-controller-manager")
+            manager = self._spawn(
+                "kube-controller-manager",
+                [
+                    self._binary("kube-controller-manager"),
+                    f"--kubeconfig={kubeconfig}",
+                    f"--authentication-kubeconfig={kubeconfig}",
+                    f"--authorization-kubeconfig={kubeconfig}",
+                    f"--root-ca-file={self.ca_path}",
+                    f"--service-account-private-key-file={self.service_account_key}",
+                    "--use-service-account-credentials=true",
+                    "--controllers=*",
+                    "--leader-elect=false",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={free_port()}",
+                    f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                    # Short eviction timings so that a killed node's pods are noticed in seconds.
+                    "--node-monitor-grace-period=20s",
+                    "--node-monitor-period=2s",
+                ],
+            )
+            self._wait_running(manager)
+
+    def _wait_running(self, process: ManagedProcess, seconds: float = 3.0) -> None:
+        # Scheduler and controller-manager serve health only to authorized clients; readiness is proven
+        # by the tests that use them. Here: fail fast when one exits at start-up (bad flag, bad cert).
+        try:
+            subprocess.run(["sleep", str(seconds)], check=True)
+        finally:
+            if not process.running():
+                raise RuntimeError(f"{process.name} exited during start-up:\n{process.log_tail()}")
+
+    def process(self, name: str) -> ManagedProcess:
+        return self._processes[name]
+
+    def kubectl(
+        self, *args: str, kubeconfig: Path | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [self._binary("kubectl"), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
+            check=check,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def stop(self) -> None:
+        for process in reversed(list(self._processes.values())):
+            process.stop()
+        self._processes.clear()
+        if not self.keep_workdir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

@@ -1,0 +1,112 @@
+"""Child processes that cannot outlive the test run that started them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from ssl import SSLContext
+
+# The kernel sends SIGKILL to the child when the thread that started it exits, even when the test run is
+# SIGKILLed: no etcd or apiserver is left behind. setpriv (util-linux) sets it before exec, fork-safe.
+_DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "KILL", "--")
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class ManagedProcess:
+    """A long-running child process with its output in a log file."""
+
+    def __init__(self, name: str, argv: Sequence[str], log_dir: Path, env: dict[str, str] | None = None):
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = log_dir / f"{name}.log"
+        self._env = env
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(
+                [*_DIE_WITH_PARENT, *self.argv],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self._env,
+                start_new_session=True,
+            )
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise RuntimeError(f"{self.name} was not started")
+        return self._process.pid
+
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self.log_path.exists():
+            return "(no output)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, grace_seconds: float = 10.0) -> None:
+        process = self._process
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(grace_seconds)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would."""
+        process = self._process
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def wait_until_healthy(
+    process: ManagedProcess,
+    url: str,
+    *,
+    timeout: float,
+    ssl_context: SSLContext | None = None,
+    healthy: Callable[[bytes], bool] = lambda body: True,
+) -> None:
+    """Poll url until it answers 200, failing early (with the log) if the process exits."""
+    deadline = time.monotonic() + timeout
+    last_error = "no answer yet"
+    while time.monotonic() < deadline:
+        if not process.running():
+            raise RuntimeError(f"{process.name} exited during start-up:\n{process.log_tail()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2, context=ssl_context) as response:
+                body = response.read()
+                if response.status == 200 and healthy(body):
+                    return
+                last_error = f"HTTP {response.status}: {body[:200]!r}"
+        except (urllib.error.URLError, OSError) as error:
+            last_error = str(error)
+        time.sleep(0.2)
+    raise TimeoutError(
+        f"{process.name} not healthy after {timeout:.0f} s ({last_error}):\n{process.log_tail()}"
+    )

@@ -1,0 +1,62 @@
+"""An S3-protocol server on loopback (moto in server mode, in its own process so a test can stop it)."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import boto3
+
+from ftspark_dev.processes import ManagedProcess, free_port, wait_until_healthy
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+ACCESS_KEY = "ftspark-test"
+SECRET_KEY = "ftspark-test-secret"
+REGION = "us-east-1"
+
+
+@dataclass
+class S3Server:
+    log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ftspark-s3-")))
+    port: int = field(default_factory=free_port)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> S3Server:
+        self._process = ManagedProcess(
+            "moto-s3",
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            self.log_dir,
+        )
+        self._process.start()
+        wait_until_healthy(self._process, f"{self.endpoint}/moto-api/", timeout=60)
+        return self
+
+    def stop(self) -> None:
+        self._process.stop()
+
+    def kill(self) -> None:
+        """An outage: the endpoint stops answering (state is lost; moto keeps it in memory)."""
+        self._process.kill()
+
+    def client(self) -> S3Client:
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name=REGION,
+        )
+
+    def __enter__(self) -> S3Server:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
