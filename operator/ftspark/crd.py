@@ -66,10 +66,13 @@ def _properties(
 ) -> JsonSchema:
     converted = {name: _structural(schema, defs) for name, schema in properties.items()}
     for name, schema in converted.items():
-        # An omitted optional sub-object still gets its fields' defaults stored, so that
-        # `kubectl get -o yaml` shows the settings in force.
+        # An omitted optional sub-object gets its fields' defaults stored, so that `kubectl get -o yaml` shows
+        # the settings in force. Spelled out (not {}), since CEL rules are checked against the default as is.
         if name not in required and "properties" in schema and not schema.get("nullable"):
-            schema.setdefault("default", {})
+            schema.setdefault(
+                "default",
+                {key: child["default"] for key, child in schema["properties"].items() if "default" in child},
+            )
     return converted
 
 

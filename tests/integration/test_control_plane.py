@@ -82,7 +82,7 @@ def test_schema_defaults_and_rejects_bad_fields(
             API_GROUP, API_VERSION, namespace, PLURAL, _job("bad-storage", checkpoint={"storage": "/tmp/x"})
         )
     assert bad_storage.value.status == 422
-    assert "spec.checkpoint.storage" in bad_storage.value.body
+    assert "spec.checkpoint.storage" in json.loads(bad_storage.value.body)["message"]
 
     with pytest.raises(ApiException) as bad_backoff:
         objects.create_namespaced_custom_object(
@@ -96,7 +96,9 @@ def test_schema_defaults_and_rejects_bad_fields(
             ),
         )
     assert bad_backoff.value.status == 422
-    assert "maxBackoffSeconds must be >= initialBackoffSeconds" in bad_backoff.value.body
+    assert (
+        "maxBackoffSeconds must be >= initialBackoffSeconds" in json.loads(bad_backoff.value.body)["message"]
+    )
 
 
 def test_lease_update_with_stale_resource_version_conflicts(

@@ -62,11 +62,34 @@ def write_kubeconfig(path: Path, server: str, ca_pem: bytes, credentials: pki.Ke
     return path
 
 
+_WORKDIR_PREFIX = "ftspark-cp-"
+_OWNER_FILE = "owner.pid"
+
+
+def _sweep_abandoned_workdirs() -> None:
+    """Remove temporary control planes whose owning process died without cleaning up (SIGKILL)."""
+    for candidate in Path(tempfile.gettempdir()).glob(f"{_WORKDIR_PREFIX}*"):
+        owner = candidate / _OWNER_FILE
+        try:
+            os.kill(int(owner.read_text()), 0)
+        except (FileNotFoundError, ValueError):
+            continue  # not one of ours, or still being created
+        except ProcessLookupError:
+            shutil.rmtree(candidate, ignore_errors=True)
+
+
+def _new_workdir() -> Path:
+    _sweep_abandoned_workdirs()
+    workdir = Path(tempfile.mkdtemp(prefix=_WORKDIR_PREFIX))
+    (workdir / _OWNER_FILE).write_text(str(os.getpid()))
+    return workdir
+
+
 @dataclass
 class ControlPlane:
     """Start with start(); add the scheduler and controller-manager with start_controllers()."""
 
-    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ftspark-cp-")))
+    workdir: Path = field(default_factory=_new_workdir)
     bin_dir: Path = field(default_factory=binaries_dir)
     # The ServiceAccount admission plugin rejects pods until the controller-manager has created each
     # namespace's default ServiceAccount, so it is on only for a full cluster (as envtest does).
@@ -249,15 +272,21 @@ class ControlPlane:
         return self._processes[name]
 
     def kubectl(
-        self, *args: str, kubeconfig: Path | None = None, check: bool = True
+        self, *args: str, kubeconfig: Path | None = None, check: bool = True, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        result = subprocess.run(
             [self._binary("kubectl"), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
-            check=check,
+            check=False,
             capture_output=True,
             text=True,
+            input=stdin,
             timeout=120,
         )
+        if check and result.returncode != 0:
+            raise RuntimeError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}"
+            )
+        return result
 
     def stop(self) -> None:
         for process in reversed(list(self._processes.values())):

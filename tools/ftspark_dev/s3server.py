@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -41,10 +42,7 @@ class S3Server:
 
     def stop(self) -> None:
         self._process.stop()
-
-    def kill(self) -> None:
-        """An outage: the endpoint stops answering (state is lost; moto keeps it in memory)."""
-        self._process.kill()
+        shutil.rmtree(self.log_dir, ignore_errors=True)
 
     def client(self) -> S3Client:
         return boto3.client(

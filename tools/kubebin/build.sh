@@ -25,7 +25,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 done
 
 mkdir -p "$out.tmp"
-echo ">> building kubebin $K8S_VERSION + etcd $ETCD_VERSION into $out (first time only; ~20 min on 2 cores)" >&2
+echo ">> building kubebin $K8S_VERSION + etcd $ETCD_VERSION into $out (first time only; ~8 min on 2 cores)" >&2
 cd "$here"
 # go.sum pins every module hash; the public checksum database is not reachable from every machine.
 export GOSUMDB="${GOSUMDB:-off}" GOFLAGS="${GOFLAGS:-} -mod=readonly"

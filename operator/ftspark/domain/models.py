@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 _S3_URI = r"^s3a?://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
@@ -101,6 +101,12 @@ class ExponentialDelay(_Model):
     attempts: int | None = Field(
         default=None, ge=0, description="Restarts allowed in all; unset means no limit."
     )
+
+    @model_validator(mode="after")
+    def _bounded(self) -> ExponentialDelay:
+        if self.max_backoff_seconds < self.initial_backoff_seconds:
+            raise ValueError("maxBackoffSeconds must be >= initialBackoffSeconds")
+        return self
 
 
 class FailureRate(_Model):
