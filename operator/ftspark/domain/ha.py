@@ -1,0 +1,59 @@
+"""What the HA stores hold (DESIGN §4): job graphs, checkpoint pointers, job results. Pure data."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ftspark.domain.models import JobSpec
+
+
+class JobKey(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class JobGraph(BaseModel):
+    """The resolved submission: what was actually launched, written before any pod is created."""
+
+    model_config = ConfigDict(frozen=True)
+    job: JobKey
+    uid: str = Field(
+        description="The custom resource's uid: a re-created resource of the same name is a new job."
+    )
+    generation: int
+    spec_hash: str
+    spec: JobSpec
+    checkpoint_location: str = Field(description="s3:// directory Spark uses as checkpointLocation.")
+    submitted_at: datetime
+
+
+class CheckpointPointer(BaseModel):
+    """A completed checkpoint (a committed micro-batch) as reported by the driver."""
+
+    model_config = ConfigDict(frozen=True)
+    checkpoint_id: int = Field(ge=0)
+    batch_id: int = Field(ge=0)
+    location: str
+    completed_at: datetime
+    attempt: int = Field(ge=0)
+    source_end_offsets: dict[str, str] = Field(default_factory=dict)
+    state_rows: int = Field(default=0, ge=0)
+
+
+class JobResultEntry(BaseModel):
+    """FLIP-194: a finished job's result, dirty until its resources are cleaned up, then clean."""
+
+    model_config = ConfigDict(frozen=True)
+    job: JobKey
+    uid: str
+    state: Literal["Succeeded", "Failed", "Cancelled"]
+    finished_at: datetime
+    message: str = ""
+    clean: bool = False

@@ -1,0 +1,1 @@
+"""Small interfaces between the core and the outside world; adapters implement them."""

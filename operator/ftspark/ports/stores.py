@@ -1,0 +1,62 @@
+"""The HA stores (DESIGN §4, §5). Every write is conditional and fenced by the writer's Epoch.
+
+Implementations: adapters.memory (unit tests), adapters.k8s (ConfigMaps), adapters.s3. One contract test
+suite (tests/contract) runs against all of them.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ftspark.domain.fencing import Epoch
+from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
+
+
+class StoreUnavailableError(Exception):
+    """The backing service could not be reached or answered with an error; nothing is known to be written."""
+
+
+class JobGraphStore(Protocol):
+    def put(self, graph: JobGraph, epoch: Epoch) -> None:
+        """Write (or replace) the job's graph. Large graphs keep only a pointer in the small store."""
+
+    def get(self, job: JobKey) -> JobGraph | None: ...
+
+    def jobs(self) -> list[JobKey]:
+        """Every job that has a graph (a new leader adopts them)."""
+
+    def delete(self, job: JobKey, epoch: Epoch) -> None:
+        """Pointer first, payload after (two-phase delete)."""
+
+
+class CheckpointStore(Protocol):
+    def add(self, job: JobKey, pointer: CheckpointPointer, epoch: Epoch, *, retained: int) -> None:
+        """Record a completed checkpoint; keeps the newest `retained`; the counter never goes backwards.
+
+        A pointer whose id is not above the counter is refused (ValueError): ids never repeat.
+        """
+
+    def pointers(self, job: JobKey) -> list[CheckpointPointer]:
+        """Retained pointers, newest first."""
+
+    def counter(self, job: JobKey) -> int:
+        """The highest checkpoint id ever recorded for the job, -1 if none."""
+
+    def advance_fence(self, job: JobKey, driver_epoch: Epoch, epoch: Epoch) -> None:
+        """Before attempt N's pod exists: refuse every later write from drivers of attempts below N."""
+
+    def delete(self, job: JobKey, epoch: Epoch) -> None: ...
+
+
+class ResultStore(Protocol):
+    def create_dirty(self, result: JobResultEntry, epoch: Epoch) -> None:
+        """Create the dirty entry; an entry for the same uid already there is kept (no overwrite)."""
+
+    def mark_clean(self, uid: str, epoch: Epoch) -> None: ...
+
+    def get(self, uid: str) -> JobResultEntry | None: ...
+
+    def entries(self) -> list[JobResultEntry]: ...
+
+    def delete(self, uid: str, epoch: Epoch) -> None:
+        """Expire a clean entry (result-store TTL)."""
