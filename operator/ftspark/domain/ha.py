@@ -53,7 +53,7 @@ class JobResultEntry(BaseModel):
     model_config = ConfigDict(frozen=True)
     job: JobKey
     uid: str
-    state: Literal["Succeeded", "Failed", "Cancelled"]
+    state: Literal["Succeeded", "Failed"]
     finished_at: datetime
     message: str = ""
     clean: bool = False

@@ -271,9 +271,20 @@ class Failure(_Model):
 
 
 class JobResult(_Model):
-    state: Literal["Succeeded", "Failed", "Cancelled"] = Field(description="How the job ended for good.")
+    state: Literal["Succeeded", "Failed"] = Field(description="How the job ended for good.")
     time: datetime = Field(description="When the job ended.")
     message: str = Field(default="", description="Details.")
+
+
+class RestartState(_Model):
+    count: int = Field(default=0, ge=0, description="Restarts so far (attempts after the first).")
+    backoff_seconds: float | None = Field(
+        default=None, description="exponential-delay: the backoff last applied, before jitter."
+    )
+    recent_failures: list[datetime] = Field(
+        default_factory=list, description="Failure times the strategy still counts (failure-rate window)."
+    )
+    next_attempt_at: datetime | None = Field(default=None, description="When the next attempt may start.")
 
 
 class JobStatus(_Model):
@@ -291,6 +302,13 @@ class JobStatus(_Model):
     )
     savepoints: list[SavepointRef] = Field(default_factory=list, description="Savepoints taken, newest last.")
     last_failure: Failure | None = Field(default=None, description="The most recent failed attempt.")
+    restarts: RestartState = Field(default_factory=RestartState, description="Restart strategy bookkeeping.")
+    attempt_started_at: datetime | None = Field(
+        default=None, description="When the current driver started running."
+    )
+    stop_requested_at: datetime | None = Field(
+        default=None, description="When a stop (with checkpoint or savepoint) was asked of the driver."
+    )
     result: JobResult | None = Field(default=None, description="Set once the job has ended for good.")
 
 

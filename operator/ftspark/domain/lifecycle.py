@@ -1,0 +1,418 @@
+"""The job lifecycle: one pure function decides, from what was observed, what to do next.
+
+observe → decide → act → record: the reconciler gathers an Observation, `decide` returns a Decision
+(actions to carry out, in order, and the status to record), and adapters carry it out. Actions are
+idempotent, so a crash between acting and recording is repaired by the next reconcile.
+
+State diagram (phase → phase, on what):
+
+    Pending ──submit──▶ Submitting ──driver running──▶ Running ──driver exit 0──▶ Succeeded
+                            ▲   │                        │  ▲
+                            │   └──driver failed/lost────┤  └──(upgrade: Upgrading ──▶ Submitting)
+                            │                            ▼
+                            └──delay elapsed── Restarting ──strategy exhausted──▶ Failed
+    Running ──desiredState=stopped/suspended──▶ Stopping ──final checkpoint, exit 0──▶ Stopped / Suspended
+    Running ──desiredState=cancelled──▶ Cancelling ──driver gone──▶ Cancelled
+    Stopped / Suspended / Cancelled ──desiredState=running──▶ Submitting (resume from the latest checkpoint)
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Literal
+
+from ftspark.domain.ha import JobResultEntry
+from ftspark.domain.models import (
+    Condition,
+    ConditionType,
+    Failure,
+    JobResult,
+    JobSpec,
+    JobStatus,
+    Phase,
+)
+from ftspark.domain.restart import on_failure
+
+# Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
+_STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
+_RESUMABLE: set[Phase] = {"Stopped", "Suspended", "Cancelled"}
+_POLL_SECONDS = 10.0
+
+
+class DriverPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    TERMINATING = "Terminating"
+
+
+@dataclass(frozen=True)
+class DriverObservation:
+    attempt: int
+    pod_name: str
+    phase: DriverPhase
+    exit_code: int | None = None
+    reason: str = ""
+    message: str = ""
+    started_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Observation:
+    generation: int
+    spec_hash: str
+    submitted_spec_hash: str | None
+    drivers: tuple[DriverObservation, ...] = ()
+    result: JobResultEntry | None = None
+
+
+# -- actions (carried out in order by the reconciler's actuator) --
+
+RestoreFrom = Literal["nothing", "latest-checkpoint", "initial-savepoint"]
+
+
+@dataclass(frozen=True)
+class SubmitAttempt:
+    """Write the job graph, fence older drivers out, then create the driver Service and Pod."""
+
+    attempt: int
+    restore_from: RestoreFrom
+    fresh_checkpoints: bool = False
+
+
+@dataclass(frozen=True)
+class DeleteDriver:
+    pod_name: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class RequestStop:
+    """Ask the driver runtime to stop at the next batch boundary, with a final checkpoint."""
+
+    pod_name: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    """FLIP-194: a dirty result first, then clean up the job's resources, then mark the result clean."""
+
+    state: Literal["Succeeded", "Failed"]
+    message: str
+
+
+@dataclass(frozen=True)
+class EmitEvent:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+Action = SubmitAttempt | DeleteDriver | RequestStop | RecordResult | EmitEvent
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: JobStatus
+    actions: tuple[Action, ...] = ()
+    requeue_after: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def spec_hash(spec: JobSpec) -> str:
+    """What a change of triggers an upgrade: everything but the desired state and the savepoint nonce."""
+    relevant = spec.model_dump_json(
+        exclude={"desired_state", "savepoint_trigger_nonce", "stop_timeout_seconds"}
+    )
+    return hashlib.sha256(relevant.encode()).hexdigest()[:16]
+
+
+def driver_pod_name(job_name: str, attempt: int) -> str:
+    return f"{job_name}-{attempt}-driver"
+
+
+# -- the decision --
+
+
+def decide(
+    spec: JobSpec,
+    status: JobStatus,
+    observation: Observation,
+    now: datetime,
+    uniform: Callable[[], float],
+) -> Decision:
+    ctx = _Context(spec, status, observation, now, uniform)
+    return ctx.decide()
+
+
+def invalid_spec(
+    status: JobStatus, generation: int, field_path: str, message: str, now: datetime
+) -> Decision:
+    """A spec the operator cannot act on: Ready=False naming the field, an Event, no pods."""
+    text = f"spec.{field_path}: {message}" if field_path else message
+    conditions = _set_condition(status.conditions, "Ready", "False", "InvalidSpec", text, now, generation)
+    new_status = status.model_copy(update={"conditions": conditions, "observed_generation": generation})
+    return Decision(new_status, (EmitEvent("Warning", "InvalidSpec", text),))
+
+
+class _Context:
+    def __init__(
+        self,
+        spec: JobSpec,
+        status: JobStatus,
+        observation: Observation,
+        now: datetime,
+        uniform: Callable[[], float],
+    ) -> None:
+        self.spec, self.obs, self.now, self.uniform = spec, observation, now, uniform
+        self.status = status
+        self.actions: list[Action] = []
+        newest = max((d.attempt for d in observation.drivers), default=0)
+        if newest > status.attempt:
+            # A driver of a later attempt than recorded: we crashed between creating it and recording status.
+            self.status = status.model_copy(update={"attempt": newest, "phase": "Submitting"})
+        self.current = next((d for d in observation.drivers if d.attempt == self.status.attempt), None)
+        self.stale = [d for d in observation.drivers if d.attempt < self.status.attempt]
+
+    # status helpers
+    def _update(self, **changes: object) -> None:
+        self.status = self.status.model_copy(update=changes)
+
+    def _condition(
+        self, kind: ConditionType, value: Literal["True", "False", "Unknown"], reason: str, message: str
+    ) -> None:
+        conditions = _set_condition(
+            self.status.conditions, kind, value, reason, message, self.now, self.obs.generation
+        )
+        self._update(conditions=conditions)
+
+    def _phase(self, phase: Phase, reason: str, message: str) -> None:
+        if self.status.phase != phase:
+            self.actions.append(
+                EmitEvent("Warning" if phase in {"Failed", "Restarting"} else "Normal", reason, message)
+            )
+        self._update(phase=phase)
+
+    def _done(self, requeue_after: float | None = None) -> Decision:
+        return Decision(self.status, tuple(self.actions), requeue_after)
+
+    def _delete_current(self, reason: str) -> None:
+        if self.current and self.current.phase != DriverPhase.TERMINATING:
+            self.actions.append(DeleteDriver(self.current.pod_name, self.current.attempt, reason))
+
+    def _submit(
+        self, restore_from: RestoreFrom, *, fresh: bool = False, reason: str, message: str
+    ) -> Decision:
+        if self.stale or self.current:
+            return self._done(1.0)  # never start an attempt while an earlier driver pod still exists
+        attempt = self.status.attempt + 1
+        self.actions.append(SubmitAttempt(attempt, restore_from, fresh))
+        self._update(
+            attempt=attempt,
+            driver_pod=None,
+            attempt_started_at=None,
+            stop_requested_at=None,
+            observed_generation=self.obs.generation,
+            restarts=self.status.restarts.model_copy(update={"next_attempt_at": None}),
+        )
+        self._phase("Submitting", reason, message)
+        self._condition("Progressing", "True", reason, message)
+        return self._done(_POLL_SECONDS)
+
+    # the dispatch
+    def decide(self) -> Decision:
+        for driver in self.stale:
+            if driver.phase != DriverPhase.TERMINATING:
+                self.actions.append(
+                    DeleteDriver(driver.pod_name, driver.attempt, "superseded by a later attempt")
+                )
+        if self.obs.result is not None:
+            return self._finished(self.obs.result)
+        desired = self.spec.desired_state
+        if desired == "cancelled":
+            return self._cancel()
+        if desired in {"stopped", "suspended"}:
+            return self._stop("Stopped" if desired == "stopped" else "Suspended")
+        return self._keep_running()
+
+    def _finished(self, result: JobResultEntry) -> Decision:
+        # A job with a result never runs again, whoever leads now (FLIP-194).
+        self._delete_current("the job has a result")
+        self._update(result=JobResult(state=result.state, time=result.finished_at, message=result.message))
+        self._phase(result.state, f"Job{result.state}", result.message or f"the job {result.state.lower()}")
+        self._condition("Ready", "False", f"Job{result.state}", result.message)
+        self._condition("Progressing", "False", f"Job{result.state}", result.message)
+        return self._done()
+
+    def _cancel(self) -> Decision:
+        if self.current is None:
+            self._phase("Cancelled", "Cancelled", "the driver is gone; resume with desiredState: running")
+            self._condition("Ready", "False", "Cancelled", "cancelled by request")
+            self._condition("Progressing", "False", "Cancelled", "cancelled by request")
+            return self._done()
+        self._delete_current("cancel requested")
+        self._phase("Cancelling", "Cancelling", "deleting the driver")
+        return self._done(1.0)
+
+    def _stop(self, target: Phase) -> Decision:
+        current = self.current
+        if current is None or current.phase in {DriverPhase.SUCCEEDED, DriverPhase.FAILED}:
+            if current is not None:
+                self._delete_current("stopped")
+            message = "stopped with a final checkpoint" if current and current.exit_code == 0 else "stopped"
+            self._phase(target, target, message)
+            self._update(stop_requested_at=None, driver_pod=None)
+            self._condition("Ready", "False", target, message)
+            self._condition("Progressing", "False", target, message)
+            return self._done()
+        if current.phase == DriverPhase.PENDING:
+            self._delete_current("stop requested before the driver ran")
+            return self._done(1.0)
+        requested = self.status.stop_requested_at
+        if requested is None:
+            self.actions.append(RequestStop(current.pod_name, current.attempt))
+            self._update(stop_requested_at=self.now)
+            self._phase("Stopping", "Stopping", "waiting for the running batch to commit")
+            return self._done(1.0)
+        timeout = timedelta(seconds=self.spec.stop_timeout_seconds)
+        if self.now - requested >= timeout and current.phase != DriverPhase.TERMINATING:
+            self.actions.append(
+                EmitEvent(
+                    "Warning", "StopTimedOut", f"no final checkpoint within {timeout.seconds} s; cancelling"
+                )
+            )
+            self._delete_current("stop timed out")
+        return self._done(1.0)
+
+    def _keep_running(self) -> Decision:
+        status = self.status
+        if status.attempt == 0:
+            restore: RestoreFrom = "initial-savepoint" if self.spec.initial_savepoint else "nothing"
+            return self._submit(restore, reason="Submitted", message="first attempt")
+        if status.phase in _RESUMABLE or (status.stop_requested_at and status.phase != "Upgrading"):
+            # desiredState is running again: once the stopped driver is gone, resume where it left off.
+            if self.current is not None and self.current.phase != DriverPhase.RUNNING:
+                self._delete_current("resuming")
+            if self.current is not None:
+                return self._done(1.0)
+            return self._submit("latest-checkpoint", reason="Resumed", message="resuming from the checkpoint")
+        if status.phase == "Restarting":
+            return self._restarting()
+        if self.obs.submitted_spec_hash not in {None, self.obs.spec_hash}:
+            return self._upgrade()
+        return self._observe_driver()
+
+    def _upgrade(self) -> Decision:
+        mode = self.spec.upgrade_mode
+        if self.current is not None and self.current.phase not in {DriverPhase.SUCCEEDED, DriverPhase.FAILED}:
+            if mode == "savepoint" and self.current.phase == DriverPhase.RUNNING:
+                if self.status.stop_requested_at is None:
+                    self.actions.append(RequestStop(self.current.pod_name, self.current.attempt))
+                    self._update(stop_requested_at=self.now)
+            else:
+                self._delete_current(f"spec changed ({mode} upgrade)")
+            self._phase("Upgrading", "Upgrading", f"spec changed; {mode} upgrade")
+            return self._done(1.0)
+        self._delete_current(f"spec changed ({mode} upgrade)")
+        if self.current is not None:
+            return self._done(1.0)
+        restore: RestoreFrom = "nothing" if mode == "stateless" else "latest-checkpoint"
+        return self._submit(restore, fresh=mode == "stateless", reason="Upgraded", message=f"{mode} upgrade")
+
+    def _restarting(self) -> Decision:
+        self._delete_current("restarting")
+        due = self.status.restarts.next_attempt_at
+        if due is not None and self.now < due:
+            return self._done(max(0.05, (due - self.now).total_seconds()))
+        return self._submit(
+            "latest-checkpoint", reason="Restarted", message="restarting from the latest checkpoint"
+        )
+
+    def _observe_driver(self) -> Decision:
+        current = self.current
+        if current is None or current.phase == DriverPhase.FAILED:
+            return self._failed(current)
+        if current.phase == DriverPhase.PENDING:
+            self._update(driver_pod=current.pod_name)
+            if current.reason in _STUCK_REASONS:
+                self._condition("Degraded", "True", current.reason, current.message or current.reason)
+            return self._done(_POLL_SECONDS)
+        if current.phase == DriverPhase.RUNNING:
+            if self.status.phase != "Running":
+                self._update(attempt_started_at=current.started_at or self.now, driver_pod=current.pod_name)
+                self._phase("Running", "Running", f"attempt {current.attempt} is running")
+                self._condition("Ready", "True", "Running", f"attempt {current.attempt} is running")
+                self._condition("Progressing", "False", "Running", "")
+                self._condition("Degraded", "False", "Running", "")
+            return self._done(_POLL_SECONDS)
+        if current.phase == DriverPhase.SUCCEEDED:
+            self.actions.append(
+                RecordResult("Succeeded", current.message or "the driver finished with exit code 0")
+            )
+            return self._done(1.0)
+        return self._done(1.0)  # terminating: wait for it to go
+
+    def _failed(self, current: DriverObservation | None) -> Decision:
+        failure = _failure(current, self.status.attempt, self.now)
+        verdict = on_failure(
+            self.spec.restart_strategy,
+            self.status.restarts,
+            self.now,
+            self.status.attempt_started_at,
+            self.uniform,
+        )
+        self._update(last_failure=failure, restarts=verdict.state)
+        self._condition("Degraded", "True", failure.reason, failure.message)
+        if not verdict.restart:
+            message = f"{failure.reason}: {failure.message} — not restarted: {verdict.reason}"
+            self.actions.append(RecordResult("Failed", message))
+            self._condition("Ready", "False", "RestartsExhausted", message)
+            return self._done(1.0)
+        due = self.now + timedelta(seconds=verdict.delay_seconds)
+        self._update(restarts=verdict.state.model_copy(update={"next_attempt_at": due}))
+        self._delete_current("restarting after a failure")
+        self._phase(
+            "Restarting",
+            "Restarting",
+            f"attempt {self.status.attempt} failed ({failure.reason}); "
+            f"restart in {verdict.delay_seconds:.1f} s ({verdict.reason})",
+        )
+        self._condition("Ready", "False", "Restarting", failure.message)
+        return self._done(max(0.05, verdict.delay_seconds))
+
+
+def _failure(driver: DriverObservation | None, attempt: int, now: datetime) -> Failure:
+    if driver is None:
+        return Failure(reason="DriverLost", message="the driver pod disappeared", attempt=attempt, time=now)
+    reason = driver.reason if driver.reason and driver.reason not in {"Error", "Completed"} else "DriverError"
+    message = driver.message or f"the driver exited with code {driver.exit_code}"
+    return Failure(reason=reason, message=message, exit_code=driver.exit_code, attempt=attempt, time=now)
+
+
+def _set_condition(
+    conditions: list[Condition],
+    kind: ConditionType,
+    value: Literal["True", "False", "Unknown"],
+    reason: str,
+    message: str,
+    now: datetime,
+    generation: int,
+) -> list[Condition]:
+    previous = next((c for c in conditions if c.type == kind), None)
+    since = previous.last_transition_time if previous and previous.status == value else now
+    updated = Condition(
+        type=kind,
+        status=value,
+        reason=reason,
+        message=message,
+        last_transition_time=since,
+        observed_generation=generation,
+    )
+    return [c for c in conditions if c.type != kind] + [updated]

@@ -1,0 +1,229 @@
+"""The lifecycle decision, driven through its state diagram with a fake clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from ftspark.domain.ha import JobKey, JobResultEntry
+from ftspark.domain.lifecycle import (
+    Decision,
+    DeleteDriver,
+    DriverObservation,
+    DriverPhase,
+    EmitEvent,
+    Observation,
+    RecordResult,
+    RequestStop,
+    RestoreFrom,
+    SubmitAttempt,
+    decide,
+    invalid_spec,
+    spec_hash,
+)
+from ftspark.domain.models import JobSpec, JobStatus, UpgradeMode
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+BASE = {
+    "image": "img",
+    "mainApplicationFile": "local:///job.py",
+    "checkpoint": {"storage": "s3://bucket/job"},
+    "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 2, "delaySeconds": 5}},
+}
+
+
+def spec(**changes: object) -> JobSpec:
+    return JobSpec.model_validate({**BASE, **changes})
+
+
+def driver(
+    attempt: int,
+    phase: DriverPhase,
+    *,
+    exit_code: int | None = None,
+    reason: str = "",
+    message: str = "",
+    started_at: datetime | None = None,
+) -> DriverObservation:
+    return DriverObservation(attempt, f"job-{attempt}-driver", phase, exit_code, reason, message, started_at)
+
+
+def run(
+    job: JobSpec,
+    status: JobStatus,
+    *drivers: DriverObservation,
+    at: float = 0,
+    submitted: JobSpec | None = None,
+    result: JobResultEntry | None = None,
+) -> Decision:
+    observation = Observation(1, spec_hash(job), spec_hash(submitted or job), drivers, result)
+    return decide(job, status, observation, T0 + timedelta(seconds=at), lambda: 0.5)
+
+
+def kinds(decision: Decision) -> list[str]:
+    return [type(action).__name__ for action in decision.actions if not isinstance(action, EmitEvent)]
+
+
+def test_first_reconcile_submits_attempt_one() -> None:
+    decision = decide(spec(), JobStatus(), Observation(1, "h", None), T0, lambda: 0.5)
+    assert decision.actions[0] == SubmitAttempt(1, "nothing")
+    assert decision.status.phase == "Submitting"
+    assert decision.status.attempt == 1
+
+
+def test_initial_savepoint_is_restored_on_first_submission() -> None:
+    job = spec(initialSavepoint="s3://bucket/other/savepoints/sp-1")
+    decision = decide(job, JobStatus(), Observation(1, "h", None), T0, lambda: 0.5)
+    assert decision.actions[0] == SubmitAttempt(1, "initial-savepoint")
+
+
+def test_running_driver_makes_the_job_ready() -> None:
+    job = spec()
+    decision = run(
+        job, JobStatus(phase="Submitting", attempt=1), driver(1, DriverPhase.RUNNING, started_at=T0)
+    )
+    assert decision.status.phase == "Running"
+    ready = next(c for c in decision.status.conditions if c.type == "Ready")
+    assert ready.status == "True"
+    assert decision.status.attempt_started_at == T0
+
+
+def test_failed_driver_restarts_after_the_delay_and_never_overlaps_attempts() -> None:
+    job = spec()
+    running = JobStatus(phase="Running", attempt=1)
+    failed = driver(1, DriverPhase.FAILED, exit_code=137, reason="OOMKilled", message="heap")
+    decision = run(job, running, failed, at=10)
+    assert decision.status.phase == "Restarting"
+    assert decision.status.last_failure is not None
+    assert decision.status.last_failure.reason == "OOMKilled"
+    assert decision.status.last_failure.exit_code == 137
+    assert DeleteDriver("job-1-driver", 1, "restarting after a failure") in decision.actions
+    assert decision.requeue_after == 5
+
+    # Before the delay: wait. After it, while the old pod still exists: still wait.
+    early = run(job, decision.status, at=12)
+    assert "SubmitAttempt" not in kinds(early)
+    pod_lingers = run(job, decision.status, driver(1, DriverPhase.TERMINATING), at=16)
+    assert "SubmitAttempt" not in kinds(pod_lingers)
+
+    resubmitted = run(job, decision.status, at=16)
+    assert resubmitted.actions[0] == SubmitAttempt(2, "latest-checkpoint")
+    assert resubmitted.status.attempt == 2
+
+
+def test_lost_driver_counts_as_a_failure() -> None:
+    decision = run(spec(), JobStatus(phase="Running", attempt=1))
+    assert decision.status.phase == "Restarting"
+    assert decision.status.last_failure is not None
+    assert decision.status.last_failure.reason == "DriverLost"
+
+
+def test_exhausted_restarts_record_a_failed_result() -> None:
+    job = spec()
+    status = JobStatus(phase="Running", attempt=3)
+    status = status.model_copy(update={"restarts": status.restarts.model_copy(update={"count": 2})})
+    decision = run(job, status, driver(3, DriverPhase.FAILED, exit_code=1, message="Traceback: boom"))
+    result = next(a for a in decision.actions if isinstance(a, RecordResult))
+    assert result.state == "Failed"
+    assert "boom" in result.message
+
+
+def test_job_with_a_result_is_never_restarted() -> None:
+    result = JobResultEntry(job=JobKey(namespace="n", name="job"), uid="u", state="Succeeded", finished_at=T0)
+    decision = run(spec(), JobStatus(phase="Running", attempt=4), result=result)
+    assert decision.status.phase == "Succeeded"
+    assert "SubmitAttempt" not in kinds(decision)
+    assert decision.requeue_after is None
+
+
+def test_driver_exit_zero_without_stop_is_success() -> None:
+    decision = run(
+        spec(), JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.SUCCEEDED, exit_code=0)
+    )
+    assert kinds(decision) == ["RecordResult"]
+
+
+def test_stop_asks_the_driver_then_escalates_to_cancel_after_the_timeout() -> None:
+    job = spec(desiredState="stopped", stopTimeoutSeconds=30)
+    running = driver(1, DriverPhase.RUNNING)
+    asked = run(job, JobStatus(phase="Running", attempt=1), running)
+    assert asked.actions[0] == RequestStop("job-1-driver", 1)
+    assert asked.status.phase == "Stopping"
+    waiting = run(job, asked.status, running, at=29)
+    assert kinds(waiting) == []
+    escalated = run(job, asked.status, running, at=30)
+    assert kinds(escalated) == ["DeleteDriver"]
+
+    stopped = run(job, asked.status, driver(1, DriverPhase.SUCCEEDED, exit_code=0), at=5)
+    assert stopped.status.phase == "Stopped"
+
+    resumed = run(spec(), stopped.status, at=40)
+    assert resumed.actions[0] == SubmitAttempt(2, "latest-checkpoint")
+
+
+def test_resume_waits_for_a_stopped_driver_pod_to_go() -> None:
+    stopping = JobStatus(phase="Stopping", attempt=1, stop_requested_at=T0)
+    decision = run(spec(), stopping, driver(1, DriverPhase.SUCCEEDED, exit_code=0))
+    assert kinds(decision) == ["DeleteDriver"], "a stop's exit 0 is not the job succeeding"
+
+
+def test_cancel_deletes_now_and_resume_restores_the_latest_checkpoint() -> None:
+    job = spec(desiredState="cancelled")
+    cancelling = run(job, JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.RUNNING))
+    assert kinds(cancelling) == ["DeleteDriver"]
+    cancelled = run(job, cancelling.status)
+    assert cancelled.status.phase == "Cancelled"
+    assert run(spec(), cancelled.status).actions[0] == SubmitAttempt(2, "latest-checkpoint")
+
+
+def test_spec_change_follows_the_upgrade_mode() -> None:
+    old = spec()
+    running = JobStatus(phase="Running", attempt=1)
+    cases: tuple[tuple[UpgradeMode, RestoreFrom, bool], ...] = (
+        ("stateless", "nothing", True),
+        ("last-state", "latest-checkpoint", False),
+    )
+    for mode, restore, fresh in cases:
+        new = spec(upgradeMode=mode, arguments=["--v2"])
+        upgrading = run(new, running, driver(1, DriverPhase.RUNNING), submitted=old)
+        assert kinds(upgrading) == ["DeleteDriver"]
+        assert upgrading.status.phase == "Upgrading"
+        submitted = run(new, upgrading.status, submitted=old)
+        assert submitted.actions[0] == SubmitAttempt(2, restore, fresh)
+
+    new = spec(upgradeMode="savepoint", arguments=["--v2"])
+    upgrading = run(new, running, driver(1, DriverPhase.RUNNING), submitted=old)
+    assert kinds(upgrading) == ["RequestStop"]
+    finished = run(new, upgrading.status, driver(1, DriverPhase.SUCCEEDED, exit_code=0), submitted=old)
+    assert kinds(finished) == ["DeleteDriver"]
+    assert run(new, finished.status, submitted=old).actions[0] == SubmitAttempt(2, "latest-checkpoint")
+
+
+def test_desired_state_and_nonce_changes_are_not_upgrades() -> None:
+    assert spec_hash(spec()) == spec_hash(spec(desiredState="stopped", savepointTriggerNonce=3))
+    assert spec_hash(spec()) != spec_hash(spec(arguments=["x"]))
+
+
+def test_driver_of_a_later_attempt_is_adopted() -> None:
+    # Crash after creating attempt 2's pod, before recording it: the next leader adopts it, no third attempt.
+    decision = run(spec(), JobStatus(phase="Restarting", attempt=1), driver(2, DriverPhase.RUNNING))
+    assert decision.status.attempt == 2
+    assert "SubmitAttempt" not in kinds(decision)
+
+
+def test_image_pull_errors_are_surfaced() -> None:
+    pending = driver(1, DriverPhase.PENDING, reason="ImagePullBackOff", message="image not found")
+    decision = run(spec(), JobStatus(phase="Submitting", attempt=1), pending)
+    degraded = next(c for c in decision.status.conditions if c.type == "Degraded")
+    assert (degraded.status, degraded.reason, degraded.message) == (
+        "True",
+        "ImagePullBackOff",
+        "image not found",
+    )
+
+
+def test_invalid_spec_names_the_field_and_acts_on_nothing() -> None:
+    decision = invalid_spec(JobStatus(), 3, "checkpoint.storage", "must be an s3:// URI", T0)
+    ready = decision.status.conditions[0]
+    assert (ready.status, ready.reason) == ("False", "InvalidSpec")
+    assert "spec.checkpoint.storage" in ready.message
+    assert decision.actions == (EmitEvent("Warning", "InvalidSpec", ready.message),)
