@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 _S3_URI = r"^s3a?://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
-_QUANTITY = r"^[0-9]+(\.[0-9]+)?([kmgtKMGT]i?|[kmgt]b?)?$"
+_JVM_MEMORY = r"^[0-9]+([kmgt]b?)?$"  # Spark's memory strings: 512m, 2g, 1gb
 
 
 class _Model(BaseModel):
@@ -41,7 +41,7 @@ class EnvVar(_Model):
 class DriverSpec(_Model):
     cores: int = Field(default=1, ge=1, le=64, description="CPU cores of the driver (spark.driver.cores).")
     memory: str = Field(
-        default="1g", pattern=_QUANTITY, description="Driver heap (spark.driver.memory), e.g. 1g."
+        default="1g", pattern=_JVM_MEMORY, description="Driver heap (spark.driver.memory), e.g. 1g."
     )
     pod_template: PodTemplate = Field(
         default_factory=dict,
@@ -55,7 +55,9 @@ class ExecutorSpec(_Model):
         default=1, ge=0, le=1000, description="Number of executors (spark.executor.instances)."
     )
     cores: int = Field(default=1, ge=1, le=64, description="CPU cores per executor (spark.executor.cores).")
-    memory: str = Field(default="1g", pattern=_QUANTITY, description="Executor heap (spark.executor.memory).")
+    memory: str = Field(
+        default="1g", pattern=_JVM_MEMORY, description="Executor heap (spark.executor.memory)."
+    )
     pod_template: PodTemplate = Field(
         default_factory=dict,
         description="A partial Pod used as Spark's executor pod template "

@@ -1,0 +1,198 @@
+"""Jobs, driver pods and Events through the Kubernetes API (sync client; the reconciler runs in threads)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Literal
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
+from ftspark.domain.driver_pod import (
+    ATTEMPT_LABEL,
+    CONTROL_ANNOTATION,
+    DRIVER_SERVICE_ACCOUNT,
+    JOB_LABEL,
+    ROLE_LABEL,
+    AttemptPlan,
+    driver_pod,
+    driver_service,
+)
+from ftspark.domain.ha import JobKey
+from ftspark.domain.lifecycle import DriverObservation, DriverPhase
+from ftspark.ports.cluster import JobResource
+
+# What Spark's driver (and our runtime in it) does in its namespace: executor pods and their services and
+# config maps, PVCs for reuse, checkpoint pointers (configmaps), its self-fencing Lease, Events.
+DRIVER_RULES = [
+    client.V1PolicyRule(
+        api_groups=[""],
+        resources=["pods", "services", "configmaps", "persistentvolumeclaims"],
+        verbs=["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+    ),
+    client.V1PolicyRule(
+        api_groups=["coordination.k8s.io"], resources=["leases"], verbs=["get", "create", "update"]
+    ),
+    client.V1PolicyRule(api_groups=["", "events.k8s.io"], resources=["events"], verbs=["create", "patch"]),
+]
+
+
+def _ignore(status: int, call: Any, *args: Any, **kwargs: Any) -> None:
+    try:
+        call(*args, **kwargs)
+    except ApiException as error:
+        if error.status != status:
+            raise
+
+
+class KubeJobs:
+    def __init__(self, api: client.ApiClient) -> None:
+        self._objects = client.CustomObjectsApi(api)
+
+    def get(self, key: JobKey) -> JobResource | None:
+        try:
+            body = self._objects.get_namespaced_custom_object(
+                API_GROUP, API_VERSION, key.namespace, PLURAL, key.name
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        metadata = body["metadata"]
+        return JobResource(
+            key,
+            metadata["uid"],
+            metadata.get("generation", 1),
+            body.get("spec", {}),
+            body.get("status") or {},
+        )
+
+    def write_status(self, job: JobResource, status: dict[str, Any]) -> None:
+        # A merge patch of the status subresource; keys we no longer set are nulled explicitly.
+        patch = {**{key: None for key in job.status if key not in status}, **status}
+        self._objects.patch_namespaced_custom_object_status(
+            API_GROUP, API_VERSION, job.key.namespace, PLURAL, job.key.name, {"status": patch}
+        )
+
+
+class KubeDrivers:
+    def __init__(self, api: client.ApiClient) -> None:
+        self._core = client.CoreV1Api(api)
+        self._rbac = client.RbacAuthorizationV1Api(api)
+
+    def observe(self, key: JobKey) -> list[DriverObservation]:
+        pods = self._core.list_namespaced_pod(key.namespace, label_selector=self._selector(key)).items
+        return sorted((_observe(pod) for pod in pods), key=lambda d: d.attempt)
+
+    def create(self, plan: AttemptPlan) -> None:
+        self._ensure_driver_identity(plan.namespace)
+        _ignore(409, self._core.create_namespaced_service, plan.namespace, driver_service(plan))
+        _ignore(409, self._core.create_namespaced_pod, plan.namespace, driver_pod(plan))
+
+    def delete(self, key: JobKey, pod_name: str) -> None:
+        _ignore(404, self._core.delete_namespaced_pod, pod_name, key.namespace)
+        _ignore(404, self._core.delete_namespaced_service, pod_name, key.namespace)
+
+    def request_stop(self, key: JobKey, pod_name: str) -> None:
+        now = datetime.datetime.now(datetime.UTC).isoformat()
+        body = {"metadata": {"annotations": {CONTROL_ANNOTATION: f"stop@{now}"}}}
+        _ignore(404, self._core.patch_namespaced_pod, pod_name, key.namespace, body)
+
+    def delete_all(self, key: JobKey) -> None:
+        selector = f"{JOB_LABEL}={key.name}"
+        self._core.delete_collection_namespaced_pod(key.namespace, label_selector=selector)
+        for service in self._core.list_namespaced_service(key.namespace, label_selector=selector).items:
+            _ignore(404, self._core.delete_namespaced_service, service.metadata.name, key.namespace)
+
+    @staticmethod
+    def _selector(key: JobKey) -> str:
+        return f"{JOB_LABEL}={key.name},{ROLE_LABEL}=driver"
+
+    def _ensure_driver_identity(self, namespace: str) -> None:
+        """The driver's ServiceAccount, Role and RoleBinding in the job's namespace (idempotent)."""
+        meta = client.V1ObjectMeta(
+            name=DRIVER_SERVICE_ACCOUNT, labels={"app.kubernetes.io/managed-by": "ftspark"}
+        )
+        _ignore(
+            409,
+            self._core.create_namespaced_service_account,
+            namespace,
+            client.V1ServiceAccount(metadata=meta),
+        )
+        _ignore(
+            409,
+            self._rbac.create_namespaced_role,
+            namespace,
+            client.V1Role(metadata=meta, rules=DRIVER_RULES),
+        )
+        binding = client.V1RoleBinding(
+            metadata=meta,
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="Role", name=DRIVER_SERVICE_ACCOUNT
+            ),
+            subjects=[
+                client.RbacV1Subject(kind="ServiceAccount", name=DRIVER_SERVICE_ACCOUNT, namespace=namespace)
+            ],
+        )
+        _ignore(409, self._rbac.create_namespaced_role_binding, namespace, binding)
+
+
+def _observe(pod: client.V1Pod) -> DriverObservation:
+    attempt = int(pod.metadata.labels.get(ATTEMPT_LABEL, "0"))
+    name = pod.metadata.name
+    statuses = pod.status.container_statuses or []
+    state = next((s.state for s in statuses if s.name == "driver"), statuses[0].state if statuses else None)
+    if pod.metadata.deletion_timestamp is not None:
+        return DriverObservation(attempt, name, DriverPhase.TERMINATING)
+    if state is not None and state.terminated is not None:
+        done = state.terminated
+        phase = DriverPhase.SUCCEEDED if done.exit_code == 0 else DriverPhase.FAILED
+        return DriverObservation(attempt, name, phase, done.exit_code, done.reason or "", done.message or "")
+    phase_name = pod.status.phase or "Pending"
+    if phase_name in {"Failed", "Unknown"}:  # e.g. evicted, or its node was lost
+        reason = pod.status.reason or ("NodeLost" if phase_name == "Unknown" else "PodFailed")
+        return DriverObservation(attempt, name, DriverPhase.FAILED, None, reason, pod.status.message or "")
+    if phase_name == "Succeeded":
+        return DriverObservation(attempt, name, DriverPhase.SUCCEEDED, 0)
+    if state is not None and state.running is not None and phase_name == "Running":
+        return DriverObservation(attempt, name, DriverPhase.RUNNING, started_at=state.running.started_at)
+    waiting = state.waiting if state is not None else None
+    return DriverObservation(
+        attempt,
+        name,
+        DriverPhase.PENDING,
+        None,
+        (waiting.reason or "") if waiting else "",
+        (waiting.message or "") if waiting else "",
+    )
+
+
+class KubeEvents:
+    """core/v1 Events about a job, as `kubectl describe ftsj` shows them."""
+
+    def __init__(self, api: client.ApiClient, component: str = "ftspark-operator") -> None:
+        self._core = client.CoreV1Api(api)
+        self._component = component
+
+    def emit(self, job: JobResource, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        now = datetime.datetime.now(datetime.UTC)
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{job.key.name}.", namespace=job.key.namespace),
+            involved_object=client.V1ObjectReference(
+                api_version=f"{API_GROUP}/{API_VERSION}",
+                kind=KIND,
+                name=job.key.name,
+                namespace=job.key.namespace,
+                uid=job.uid,
+            ),
+            type=type_,
+            reason=reason,
+            message=message[:1024],
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=client.V1EventSource(component=self._component),
+            reporting_component=self._component,
+        )
+        self._core.create_namespaced_event(job.key.namespace, event)

@@ -1,0 +1,179 @@
+"""The Kubernetes objects of one driver attempt, as plain manifests (DESIGN §3): a Pod running our driver
+runtime (spark-submit in client mode inside it) and a headless Service. Names are deterministic, so creating
+them twice is harmless and a new leader finds them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ftspark import API_GROUP, API_VERSION, KIND
+from ftspark.domain.lifecycle import RestoreFrom, driver_pod_name
+from ftspark.domain.models import JobSpec
+
+JOB_LABEL = "ftspark.io/job"
+ATTEMPT_LABEL = "ftspark.io/attempt"
+ROLE_LABEL = "ftspark.io/role"
+CONTROL_ANNOTATION = "ftspark.io/control"
+DRIVER_SERVICE_ACCOUNT = "ftspark-driver"
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+UI_PORT = 4040
+
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AttemptPlan:
+    namespace: str
+    job_name: str
+    job_uid: str
+    attempt: int
+    spec: JobSpec
+    checkpoint_location: str
+    restore_from: RestoreFrom
+    restore_batch_id: int | None = None  # the newest verified checkpoint; later batches are rolled back
+
+
+def _owner(plan: AttemptPlan) -> Manifest:
+    # Deleting the job garbage-collects its drivers (and, through Spark's ownerReference, their executors).
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": KIND,
+        "name": plan.job_name,
+        "uid": plan.job_uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _labels(plan: AttemptPlan) -> dict[str, str]:
+    return {JOB_LABEL: plan.job_name, ATTEMPT_LABEL: str(plan.attempt), ROLE_LABEL: "driver"}
+
+
+def spark_conf(plan: AttemptPlan) -> dict[str, str]:
+    """Spark settings that make a client-mode driver inside our pod drive executors on Kubernetes."""
+    spec = plan.spec
+    pod = driver_pod_name(plan.job_name, plan.attempt)
+    conf = {
+        "spark.master": "k8s://https://kubernetes.default.svc",
+        "spark.submit.deployMode": "client",
+        "spark.app.name": plan.job_name,
+        "spark.app.id": f"ftspark-{plan.job_uid[:8]}-{plan.attempt}",
+        "spark.kubernetes.namespace": plan.namespace,
+        "spark.kubernetes.driver.pod.name": pod,
+        "spark.kubernetes.executor.podNamePrefix": f"{plan.job_name}-{plan.attempt}",
+        "spark.kubernetes.container.image": spec.image,
+        "spark.kubernetes.container.image.pullPolicy": spec.image_pull_policy,
+        "spark.kubernetes.authenticate.driver.serviceAccountName": DRIVER_SERVICE_ACCOUNT,
+        "spark.driver.port": str(DRIVER_PORT),
+        "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
+        "spark.driver.cores": str(spec.driver.cores),
+        "spark.driver.memory": spec.driver.memory,
+        "spark.executor.instances": str(spec.executor.instances),
+        "spark.executor.cores": str(spec.executor.cores),
+        "spark.executor.memory": spec.executor.memory,
+        "spark.sql.streaming.checkpointLocation": plan.checkpoint_location,
+    }
+    return {**conf, **spec.spark_conf}
+
+
+def driver_service(plan: AttemptPlan) -> Manifest:
+    name = driver_pod_name(plan.job_name, plan.attempt)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": _labels(plan), "ownerReferences": [_owner(plan)]},
+        "spec": {
+            "clusterIP": "None",
+            "selector": _labels(plan),
+            "ports": [
+                {"name": "driver", "port": DRIVER_PORT},
+                {"name": "block-manager", "port": BLOCK_MANAGER_PORT},
+                {"name": "ui", "port": UI_PORT},
+            ],
+        },
+    }
+
+
+def driver_pod(plan: AttemptPlan) -> Manifest:
+    spec = plan.spec
+    name = driver_pod_name(plan.job_name, plan.attempt)
+    env = [
+        {"name": "FTSPARK_JOB", "value": f"{plan.namespace}/{plan.job_name}"},
+        {"name": "FTSPARK_JOB_UID", "value": plan.job_uid},
+        {"name": "FTSPARK_ATTEMPT", "value": str(plan.attempt)},
+        {"name": "FTSPARK_CHECKPOINT_LOCATION", "value": plan.checkpoint_location},
+        {"name": "FTSPARK_RESTORE_FROM", "value": plan.restore_from},
+        {
+            "name": "FTSPARK_RESTORE_BATCH",
+            "value": "" if plan.restore_batch_id is None else str(plan.restore_batch_id),
+        },
+        {"name": "FTSPARK_INITIAL_SAVEPOINT", "value": spec.initial_savepoint or ""},
+        {"name": "FTSPARK_SPARK_CONF", "value": json.dumps(spark_conf(plan), sort_keys=True)},
+        # Executors reach the driver at its pod IP: works without cluster DNS, and on every cluster.
+        {"name": "SPARK_DRIVER_BIND_ADDRESS", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": "FTSPARK_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        *({"name": e.name, "value": e.value} for e in spec.env),
+    ]
+    container = {
+        "name": "driver",
+        "image": spec.image,
+        "imagePullPolicy": spec.image_pull_policy,
+        "command": ["python", "-m", "ftspark.runtime", "driver"],
+        "args": [spec.main_application_file, *spec.arguments],
+        "env": env,
+        "ports": [
+            {"name": "driver", "containerPort": DRIVER_PORT},
+            {"name": "block-manager", "containerPort": BLOCK_MANAGER_PORT},
+            {"name": "ui", "containerPort": UI_PORT},
+        ],
+        "resources": {"requests": {"cpu": str(spec.driver.cores), "memory": _request(spec.driver.memory)}},
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    pod: Manifest = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "labels": {**_labels(plan), "spark-role": "driver"},
+            "ownerReferences": [_owner(plan)],
+        },
+        "spec": {
+            "restartPolicy": "Never",  # a failed driver is a failed attempt: the operator decides what next
+            "serviceAccountName": DRIVER_SERVICE_ACCOUNT,
+            "containers": [container],
+        },
+    }
+    return merge_template(pod, spec.driver.pod_template)
+
+
+def merge_template(base: Manifest, template: Manifest) -> Manifest:
+    """The user's partial pod over ours: maps merge, lists append (containers merge by name), scalars win."""
+    merged = copy.deepcopy(base)
+    for key, value in template.items():
+        current = merged.get(key)
+        if isinstance(current, dict) and isinstance(value, dict):
+            merged[key] = merge_template(current, value)
+        elif (
+            key in {"containers", "initContainers"} and isinstance(current, list) and isinstance(value, list)
+        ):
+            by_name = {c.get("name"): c for c in current}
+            for container in value:
+                name = container.get("name")
+                by_name[name] = merge_template(by_name[name], container) if name in by_name else container
+            merged[key] = list(by_name.values())
+        elif isinstance(current, list) and isinstance(value, list):
+            merged[key] = current + value
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _request(memory: str) -> str:
+    """Spark's 1g (or 1gb) is 1 GiB and a bare number is MiB; Kubernetes spells them 1Gi and 512Mi."""
+    amount = memory.lower().removesuffix("b")
+    return f"{amount[:-1]}{amount[-1].upper()}i" if amount[-1] in "kmgt" else f"{amount}Mi"

@@ -1,0 +1,53 @@
+"""What the reconciler needs from the cluster, apart from the HA stores: the job resources, driver pods,
+and Events. The Kubernetes adapter is adapters.k8s.cluster; tests of pure logic can use fakes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from ftspark.domain.driver_pod import AttemptPlan
+from ftspark.domain.ha import JobKey
+from ftspark.domain.lifecycle import DriverObservation
+
+
+@dataclass(frozen=True)
+class JobResource:
+    """A FaultTolerantSparkJob as read from the API server (never from a cache: stale reads restart jobs)."""
+
+    key: JobKey
+    uid: str
+    generation: int
+    spec: dict[str, Any]
+    status: dict[str, Any]
+
+
+class Jobs(Protocol):
+    def get(self, key: JobKey) -> JobResource | None: ...
+
+    def write_status(self, job: JobResource, status: dict[str, Any]) -> None:
+        """Replace the status subresource (the operator is its only writer)."""
+
+
+class Drivers(Protocol):
+    def observe(self, key: JobKey) -> list[DriverObservation]:
+        """Every driver pod of the job, read from the API server."""
+
+    def create(self, plan: AttemptPlan) -> None:
+        """Create the attempt's Service and Pod, and the driver's ServiceAccount and Role if missing.
+
+        Objects that already exist are left as they are."""
+
+    def delete(self, key: JobKey, pod_name: str) -> None: ...
+
+    def request_stop(self, key: JobKey, pod_name: str) -> None:
+        """Ask the driver runtime for a stop with a final checkpoint."""
+
+    def delete_all(self, key: JobKey) -> None:
+        """Remove every pod and service of the job (cleanup after a final result)."""
+
+
+class Events(Protocol):
+    def emit(
+        self, job: JobResource, type_: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None: ...

@@ -1,0 +1,1 @@
+"""observe → decide → act → record, one job at a time, from a work queue."""

@@ -1,0 +1,204 @@
+"""One reconcile of one job: observe (API server and stores, never a cache) → decide (pure) → act → record."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from pydantic import ValidationError
+
+from ftspark.domain.driver_pod import AttemptPlan
+from ftspark.domain.fencing import Epoch
+from ftspark.domain.ha import JobGraph, JobKey, JobResultEntry
+from ftspark.domain.lifecycle import (
+    Action,
+    Decision,
+    DeleteDriver,
+    EmitEvent,
+    Observation,
+    RecordResult,
+    RequestStop,
+    SubmitAttempt,
+    decide,
+    driver_pod_name,
+    invalid_spec,
+    spec_hash,
+)
+from ftspark.domain.models import CheckpointRef, JobSpec, JobStatus
+from ftspark.domain.recovery import NoUsableCheckpointError, choose_restore_point
+from ftspark.ports.checkpoints import CheckpointInspector
+from ftspark.ports.cluster import Drivers, Events, JobResource, Jobs
+from ftspark.ports.stores import CheckpointStore, JobGraphStore, ResultStore
+
+log = logging.getLogger(__name__)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def describe_validation_error(error: ValidationError) -> tuple[str, str]:
+    """The first offending field as a dotted path (camelCase, as the user wrote it) and all messages."""
+    problems = [(".".join(str(part) for part in e["loc"]), e["msg"]) for e in error.errors()]
+    return problems[0][0], "; ".join(
+        f"spec.{path}: {message}" if path else message for path, message in problems
+    )
+
+
+class Reconciler:
+    def __init__(
+        self,
+        *,
+        jobs: Jobs,
+        drivers: Drivers,
+        events: Events,
+        graphs: JobGraphStore,
+        checkpoints: CheckpointStore,
+        results: ResultStore,
+        inspector: CheckpointInspector,
+        epoch: Callable[[], Epoch],
+        clock: Callable[[], datetime] = _now,
+        uniform: Callable[[], float] = random.random,
+    ) -> None:
+        self._jobs, self._drivers, self._events = jobs, drivers, events
+        self._graphs, self._checkpoints, self._results = graphs, checkpoints, results
+        self._inspector, self._epoch, self._clock, self._uniform = inspector, epoch, clock, uniform
+
+    def reconcile(self, key: JobKey) -> float | None:
+        """Returns when to look again (seconds), or None when only a change should wake this job."""
+        job = self._jobs.get(key)
+        if job is None:
+            return None  # deleted: its pods and HA objects go with it (ownerReferences)
+        now = self._clock()
+        status = self._status(job)
+        try:
+            spec = JobSpec.model_validate(job.spec)
+        except ValidationError as error:
+            field, message = describe_validation_error(error)
+            decision = invalid_spec(status, job.generation, field, message, now)
+            self._record(job, decision, None)
+            return None
+        graph = self._graphs.get(key)
+        observation = Observation(
+            generation=job.generation,
+            spec_hash=spec_hash(spec),
+            submitted_spec_hash=graph.spec_hash if graph is not None and graph.uid == job.uid else None,
+            drivers=tuple(self._drivers.observe(key)),
+            result=self._results.get(job.uid),
+        )
+        decision = decide(spec, status, observation, now, self._uniform)
+        try:
+            for action in decision.actions:
+                self._act(job, spec, graph, action)
+        except NoUsableCheckpointError as error:
+            decision = invalid_spec(status, job.generation, "", str(error), now)
+            decision = Decision(
+                decision.status.model_copy(update={"phase": "Failed"}),
+                (EmitEvent("Warning", "ManualRestoreRequired", str(error)),),
+            )
+            for action in decision.actions:
+                self._act(job, spec, graph, action)
+        self._record(job, decision, key)
+        return decision.requeue_after
+
+    def finish_dirty_results(self) -> int:
+        """A new leader completes cleanups a previous one left half done (FLIP-194); returns how many."""
+        finished = 0
+        for entry in self._results.entries():
+            if not entry.clean:
+                self._drivers.delete_all(entry.job)
+                self._results.mark_clean(entry.uid, self._epoch())
+                finished += 1
+        return finished
+
+    # -- internals --
+
+    def _status(self, job: JobResource) -> JobStatus:
+        try:
+            return JobStatus.model_validate(job.status)
+        except ValidationError:
+            log.warning("%s: unreadable status, starting from an empty one", job.key)
+            return JobStatus()
+
+    def _act(self, job: JobResource, spec: JobSpec, graph: JobGraph | None, action: Action) -> None:
+        key = job.key
+        match action:
+            case SubmitAttempt():
+                self._submit(job, spec, graph, action)
+            case DeleteDriver(pod_name=pod):
+                self._drivers.delete(key, pod)
+            case RequestStop(pod_name=pod):
+                self._drivers.request_stop(key, pod)
+            case RecordResult(state=state, message=message):
+                entry = JobResultEntry(
+                    job=key, uid=job.uid, state=state, finished_at=self._clock(), message=message
+                )
+                self._results.create_dirty(entry, self._epoch())
+                self._drivers.delete_all(key)
+                self._results.mark_clean(job.uid, self._epoch())
+            case EmitEvent(type=type_, reason=reason, message=message):
+                self._events.emit(job, type_, reason, message)
+
+    def _submit(self, job: JobResource, spec: JobSpec, graph: JobGraph | None, action: SubmitAttempt) -> None:
+        key, epoch = job.key, self._epoch()
+        reuse = graph is not None and graph.uid == job.uid and not action.fresh_checkpoints
+        location = (
+            graph.checkpoint_location
+            if graph and reuse
+            else f"{spec.checkpoint.storage.rstrip('/')}/checkpoints/run-{action.attempt}"
+        )
+        restore_batch = None
+        if action.restore_from == "latest-checkpoint" and reuse:
+            point = choose_restore_point(self._checkpoints.pointers(key), self._inspector.committed)
+            if point.skipped:
+                self._events.emit(
+                    job, "Warning", "CheckpointSkipped", f"unusable checkpoints {point.skipped}"
+                )
+            restore_batch = point.pointer.batch_id if point.pointer else None
+        # The job graph is persisted before any pod exists (a new leader knows what was launched) ...
+        self._graphs.put(
+            JobGraph(
+                job=key,
+                uid=job.uid,
+                generation=job.generation,
+                spec_hash=spec_hash(spec),
+                spec=spec,
+                checkpoint_location=location,
+                submitted_at=self._clock(),
+            ),
+            epoch,
+        )
+        # ... and drivers of earlier attempts are fenced out of the checkpoint store before this one starts.
+        pod = driver_pod_name(key.name, action.attempt)
+        self._checkpoints.advance_fence(key, Epoch("driver", action.attempt, pod), epoch)
+        self._drivers.create(
+            AttemptPlan(
+                namespace=key.namespace,
+                job_name=key.name,
+                job_uid=job.uid,
+                attempt=action.attempt,
+                spec=spec,
+                checkpoint_location=location,
+                restore_from=action.restore_from
+                if reuse or action.restore_from != "latest-checkpoint"
+                else "nothing",
+                restore_batch_id=restore_batch,
+            )
+        )
+
+    def _record(self, job: JobResource, decision: Decision, key: JobKey | None) -> None:
+        status = decision.status
+        if key is not None:
+            pointers = self._checkpoints.pointers(key)
+            if pointers:
+                newest = pointers[0]
+                status = status.model_copy(
+                    update={
+                        "latest_checkpoint": CheckpointRef(
+                            id=newest.checkpoint_id, time=newest.completed_at, location=newest.location
+                        )
+                    }
+                )
+        self._jobs.write_status(job, status.model_dump(mode="json", by_alias=True, exclude_none=True))
