@@ -1,0 +1,120 @@
+"""LeaseLock on a coordination.k8s.io/v1 Lease (client-go's LeaseLock), with the synchronous client.
+
+The elector owns the Lease: update replaces it whole, conditional on metadata.resourceVersion.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
+
+from ftspark.ports.leadership import ConflictError, LeaderElectionRecord, LockUnavailableError
+
+
+def format_micro_time(moment: datetime) -> str:
+    """metav1.MicroTime's wire format (RFC 3339, always six fraction digits, UTC): the API server refuses
+    isoformat()'s output for whole seconds, which has no fraction."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class KubernetesLeaseLock:
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        request_timeout: float,
+    ) -> None:
+        """request_timeout bounds each call, so a hung request cannot hold a leader past its renew deadline
+        by more than that: keep it below lease_duration - renew_deadline."""
+        self._leases = client.CoordinationV1Api(api)
+        self._namespace = namespace
+        self._name = name
+        self._identity = identity
+        self._timeout = request_timeout
+
+    @property
+    def identity(self) -> str:
+        return self._identity
+
+    def describe(self) -> str:
+        return f"{self._namespace}/{self._name}"
+
+    def get(self) -> tuple[LeaderElectionRecord, str] | None:
+        try:
+            lease = self._leases.read_namespaced_lease(
+                self._name, self._namespace, _request_timeout=self._timeout
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise self._unavailable("read", error) from error
+        except HTTPError as error:
+            raise self._unavailable("read", error) from error
+        spec = lease.spec
+        record = LeaderElectionRecord(
+            holder_identity=spec.holder_identity or "",
+            lease_duration_seconds=spec.lease_duration_seconds or 0,
+            acquire_time=spec.acquire_time,
+            renew_time=spec.renew_time,
+            leader_transitions=spec.lease_transitions or 0,
+        )
+        version: str = lease.metadata.resource_version
+        return record, version
+
+    def create(self, record: LeaderElectionRecord) -> str:
+        try:
+            created = self._leases.create_namespaced_lease(
+                self._namespace, self._body(record, version=None), _request_timeout=self._timeout
+            )
+        except ApiException as error:
+            if error.status == 409:
+                raise ConflictError(f"lease {self.describe()} already exists") from error
+            raise self._unavailable("create", error) from error
+        except HTTPError as error:
+            raise self._unavailable("create", error) from error
+        version: str = created.metadata.resource_version
+        return version
+
+    def update(self, record: LeaderElectionRecord, version: str) -> str:
+        try:
+            replaced = self._leases.replace_namespaced_lease(
+                self._name,
+                self._namespace,
+                self._body(record, version=version),
+                _request_timeout=self._timeout,
+            )
+        except ApiException as error:
+            if error.status == 409:
+                raise ConflictError(f"lease {self.describe()} changed since version {version}") from error
+            raise self._unavailable("update", error) from error
+        except HTTPError as error:
+            raise self._unavailable("update", error) from error
+        new_version: str = replaced.metadata.resource_version
+        return new_version
+
+    def _body(self, record: LeaderElectionRecord, *, version: str | None) -> dict[str, Any]:
+        # A plain dict, so the times go out as MicroTime strings rather than the client's datetime isoformat.
+        metadata: dict[str, Any] = {"name": self._name, "namespace": self._namespace}
+        if version is not None:
+            metadata["resourceVersion"] = version
+        spec: dict[str, Any] = {
+            "holderIdentity": record.holder_identity,
+            "leaseDurationSeconds": record.lease_duration_seconds,
+            "leaseTransitions": record.leader_transitions,
+        }
+        if record.acquire_time is not None:
+            spec["acquireTime"] = format_micro_time(record.acquire_time)
+        if record.renew_time is not None:
+            spec["renewTime"] = format_micro_time(record.renew_time)
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+
+    def _unavailable(self, action: str, error: Exception) -> LockUnavailableError:
+        detail = f"HTTP {error.status} {error.reason}" if isinstance(error, ApiException) else str(error)
+        return LockUnavailableError(f"{action} lease {self.describe()}: {detail}")

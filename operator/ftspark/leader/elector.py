@@ -1,0 +1,275 @@
+"""Leader election on a LeaseLock: client-go's algorithm (tools/leaderelection), in a synchronous loop.
+
+Only locally observed time is trusted: a record counts as held by another until lease_duration has passed on
+our monotonic clock since we first saw that exact record, whatever times the record itself claims. So clock
+skew between hosts cannot shorten a lease. A leader stops acting once renew_deadline has passed since its
+last successful renew; renew_deadline < lease_duration keeps that before any follower may take over.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationInfo, field_validator
+
+from ftspark.domain.fencing import Epoch
+from ftspark.ports.leadership import (
+    Clock,
+    ConflictError,
+    LeaderElectionRecord,
+    LeaseLock,
+    LockUnavailableError,
+)
+
+log = logging.getLogger(__name__)
+
+# client-go's JitterFactor: acquire attempts wait retry_period * (1 + random * 1.2), so that followers
+# do not retry in lockstep.
+JITTER_FACTOR = 1.2
+
+
+class LeaderElectionConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    identity: str = Field(min_length=1)
+    # Whole seconds: the Lease stores leaseDurationSeconds as an integer, and followers wait what it says.
+    lease_duration: PositiveInt = 15
+    renew_deadline: PositiveFloat = 10.0
+    retry_period: PositiveFloat = 2.0
+
+    @field_validator("renew_deadline")
+    @classmethod
+    def _deadline_inside_lease(cls, value: float, info: ValidationInfo) -> float:
+        lease = info.data.get("lease_duration")
+        if lease is not None and lease <= value:
+            raise ValueError(f"renew_deadline ({value} s) must be less than lease_duration ({lease} s)")
+        return value
+
+    @field_validator("retry_period")
+    @classmethod
+    def _retries_inside_deadline(cls, value: float, info: ValidationInfo) -> float:
+        deadline = info.data.get("renew_deadline")
+        if deadline is not None and deadline <= value * JITTER_FACTOR:
+            raise ValueError(
+                f"retry_period ({value} s) times {JITTER_FACTOR} must be less than "
+                f"renew_deadline ({deadline} s)"
+            )
+        return value
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.monotonic()
+
+    def wall(self) -> datetime:
+        return datetime.now(UTC)
+
+    def sleep(self, seconds: float, interrupt: threading.Event) -> None:
+        interrupt.wait(seconds)
+
+
+def _ignore_epoch(epoch: Epoch) -> None:
+    pass
+
+
+def _ignore() -> None:
+    pass
+
+
+def _ignore_identity(identity: str) -> None:
+    pass
+
+
+class LeaderElector:
+    """Callbacks run on the thread that calls run(); on_stopped_leading returns once we stopped acting."""
+
+    def __init__(
+        self,
+        config: LeaderElectionConfig,
+        lock: LeaseLock,
+        *,
+        on_started_leading: Callable[[Epoch], None] = _ignore_epoch,
+        on_stopped_leading: Callable[[], None] = _ignore,
+        on_new_leader: Callable[[str], None] = _ignore_identity,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if lock.identity != config.identity:
+            raise ValueError(f"lock identity {lock.identity!r} is not the config's {config.identity!r}")
+        self._config = config
+        self._lock = lock
+        self._on_started_leading = on_started_leading
+        self._on_stopped_leading = on_stopped_leading
+        self._on_new_leader = on_new_leader
+        self._clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+        self._observed: LeaderElectionRecord | None = None
+        self._observed_time = 0.0
+        self._version: str | None = None
+        self._reported_leader = ""
+        self._leading = False
+        self._last_renew: float | None = None
+
+    @property
+    def epoch(self) -> Epoch | None:
+        """The fencing epoch while leading: every write this leader makes carries it."""
+        if not self._leading or self._observed is None:
+            return None
+        return Epoch(scope="operator", term=self._observed.leader_transitions, holder=self._config.identity)
+
+    def seconds_since_renew(self) -> float | None:
+        """Seconds since the last successful acquire or renew while leading (liveness probe), else None."""
+        if not self._leading or self._last_renew is None:
+            return None
+        return self._clock.now() - self._last_renew
+
+    def run(self, stop: threading.Event) -> None:
+        """Acquire, lead until stop is set (then release) or until renewing fails (then return at once)."""
+        if not self._acquire(stop):
+            return
+        self._leading = True
+        try:
+            epoch = self.epoch
+            assert epoch is not None
+            log.info("%s: leading %s as %s", self._config.identity, self._lock.describe(), epoch)
+            self._on_started_leading(epoch)
+            still_held = self._renew(stop)
+        finally:
+            self._leading = False
+            self._on_stopped_leading()
+        if still_held:
+            self._release()
+
+    # -- the loops ---------------------------------------------------------------------------------------
+
+    def _acquire(self, stop: threading.Event) -> bool:
+        retry = self._config.retry_period
+        while not stop.is_set():
+            started = self._clock.now()
+            if self._attempt():
+                self._last_renew = started
+                return True
+            self._clock.sleep(retry * (1 + self._rng.random() * JITTER_FACTOR), stop)
+        return False
+
+    def _renew(self, stop: threading.Event) -> bool:
+        """Renew every retry_period; True when stopped while still holding, False once leadership is lost."""
+        assert self._last_renew is not None
+        while True:
+            deadline = self._last_renew + self._config.renew_deadline
+            self._clock.sleep(min(self._config.retry_period, max(0.0, deadline - self._clock.now())), stop)
+            if stop.is_set():
+                return True
+            started = self._clock.now()
+            if started >= deadline:
+                log.error(
+                    "%s: no renew within %s s: stopping", self._config.identity, self._config.renew_deadline
+                )
+                return False
+            if self._attempt():
+                self._last_renew = started
+            elif not self._is_leader():
+                # Someone else's record: deposed for sure, no point waiting for the deadline.
+                log.error("%s: lease taken over by %s", self._config.identity, self._reported_leader)
+                return False
+
+    def _attempt(self) -> bool:
+        try:
+            return self._try_acquire_or_renew()
+        except (ConflictError, LockUnavailableError) as error:
+            log.warning("%s: %s: %s", self._config.identity, self._lock.describe(), error)
+            return False
+        finally:
+            self._report_transition()
+
+    # -- client-go's tryAcquireOrRenew -------------------------------------------------------------------
+
+    def _try_acquire_or_renew(self) -> bool:
+        now = self._clock.now()
+        wall = self._clock.wall()
+        record = LeaderElectionRecord(
+            holder_identity=self._config.identity,
+            lease_duration_seconds=self._config.lease_duration,
+            acquire_time=wall,
+            renew_time=wall,
+            leader_transitions=0,
+        )
+
+        # 1. Fast path: the leader updates optimistically from the version it wrote last.
+        held, held_version = self._observed, self._version
+        if held is not None and held_version is not None and self._is_leader() and self._lease_valid(now):
+            kept = replace(record, acquire_time=held.acquire_time, leader_transitions=held.leader_transitions)
+            try:
+                self._observe(kept, self._lock.update(kept, held_version))
+                return True
+            except (ConflictError, LockUnavailableError) as error:
+                log.info("%s: optimistic renew failed (%s), reading the lock", self._config.identity, error)
+
+        # 2. Read the record, or create it.
+        current = self._lock.get()
+        if current is None:
+            self._observe(record, self._lock.create(record))
+            return True
+        observed, version = current
+
+        # 3. Restart the observation clock only when the record changed since we last saw it.
+        if observed != self._observed:
+            self._observe(observed, version)
+        else:
+            self._version = version
+        if observed.holder_identity and self._lease_valid(now) and not self._is_leader():
+            return False
+
+        # 4. Free, expired, or ours: take it (a new holder is a new transition, a new fencing term).
+        if self._is_leader():
+            record = replace(
+                record, acquire_time=observed.acquire_time, leader_transitions=observed.leader_transitions
+            )
+        else:
+            record = replace(record, leader_transitions=observed.leader_transitions + 1)
+        self._observe(record, self._lock.update(record, version))
+        return True
+
+    def _release(self) -> None:
+        """Give the lease up on graceful shutdown so a follower takes over at its next retry."""
+        if self._observed is None or self._version is None or not self._is_leader():
+            return
+        wall = self._clock.wall()
+        record = LeaderElectionRecord(
+            holder_identity="",
+            lease_duration_seconds=1,
+            acquire_time=wall,
+            renew_time=wall,
+            leader_transitions=self._observed.leader_transitions,
+        )
+        try:
+            self._observe(record, self._lock.update(record, self._version))
+        except (ConflictError, LockUnavailableError) as error:
+            log.warning("%s: could not release %s: %s", self._config.identity, self._lock.describe(), error)
+            return
+        log.info("%s: released %s", self._config.identity, self._lock.describe())
+
+    def _observe(self, record: LeaderElectionRecord, version: str) -> None:
+        self._observed = record
+        self._version = version
+        self._observed_time = self._clock.now()
+
+    def _lease_valid(self, now: float) -> bool:
+        assert self._observed is not None
+        return self._observed_time + self._observed.lease_duration_seconds > now
+
+    def _is_leader(self) -> bool:
+        return self._observed is not None and self._observed.holder_identity == self._config.identity
+
+    def _report_transition(self) -> None:
+        holder = self._observed.holder_identity if self._observed is not None else ""
+        # A released lease has no leader to announce.
+        if holder and holder != self._reported_leader:
+            self._reported_leader = holder
+            self._on_new_leader(holder)

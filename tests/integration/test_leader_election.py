@@ -1,0 +1,246 @@
+"""Leader election against the real API server: the Lease adapter, and contender processes killed,
+stopped and deposed, with the takeover times measured."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ftspark_dev.controlplane import ControlPlane
+from kubernetes import client
+
+from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
+from ftspark.ports.leadership import ConflictError, LeaderElectionRecord
+from tests.waiting import eventually
+
+REPO = Path(__file__).resolve().parents[2]
+LEASE = "ftspark-operator"
+LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD = 3, 2.0, 0.5
+# A follower polls at most every RETRY_PERIOD * (1 + 1.2) (client-go's jitter): it may see the dead
+# leader's last renew one poll late, and take over one poll after the lease ran out.
+TAKEOVER_BOUND = LEASE_DURATION + 2 * RETRY_PERIOD * 2.2
+SLACK = 0.5
+
+
+class Holders:
+    """lease_holder processes sharing one event log; they die with the test run (pdeathsig)."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, log: Path) -> None:
+        self._kubeconfig = kubeconfig
+        self._namespace = namespace
+        self.log = log
+        self._processes: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, identity: str, kubeconfig: Path | None = None) -> None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(str(REPO / part) for part in ("", "operator", "tools")),
+        }
+        argv = [
+            *("setpriv", "--pdeathsig", "KILL", "--", sys.executable, "-m", "tests.integration.lease_holder"),
+            *("--kubeconfig", str(kubeconfig or self._kubeconfig), "--namespace", self._namespace),
+            *("--identity", identity, "--log", str(self.log), "--lease", LEASE),
+            *("--lease-duration", str(LEASE_DURATION), "--renew-deadline", str(RENEW_DEADLINE)),
+            *("--retry-period", str(RETRY_PERIOD)),
+        ]
+        with (self.log.parent / f"{identity}.log").open("ab") as output:
+            self._processes[identity] = subprocess.Popen(
+                argv, cwd=REPO, env=env, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+
+    def signal(self, identity: str, signum: signal.Signals) -> float:
+        """Send signum; returns when it was sent."""
+        sent = time.time()
+        self._processes[identity].send_signal(signum)
+        return sent
+
+    def exit_code(self, identity: str, timeout: float = 10.0) -> int:
+        return self._processes[identity].wait(timeout)
+
+    def events(self, identity: str, kind: str) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        lines = [json.loads(line) for line in self.log.read_text().splitlines()]
+        return [line for line in lines if line["identity"] == identity and line["event"] == kind]
+
+    def wait_for(self, identity: str, kind: str, timeout: float = 20.0) -> dict[str, Any]:
+        def first() -> dict[str, Any] | None:
+            found = self.events(identity, kind)
+            return found[0] if found else None
+
+        return eventually(
+            first, timeout=timeout, interval=0.05, what=f"{identity} {kind}\n{self.output(identity)}"
+        )
+
+    def wait_until_following(self, identity: str, leader: str) -> None:
+        eventually(
+            lambda: any(line["leader"] == leader for line in self.events(identity, "new_leader")),
+            timeout=20.0,
+            interval=0.05,
+            what=f"{identity} sees {leader} lead\n{self.output(identity)}",
+        )
+
+    def output(self, identity: str) -> str:
+        return (self.log.parent / f"{identity}.log").read_text(errors="replace")[-3000:]
+
+    def kill_all(self) -> None:
+        for process in self._processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def holders(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> Iterator[Holders]:
+    running = Holders(control_plane.kubeconfig, namespace, tmp_path / "events.jsonl")
+    try:
+        yield running
+    finally:
+        running.kill_all()
+
+
+def lease_spec(api_client: client.ApiClient, namespace: str) -> Any:
+    return client.CoordinationV1Api(api_client).read_namespaced_lease(LEASE, namespace).spec
+
+
+def test_lease_lock_creates_and_refuses_a_stale_update(api_client: client.ApiClient, namespace: str) -> None:
+    lock = KubernetesLeaseLock(api_client, namespace=namespace, name=LEASE, identity="a", request_timeout=5.0)
+    assert lock.get() is None
+    # Whole seconds on purpose: datetime.isoformat() would drop the fraction that MicroTime requires.
+    acquired = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    first = LeaderElectionRecord("a", 15, acquired, acquired, 0)
+    created_version = lock.create(first)
+    with pytest.raises(ConflictError):
+        lock.create(first)
+
+    renewed = LeaderElectionRecord("a", 15, acquired, datetime(2025, 1, 2, 3, 4, 7, 123456, tzinfo=UTC), 0)
+    renewed_version = lock.update(renewed, created_version)
+    assert lock.get() == (renewed, renewed_version)
+
+    with pytest.raises(ConflictError):
+        lock.update(LeaderElectionRecord("b", 15, acquired, acquired, 1), created_version)
+    assert lock.get() == (renewed, renewed_version)
+    spec = lease_spec(api_client, namespace)
+    assert (spec.holder_identity, spec.lease_transitions, spec.lease_duration_seconds) == ("a", 0, 15)
+
+
+def test_a_killed_leader_is_replaced_after_the_lease_runs_out(
+    holders: Holders, api_client: client.ApiClient, namespace: str
+) -> None:
+    holders.start("a")
+    a_started = holders.wait_for("a", "started")
+    holders.start("b")
+    holders.wait_until_following("b", "a")
+
+    killed = holders.signal("a", signal.SIGKILL)
+    holders.exit_code("a")
+    last_renew = lease_spec(api_client, namespace).renew_time.timestamp()
+    b_started = holders.wait_for("b", "started")
+
+    takeover = b_started["t"] - killed
+    print(
+        f"\nSIGKILLed leader: follower led {takeover:.2f} s after the kill, "
+        f"{b_started['t'] - last_renew:.2f} s after the last renew (bound {TAKEOVER_BOUND:.1f} s)"
+    )
+    assert takeover <= TAKEOVER_BOUND + SLACK
+    # The follower waited a whole lease after the last renew it could have seen: the two never acted at once.
+    assert b_started["t"] - last_renew >= LEASE_DURATION
+    assert b_started["t"] > killed
+    assert b_started["term"] == a_started["term"] + 1
+
+
+def test_a_stopped_leader_releases_and_the_follower_leads_at_once(holders: Holders) -> None:
+    holders.start("a")
+    a_started = holders.wait_for("a", "started")
+    holders.start("b")
+    holders.wait_until_following("b", "a")
+
+    terminated = holders.signal("a", signal.SIGTERM)
+    assert holders.exit_code("a") == 0
+    a_stopped = holders.wait_for("a", "stopped")
+    b_started = holders.wait_for("b", "started")
+
+    takeover = b_started["t"] - terminated
+    print(f"\nSIGTERMed leader: released, follower led {takeover:.2f} s after the SIGTERM")
+    assert takeover <= 2.0
+    assert a_stopped["t"] <= b_started["t"]
+    assert b_started["term"] == a_started["term"] + 1
+
+
+def test_a_deposed_leader_stops_within_the_renew_deadline(
+    holders: Holders, api_client: client.ApiClient, namespace: str
+) -> None:
+    holders.start("c")
+    holders.wait_for("c", "started")
+
+    leases = client.CoordinationV1Api(api_client)
+    lease = leases.read_namespaced_lease(LEASE, namespace)
+    lease.spec.holder_identity = "usurper"
+    lease.spec.renew_time = datetime.now(UTC)
+    lease.spec.lease_transitions += 1
+    leases.replace_namespaced_lease(LEASE, namespace, lease)
+    deposed = time.time()
+    c_stopped = holders.wait_for("c", "stopped")
+
+    print(f"\ndeposed leader: stopped {c_stopped['t'] - deposed:.2f} s after the takeover")
+    assert c_stopped["t"] - deposed <= RENEW_DEADLINE
+    assert holders.exit_code("c") == 1
+    assert lease_spec(api_client, namespace).holder_identity == "usurper"
+
+
+def test_a_leader_that_cannot_renew_stops_at_the_renew_deadline(
+    holders: Holders, control_plane: ControlPlane, api_client: client.ApiClient, namespace: str
+) -> None:
+    rbac = client.RbacAuthorizationV1Api(api_client)
+    rbac.create_namespaced_role(
+        namespace,
+        client.V1Role(
+            metadata=client.V1ObjectMeta(name="lease-holder"),
+            rules=[
+                client.V1PolicyRule(
+                    api_groups=["coordination.k8s.io"],
+                    resources=["leases"],
+                    verbs=["get", "create", "update"],
+                )
+            ],
+        ),
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        client.V1RoleBinding(
+            metadata=client.V1ObjectMeta(name="lease-holder"),
+            role_ref=client.V1RoleRef(
+                api_group="rbac.authorization.k8s.io", kind="Role", name="lease-holder"
+            ),
+            subjects=[
+                client.RbacV1Subject(api_group="rbac.authorization.k8s.io", kind="User", name="holder-d")
+            ],
+        ),
+    )
+    holders.start("d", kubeconfig=control_plane.kubeconfig_for("holder-d"))
+    holders.wait_for("d", "started")
+
+    rbac.delete_namespaced_role_binding("lease-holder", namespace)
+    revoked = time.time()
+    d_stopped = holders.wait_for("d", "stopped")
+
+    stopped_after = d_stopped["t"] - revoked
+    print(
+        f"\nleader without write access: stopped {stopped_after:.2f} s after losing it "
+        f"(renew deadline {RENEW_DEADLINE} s since its last renew)"
+    )
+    # Its last renew was at most one retry period before the revocation.
+    assert RENEW_DEADLINE - RETRY_PERIOD - SLACK <= stopped_after <= RENEW_DEADLINE + SLACK
+    assert holders.exit_code("d") == 1
+    # It could not release: the lease still names it, and simply expires for the followers.
+    assert lease_spec(api_client, namespace).holder_identity == "d"

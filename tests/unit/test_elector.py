@@ -1,0 +1,292 @@
+"""Leader election on the in-memory lock, in virtual time: other contenders are scripted on the fake clock."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from pydantic import ValidationError
+
+from ftspark.adapters.memory.leadership import InMemoryLease, InMemoryLeaseLock
+from ftspark.domain.fencing import Epoch
+from ftspark.leader.elector import LeaderElectionConfig, LeaderElector
+from ftspark.ports.leadership import LeaderElectionRecord, LockUnavailableError
+
+CONFIG = {"lease_duration": 15, "renew_deadline": 10.0, "retry_period": 2.0}
+MAX_RETRY_WAIT = 2.0 * (1 + 1.2)
+EPOCH_ZERO = datetime(2025, 1, 1, tzinfo=UTC)
+
+
+class FakeClock:
+    """Virtual time: sleep jumps ahead, running the actions scheduled on the way (at their times)."""
+
+    def __init__(self, limit: float = 1000.0) -> None:
+        self._now = 0.0
+        self._limit = limit
+        self._order = itertools.count()
+        self._actions: list[tuple[float, int, Callable[[], None]]] = []
+
+    def now(self) -> float:
+        return self._now
+
+    def wall(self) -> datetime:
+        return EPOCH_ZERO + timedelta(seconds=self._now)
+
+    def at(self, when: float, action: Callable[[], None]) -> None:
+        heapq.heappush(self._actions, (when, next(self._order), action))
+
+    def sleep(self, seconds: float, interrupt: threading.Event) -> None:
+        end = self._now + seconds
+        while self._actions and self._actions[0][0] <= end and not interrupt.is_set():
+            when, _, action = heapq.heappop(self._actions)
+            self._now = max(self._now, when)
+            action()
+        if not interrupt.is_set():
+            self._now = end
+        if self._now > self._limit:
+            raise AssertionError(f"virtual time ran past {self._limit} s: the elector never returned")
+
+
+class FlakyLock(InMemoryLeaseLock):
+    """The in-memory lock, unreachable while down; remembers when updates last went through."""
+
+    def __init__(self, lease: InMemoryLease, identity: str, clock: FakeClock) -> None:
+        super().__init__(lease, identity)
+        self.down = False
+        self.last_update: float | None = None
+        self._clock = clock
+
+    def get(self) -> tuple[LeaderElectionRecord, str] | None:
+        if self.down:
+            raise LockUnavailableError("down")
+        return super().get()
+
+    def update(self, record: LeaderElectionRecord, version: str) -> str:
+        if self.down:
+            raise LockUnavailableError("down")
+        version = super().update(record, version)
+        self.last_update = self._clock.now()
+        return version
+
+
+@dataclass
+class Recorder:
+    clock: FakeClock
+    events: list[tuple[float, str, object]] = field(default_factory=list)
+
+    def started(self, epoch: Epoch) -> None:
+        self.events.append((self.clock.now(), "started", epoch))
+
+    def stopped(self) -> None:
+        self.events.append((self.clock.now(), "stopped", None))
+
+    def new_leader(self, identity: str) -> None:
+        self.events.append((self.clock.now(), "new_leader", identity))
+
+    def times(self, kind: str) -> list[float]:
+        return [when for when, event, _ in self.events if event == kind]
+
+    def epochs(self) -> list[object]:
+        return [epoch for _, event, epoch in self.events if event == "started"]
+
+
+def elector(lock: InMemoryLeaseLock, clock: FakeClock, recorder: Recorder) -> LeaderElector:
+    return LeaderElector(
+        LeaderElectionConfig(identity=lock.identity, **CONFIG),
+        lock,
+        on_started_leading=recorder.started,
+        on_stopped_leading=recorder.stopped,
+        on_new_leader=recorder.new_leader,
+        clock=clock,
+        rng=random.Random(7),
+    )
+
+
+def write(
+    lease: InMemoryLease, holder: str, renew_time: datetime, transitions: int, duration: int = 15
+) -> None:
+    """Another contender's write, whatever the lease holds now."""
+    record = LeaderElectionRecord(holder, duration, renew_time, renew_time, transitions)
+    current = lease.get()
+    if current is None:
+        lease.create(record)
+    else:
+        lease.update(record, current[1])
+
+
+def record_of(lease: InMemoryLease) -> LeaderElectionRecord:
+    current = lease.get()
+    assert current is not None
+    return current[0]
+
+
+def test_acquires_a_free_lease_renews_it_and_releases_it_on_stop() -> None:
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    leader = elector(InMemoryLeaseLock(lease, "a"), clock, recorder)
+    seen: list[tuple[LeaderElectionRecord, float | None, Epoch | None]] = []
+    clock.at(5.0, lambda: seen.append((record_of(lease), leader.seconds_since_renew(), leader.epoch)))
+    clock.at(7.0, stop.set)
+
+    leader.run(stop)
+
+    assert recorder.events == [
+        (0.0, "new_leader", "a"),
+        (0.0, "started", Epoch(scope="operator", term=0, holder="a")),
+        (7.0, "stopped", None),
+    ]
+    held, since_renew, epoch = seen[0]
+    assert held.holder_identity == "a"
+    assert held.acquire_time == EPOCH_ZERO
+    assert held.renew_time == EPOCH_ZERO + timedelta(seconds=4)
+    assert since_renew == 1.0
+    assert epoch == Epoch(scope="operator", term=0, holder="a")
+    released = record_of(lease)
+    assert (released.holder_identity, released.lease_duration_seconds, released.leader_transitions) == (
+        "",
+        1,
+        0,
+    )
+    assert leader.epoch is None
+    assert leader.seconds_since_renew() is None
+
+
+def test_follower_does_not_acquire_while_the_holder_renews() -> None:
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    write(lease, "other", clock.wall(), transitions=3)
+    for second in range(2, 60, 2):
+        clock.at(second, lambda: write(lease, "other", clock.wall(), transitions=3))
+    clock.at(60.0, stop.set)
+
+    elector(InMemoryLeaseLock(lease, "b"), clock, recorder).run(stop)
+
+    assert recorder.events == [(0.0, "new_leader", "other")]
+    assert record_of(lease).holder_identity == "other"
+
+
+def test_takes_over_after_a_lease_duration_of_local_silence_whatever_the_remote_clock_says() -> None:
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    # The old holder's clock runs a day ahead; then it dies.
+    write(lease, "other", clock.wall() + timedelta(days=1), transitions=3)
+    clock.at(40.0, stop.set)
+
+    elector(InMemoryLeaseLock(lease, "b"), clock, recorder).run(stop)
+
+    [took_over] = recorder.times("started")
+    assert 15.0 <= took_over <= 15.0 + MAX_RETRY_WAIT
+    assert recorder.epochs() == [Epoch(scope="operator", term=4, holder="b")]
+    assert [who for _, event, who in recorder.events if event == "new_leader"] == ["other", "b"]
+
+
+def test_a_changed_record_restarts_the_wait() -> None:
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    write(lease, "other", clock.wall(), transitions=0)
+    # One last renew at 10 s: the follower must wait 15 s from when it sees that, not from 0.
+    clock.at(10.0, lambda: write(lease, "other", clock.wall(), transitions=0))
+    clock.at(40.0, stop.set)
+
+    elector(InMemoryLeaseLock(lease, "b"), clock, recorder).run(stop)
+
+    [took_over] = recorder.times("started")
+    assert 25.0 <= took_over <= 25.0 + 2 * MAX_RETRY_WAIT
+
+
+def test_a_released_lease_is_taken_at_the_next_retry_with_the_next_term() -> None:
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    write(lease, "other", clock.wall(), transitions=4)
+    for second in range(2, 10, 2):
+        clock.at(second, lambda: write(lease, "other", clock.wall(), transitions=4))
+    clock.at(10.0, lambda: write(lease, "", clock.wall(), transitions=4, duration=1))
+    clock.at(20.0, stop.set)
+
+    elector(InMemoryLeaseLock(lease, "b"), clock, recorder).run(stop)
+
+    [took_over] = recorder.times("started")
+    assert 10.0 < took_over <= 10.0 + MAX_RETRY_WAIT
+    assert recorder.epochs() == [Epoch(scope="operator", term=5, holder="b")]
+
+
+def test_each_new_holder_is_a_new_term_and_the_same_holder_keeps_its_term() -> None:
+    clock, lease = FakeClock(), InMemoryLease()
+    recorder = Recorder(clock)
+    for holder in ("a", "b", "a"):
+        stop = threading.Event()
+        clock.at(clock.now() + 5.0, stop.set)
+        elector(InMemoryLeaseLock(lease, holder), clock, recorder).run(stop)
+
+    assert recorder.epochs() == [
+        Epoch(scope="operator", term=0, holder="a"),
+        Epoch(scope="operator", term=1, holder="b"),
+        Epoch(scope="operator", term=2, holder="a"),
+    ]
+
+
+def test_stops_leading_when_renewing_fails_until_the_renew_deadline() -> None:
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    lock = FlakyLock(lease, "a", clock)
+    leader = elector(lock, clock, recorder)
+    health: list[float | None] = []
+
+    def outage() -> None:
+        lock.down = True
+
+    clock.at(5.0, outage)
+    clock.at(12.0, lambda: health.append(leader.seconds_since_renew()))
+
+    leader.run(stop)
+
+    assert not stop.is_set()
+    assert lock.last_update == 4.0
+    [stopped] = recorder.times("stopped")
+    assert stopped == lock.last_update + 10.0
+    assert health == [8.0]
+    # Not released: it could not write, and the lease simply expires for the followers.
+    assert record_of(lease).holder_identity == "a"
+
+
+def test_a_deposed_leader_stops_at_its_next_renew() -> None:
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    clock.at(5.0, lambda: write(lease, "usurper", clock.wall(), transitions=1))
+
+    elector(InMemoryLeaseLock(lease, "a"), clock, recorder).run(stop)
+
+    assert recorder.times("stopped") == [6.0]
+    assert recorder.events[-2:] == [(6.0, "new_leader", "usurper"), (6.0, "stopped", None)]
+    assert record_of(lease).holder_identity == "usurper"
+
+
+def test_default_config_is_client_go_s() -> None:
+    config = LeaderElectionConfig(identity="a")
+    assert (config.lease_duration, config.renew_deadline, config.retry_period) == (15, 10.0, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field_name", "message"),
+    [
+        ({"identity": ""}, "identity", "at least 1 character"),
+        ({"lease_duration": 0}, "lease_duration", "greater than 0"),
+        ({"lease_duration": 2.5, "renew_deadline": 2.0, "retry_period": 0.5}, "lease_duration", "integer"),
+        ({"renew_deadline": -1.0}, "renew_deadline", "greater than 0"),
+        ({"retry_period": 0.0}, "retry_period", "greater than 0"),
+        ({"lease_duration": 10, "renew_deadline": 10.0}, "renew_deadline", "less than lease_duration"),
+        ({"renew_deadline": 2.4, "retry_period": 2.0}, "retry_period", "less than renew_deadline"),
+    ],
+)
+def test_config_errors_name_the_field(overrides: dict[str, object], field_name: str, message: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        LeaderElectionConfig.model_validate({"identity": "a", **overrides})
+    [error] = refused.value.errors()
+    assert error["loc"] == (field_name,)
+    assert message in error["msg"]
