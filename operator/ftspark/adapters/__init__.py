@@ -1,0 +1,1 @@
+"""Adapters: the ports implemented on Kubernetes, S3 and in memory."""

@@ -1,0 +1,1 @@
+"""Adapters on the Kubernetes API."""

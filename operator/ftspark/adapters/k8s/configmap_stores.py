@@ -1,0 +1,195 @@
+"""The HA stores on ConfigMaps (Flink's Kubernetes HA services), large job-graph payloads in a BlobStore (S3).
+
+Layout (record data keys: adapters.records):
+
+    <job>-jobgraph        in the job's namespace, labels ftspark.io/job=<job>, ftspark.io/store=jobgraph
+    <job>-checkpoints     in the job's namespace, labels ftspark.io/job=<job>, ftspark.io/store=checkpoints
+    ftspark-result-<uid>  in the results namespace (the operator's), label ftspark.io/result=true
+
+Every one carries its fences as annotations ftspark.io/fence-operator and ftspark.io/fence-driver (the highest
+term that wrote it per scope) and ftspark.io/written-by (the last writer's epochs, for people). Writes are
+compare-and-swap on metadata.resourceVersion (create: AlreadyExists; replace and delete: a precondition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import urllib3
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from ftspark.adapters.records import (
+    DEFAULT_PAYLOAD_THRESHOLD,
+    ConflictError,
+    HaStores,
+    Kind,
+    Record,
+    RecordId,
+    stores_on,
+)
+from ftspark.ports.blobs import BlobStore
+from ftspark.ports.stores import StoreUnavailableError
+
+JOB_LABEL = "ftspark.io/job"
+STORE_LABEL = "ftspark.io/store"
+RESULT_LABEL = "ftspark.io/result"
+FENCE_ANNOTATION_PREFIX = "ftspark.io/fence-"
+WRITER_ANNOTATION = "ftspark.io/written-by"
+RESULT_PREFIX = "ftspark-result-"
+
+
+class ConfigMapRecords:
+    clean_results_apart = False
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        results_namespace: str,
+        namespace: str | None = None,
+        request_timeout: float = 10.0,
+    ) -> None:
+        """namespace limits scan() (adoption by a new leader) to one namespace; None: all of them."""
+        self._core = client.CoreV1Api(api)
+        self._results_namespace = results_namespace
+        self._namespace = namespace
+        self._timeout = request_timeout
+
+    def read(self, rid: RecordId) -> Record | None:
+        namespace, name = self._locate(rid)
+        found = _call(
+            f"read ConfigMap {namespace}/{name}",
+            lambda: self._core.read_namespaced_config_map(name, namespace, _request_timeout=self._timeout),
+            absent=(404,),
+        )
+        return None if found is None else _record(found)
+
+    def create(self, rid: RecordId, data: Mapping[str, str], fences: Mapping[str, int], writer: str) -> None:
+        namespace, name = self._locate(rid)
+        body = self._body(rid, data, fences, writer, None)
+        _call(
+            f"create ConfigMap {namespace}/{name}",
+            lambda: self._core.create_namespaced_config_map(namespace, body, _request_timeout=self._timeout),
+            conflicts=(409,),
+        )
+
+    def replace(
+        self, rid: RecordId, data: Mapping[str, str], fences: Mapping[str, int], writer: str, version: str
+    ) -> None:
+        namespace, name = self._locate(rid)
+        body = self._body(rid, data, fences, writer, version)
+        _call(
+            f"replace ConfigMap {namespace}/{name}",
+            lambda: self._core.replace_namespaced_config_map(
+                name, namespace, body, _request_timeout=self._timeout
+            ),
+            conflicts=(404, 409),
+        )
+
+    def remove(self, rid: RecordId, version: str) -> None:
+        namespace, name = self._locate(rid)
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(resource_version=version))
+        _call(
+            f"delete ConfigMap {namespace}/{name}",
+            lambda: self._core.delete_namespaced_config_map(
+                name, namespace, body=options, _request_timeout=self._timeout
+            ),
+            conflicts=(409,),
+            absent=(404,),
+        )
+
+    def scan(self, kind: Kind) -> dict[str, Record]:
+        selector = f"{RESULT_LABEL}=true" if kind == "result" else f"{STORE_LABEL}={kind}"
+        namespace = self._results_namespace if kind == "result" else self._namespace
+        found = _call(
+            f"list ConfigMaps {selector}",
+            lambda: (
+                self._core.list_config_map_for_all_namespaces(
+                    label_selector=selector, _request_timeout=self._timeout
+                )
+                if namespace is None
+                else self._core.list_namespaced_config_map(
+                    namespace, label_selector=selector, _request_timeout=self._timeout
+                )
+            ),
+        )
+        return {_key(kind, item): _record(item) for item in found.items}
+
+    def _locate(self, rid: RecordId) -> tuple[str, str]:
+        if rid.kind == "result":
+            return self._results_namespace, f"{RESULT_PREFIX}{rid.key}"
+        job = rid.job()
+        return job.namespace, f"{job.name}-{rid.kind}"
+
+    def _body(
+        self,
+        rid: RecordId,
+        data: Mapping[str, str],
+        fences: Mapping[str, int],
+        writer: str,
+        version: str | None,
+    ) -> client.V1ConfigMap:
+        namespace, name = self._locate(rid)
+        labels = (
+            {RESULT_LABEL: "true"}
+            if rid.kind == "result"
+            else {JOB_LABEL: rid.job().name, STORE_LABEL: rid.kind}
+        )
+        annotations = {f"{FENCE_ANNOTATION_PREFIX}{scope}": str(term) for scope, term in fences.items()}
+        annotations[WRITER_ANNOTATION] = writer
+        metadata = client.V1ObjectMeta(
+            name=name, namespace=namespace, labels=labels, annotations=annotations, resource_version=version
+        )
+        return client.V1ConfigMap(metadata=metadata, data=dict(data))
+
+
+def _record(config_map: Any) -> Record:
+    annotations: dict[str, str] = config_map.metadata.annotations or {}
+    fences = {
+        key.removeprefix(FENCE_ANNOTATION_PREFIX): int(value)
+        for key, value in annotations.items()
+        if key.startswith(FENCE_ANNOTATION_PREFIX)
+    }
+    return Record(dict(config_map.data or {}), fences, config_map.metadata.resource_version)
+
+
+def _key(kind: Kind, config_map: Any) -> str:
+    if kind == "result":
+        name: str = config_map.metadata.name
+        return name.removeprefix(RESULT_PREFIX)
+    return f"{config_map.metadata.namespace}/{config_map.metadata.labels[JOB_LABEL]}"
+
+
+def _call(
+    what: str, request: Callable[[], Any], *, conflicts: tuple[int, ...] = (), absent: tuple[int, ...] = ()
+) -> Any:
+    """The request's answer, None for an `absent` status; ConflictError or StoreUnavailableError otherwise."""
+    try:
+        return request()
+    except ApiException as error:
+        if error.status in absent:
+            return None
+        if error.status in conflicts:
+            raise ConflictError(what) from error
+        raise StoreUnavailableError(
+            f"{what}: the API server answered {error.status} {error.reason}"
+        ) from error
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise StoreUnavailableError(f"{what}: the API server is unreachable: {error}") from error
+
+
+def configmap_stores(
+    api: client.ApiClient,
+    blobs: BlobStore,
+    *,
+    results_namespace: str,
+    namespace: str | None = None,
+    request_timeout: float = 10.0,
+    payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
+) -> HaStores:
+    records = ConfigMapRecords(
+        api, results_namespace=results_namespace, namespace=namespace, request_timeout=request_timeout
+    )
+    return stores_on(records, blobs, payload_threshold=payload_threshold)

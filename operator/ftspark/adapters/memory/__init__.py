@@ -1,0 +1,1 @@
+"""In-memory adapters: fast, thread-safe fakes for unit tests with the same semantics."""

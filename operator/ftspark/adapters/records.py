@@ -1,0 +1,341 @@
+"""The HA stores written once, over fenced and versioned records (DESIGN §4, §5).
+
+A record is the unit of compare-and-swap: a ConfigMap (adapters.k8s), an S3 object (adapters.s3) or a dict
+entry (adapters.memory). It holds string data, the highest term that wrote it per fence scope, and a version
+(resourceVersion, ETag, counter). A backend only implements `Records`; the one fenced CAS loop
+(`FencedRecords`) and the store semantics live here, so every backend behaves the same and one contract suite
+proves it.
+
+Record data, the same keys on every backend (where a record lives is in each backend's docstring):
+
+    jobgraph     "jobgraph": the JobGraph as JSON; or, above the payload threshold, "jobgraph-pointer": the
+                 s3:// URI of the payload `<spec.checkpoint.storage>/ha/jobgraph-<uid>-<random>.json`
+    checkpoints  "counter": the highest checkpoint id ever recorded; "checkpoint-<id>": a CheckpointPointer as
+                 JSON, the newest `retained` of them
+    result       "result": a JobResultEntry as JSON (backends with `clean_results_apart` keep dirty entries as
+                 separate "result-dirty" records, FLIP-194's `<uid>_DIRTY.json` → `<uid>.json`)
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from ftspark.domain.fencing import Epoch, StaleEpochError, admit
+from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
+from ftspark.ports.blobs import BlobStore
+from ftspark.ports.stores import CheckpointStore, JobGraphStore, ResultStore, StoreUnavailableError
+
+DEFAULT_PAYLOAD_THRESHOLD = 64 * 1024
+JOBGRAPH = "jobgraph"
+JOBGRAPH_POINTER = "jobgraph-pointer"
+COUNTER = "counter"
+CHECKPOINT_PREFIX = "checkpoint-"
+RESULT = "result"
+
+Kind = Literal["jobgraph", "checkpoints", "result", "result-dirty"]
+
+
+@dataclass(frozen=True)
+class RecordId:
+    kind: Kind
+    key: str = ""  # "<namespace>/<name>" for job records, the job uid for results
+
+    @classmethod
+    def of_job(cls, kind: Kind, job: JobKey) -> RecordId:
+        return cls(kind, str(job))
+
+    def job(self) -> JobKey:
+        namespace, name = self.key.split("/", 1)
+        return JobKey(namespace=namespace, name=name)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.key}"
+
+
+@dataclass(frozen=True)
+class Record:
+    data: Mapping[str, str]
+    fences: Mapping[str, int]
+    version: str
+
+
+class ConflictError(Exception):
+    """The record changed, appeared or vanished since it was read: read it again and retry."""
+
+
+class Records(Protocol):
+    """A backend's conditional record I/O. Unreachable or failing backends raise StoreUnavailableError."""
+
+    clean_results_apart: bool
+
+    def read(self, rid: RecordId) -> Record | None: ...
+
+    def create(self, rid: RecordId, data: Mapping[str, str], fences: Mapping[str, int], writer: str) -> None:
+        """ConflictError if the record exists."""
+
+    def replace(
+        self, rid: RecordId, data: Mapping[str, str], fences: Mapping[str, int], writer: str, version: str
+    ) -> None:
+        """ConflictError unless the record is still at version."""
+
+    def remove(self, rid: RecordId, version: str) -> None:
+        """ConflictError unless the record is still at version; absent is fine."""
+
+    def scan(self, kind: Kind) -> dict[str, Record]:
+        """Every record of a kind, by key."""
+
+
+Change = Callable[[Mapping[str, str] | None], Mapping[str, str] | None]
+
+
+class FencedRecords:
+    """The fenced compare-and-swap loop every store write goes through."""
+
+    def __init__(self, records: Records, *, max_conflicts: int = 100) -> None:
+        self.records = records
+        self._max_conflicts = max_conflicts
+
+    def check(self, rid: RecordId, epochs: Sequence[Epoch]) -> None:
+        """Refuse a stale writer before it writes anything outside the record (payloads)."""
+        current = self.records.read(rid)
+        _admit_all(rid, current.fences if current else {}, epochs)
+
+    def update(self, rid: RecordId, epochs: Sequence[Epoch], change: Change) -> Mapping[str, str] | None:
+        """Replace the record's data by change(data) (None: absent); returns the data it replaced.
+
+        Every round re-reads the record and re-checks the fences, so a writer deposed while it retried is
+        refused too; an exception from change (or a stale epoch) leaves the record as it was.
+        """
+        writer = ", ".join(str(epoch) for epoch in epochs)
+        for _ in range(self._max_conflicts):
+            current = self.records.read(rid)
+            old = current.data if current else None
+            fences = _admit_all(rid, current.fences if current else {}, epochs)
+            new = change(old)
+            try:
+                if current is None:
+                    if new is not None:
+                        self.records.create(rid, new, fences, writer)
+                elif new is None:
+                    self.records.remove(rid, current.version)
+                elif dict(new) != dict(current.data) or fences != dict(current.fences):
+                    self.records.replace(rid, new, fences, writer, current.version)
+            except ConflictError:
+                time.sleep(random.uniform(0, 0.02))  # spread contending writers apart
+                continue
+            return old
+        raise StoreUnavailableError(f"{rid}: still conflicting after {self._max_conflicts} attempts")
+
+
+def _admit_all(rid: RecordId, fences: Mapping[str, int], epochs: Sequence[Epoch]) -> dict[str, int]:
+    admitted = dict(fences)
+    for epoch in epochs:
+        admitted = admit(str(rid), admitted, epoch)
+    return admitted
+
+
+class RecordJobGraphStore:
+    """Graphs above the threshold go to the blob store first; the record then only points at them."""
+
+    def __init__(
+        self, records: Records, blobs: BlobStore | None, *, threshold: int = DEFAULT_PAYLOAD_THRESHOLD
+    ) -> None:
+        self._fenced = FencedRecords(records)
+        self._blobs = blobs
+        self._threshold = threshold
+
+    def put(self, graph: JobGraph, epoch: Epoch) -> None:
+        rid = RecordId.of_job("jobgraph", graph.job)
+        payload = graph.model_dump_json()
+        uri = None
+        if self._blobs is not None and len(payload.encode()) > self._threshold:
+            self._fenced.check(rid, [epoch])
+            storage = graph.spec.checkpoint.storage.rstrip("/")
+            # A fresh name per write: the old pointer stays valid until the new one replaces it.
+            uri = f"{storage}/ha/{JOBGRAPH}-{graph.uid}-{uuid.uuid4().hex}.json"
+            self._blobs.put(uri, payload.encode())
+        data = {JOBGRAPH_POINTER: uri} if uri else {JOBGRAPH: payload}
+        try:
+            old = self._fenced.update(rid, [epoch], lambda _: data)
+        except StaleEpochError:
+            # Certainly not written (unlike StoreUnavailableError, where the pointer may have landed).
+            if uri and self._blobs is not None:
+                self._blobs.delete(uri)
+            raise
+        self._drop_payload(old, keep=uri)
+
+    def get(self, job: JobKey) -> JobGraph | None:
+        rid = RecordId.of_job("jobgraph", job)
+        uri = ""
+        for _ in range(3):
+            record = self._fenced.records.read(rid)
+            if record is None:
+                return None
+            if JOBGRAPH in record.data:
+                return JobGraph.model_validate_json(record.data[JOBGRAPH])
+            uri = record.data[JOBGRAPH_POINTER]
+            payload = self._blob_store().get(uri)
+            if payload is not None:
+                return JobGraph.model_validate_json(payload)
+            # Replaced (and its old payload deleted) between the two reads: read the pointer again.
+        raise StoreUnavailableError(f"{rid}: payload {uri} is missing")
+
+    def jobs(self) -> list[JobKey]:
+        return [RecordId("jobgraph", key).job() for key in sorted(self._fenced.records.scan("jobgraph"))]
+
+    def delete(self, job: JobKey, epoch: Epoch) -> None:
+        old = self._fenced.update(RecordId.of_job("jobgraph", job), [epoch], lambda _: None)
+        self._drop_payload(old, keep=None)
+
+    def _drop_payload(self, old: Mapping[str, str] | None, keep: str | None) -> None:
+        """Second phase: the pointer no longer names the payload, so it can go."""
+        if old is not None and JOBGRAPH_POINTER in old and old[JOBGRAPH_POINTER] != keep:
+            self._blob_store().delete(old[JOBGRAPH_POINTER])
+
+    def _blob_store(self) -> BlobStore:
+        if self._blobs is None:
+            raise StoreUnavailableError("a job graph points at a payload but no blob store is configured")
+        return self._blobs
+
+
+class RecordCheckpointStore:
+    def __init__(self, records: Records) -> None:
+        self._fenced = FencedRecords(records)
+
+    def add(self, job: JobKey, pointer: CheckpointPointer, epoch: Epoch, *, retained: int) -> None:
+        if retained < 1:
+            raise ValueError(f"retained must be at least 1, not {retained}")
+
+        def added(data: Mapping[str, str] | None) -> dict[str, str]:
+            new = dict(data or {})
+            counter = int(new.get(COUNTER, "-1"))
+            if pointer.checkpoint_id <= counter:
+                raise ValueError(f"{job}: checkpoint {pointer.checkpoint_id} is not above counter {counter}")
+            new[f"{CHECKPOINT_PREFIX}{pointer.checkpoint_id}"] = pointer.model_dump_json()
+            new[COUNTER] = str(pointer.checkpoint_id)
+            for dropped in _checkpoint_ids(new)[retained:]:
+                del new[f"{CHECKPOINT_PREFIX}{dropped}"]
+            return new
+
+        self._fenced.update(RecordId.of_job("checkpoints", job), [epoch], added)
+
+    def pointers(self, job: JobKey) -> list[CheckpointPointer]:
+        data = self._data(job)
+        return [
+            CheckpointPointer.model_validate_json(data[f"{CHECKPOINT_PREFIX}{checkpoint_id}"])
+            for checkpoint_id in _checkpoint_ids(data)
+        ]
+
+    def counter(self, job: JobKey) -> int:
+        return int(self._data(job).get(COUNTER, "-1"))
+
+    def advance_fence(self, job: JobKey, driver_epoch: Epoch, epoch: Epoch) -> None:
+        if driver_epoch.scope != "driver":
+            raise ValueError(f"advance_fence needs a driver epoch, not {driver_epoch}")
+        # Writing the record (even unchanged data) stores the admitted driver term.
+        self._fenced.update(RecordId.of_job("checkpoints", job), [epoch, driver_epoch], lambda d: d or {})
+
+    def delete(self, job: JobKey, epoch: Epoch) -> None:
+        self._fenced.update(RecordId.of_job("checkpoints", job), [epoch], lambda _: None)
+
+    def _data(self, job: JobKey) -> Mapping[str, str]:
+        record = self._fenced.records.read(RecordId.of_job("checkpoints", job))
+        return record.data if record else {}
+
+
+def _checkpoint_ids(data: Mapping[str, str]) -> list[int]:
+    """Newest first."""
+    return sorted(
+        (int(key.removeprefix(CHECKPOINT_PREFIX)) for key in data if key.startswith(CHECKPOINT_PREFIX)),
+        reverse=True,
+    )
+
+
+class RecordResultStore:
+    def __init__(self, records: Records) -> None:
+        self._fenced = FencedRecords(records)
+        self._records = records
+
+    def create_dirty(self, result: JobResultEntry, epoch: Epoch) -> None:
+        dirty, clean = self._ids(result.uid)
+        for rid in dict.fromkeys((dirty, clean)):
+            if self._records.read(rid) is not None:  # kept as it is: not even the fences are rewritten
+                self._fenced.check(rid, [epoch])
+                return
+        entry = {RESULT: result.model_copy(update={"clean": False}).model_dump_json()}
+        self._fenced.update(dirty, [epoch], lambda data: entry if data is None else data)
+
+    def mark_clean(self, uid: str, epoch: Epoch) -> None:
+        dirty, clean = self._ids(uid)
+
+        def cleaned(data: Mapping[str, str] | None) -> dict[str, str]:
+            if data is None:
+                raise KeyError(f"no job result for {uid}")
+            entry = JobResultEntry.model_validate_json(data[RESULT]).model_copy(update={"clean": True})
+            return {RESULT: entry.model_dump_json()}
+
+        if dirty == clean:
+            self._fenced.update(clean, [epoch], cleaned)
+            return
+        # FLIP-194: write <uid>.json, then drop <uid>_DIRTY.json; a crash in between leaves both (clean wins).
+        current = self._records.read(dirty)
+        if current is None:
+            if self._records.read(clean) is None:
+                raise KeyError(f"no job result for {uid}")
+            self._fenced.check(clean, [epoch])
+            return
+        self._fenced.check(dirty, [epoch])
+        entry = cleaned(current.data)
+        self._fenced.update(clean, [epoch], lambda data: entry if data is None else data)
+        self._fenced.update(dirty, [epoch], lambda _: None)
+
+    def get(self, uid: str) -> JobResultEntry | None:
+        for rid in reversed(self._ids(uid)):
+            record = self._records.read(rid)
+            if record is not None:
+                return JobResultEntry.model_validate_json(record.data[RESULT])
+        return None
+
+    def entries(self) -> list[JobResultEntry]:
+        found = self._records.scan("result")
+        if self._records.clean_results_apart:
+            found = {**self._records.scan("result-dirty"), **found}
+        return [JobResultEntry.model_validate_json(found[uid].data[RESULT]) for uid in sorted(found)]
+
+    def delete(self, uid: str, epoch: Epoch) -> None:
+        entry = self.get(uid)
+        if entry is None:
+            return
+        if not entry.clean:
+            raise ValueError(f"job result {uid} is dirty: its resources are not cleaned up yet")
+        dirty, clean = self._ids(uid)
+        self._fenced.update(clean, [epoch], lambda _: None)
+        if dirty != clean:
+            self._fenced.update(dirty, [epoch], lambda _: None)
+
+    def _ids(self, uid: str) -> tuple[RecordId, RecordId]:
+        """(dirty, clean): the same record unless the backend keeps them apart."""
+        clean = RecordId("result", uid)
+        return (RecordId("result-dirty", uid) if self._records.clean_results_apart else clean), clean
+
+
+@dataclass(frozen=True)
+class HaStores:
+    job_graphs: JobGraphStore
+    checkpoints: CheckpointStore
+    results: ResultStore
+
+
+def stores_on(
+    records: Records, blobs: BlobStore | None, *, payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD
+) -> HaStores:
+    return HaStores(
+        job_graphs=RecordJobGraphStore(records, blobs, threshold=payload_threshold),
+        checkpoints=RecordCheckpointStore(records),
+        results=RecordResultStore(records),
+    )

@@ -1,0 +1,1 @@
+"""Adapters on S3 (boto3)."""

@@ -1,0 +1,178 @@
+"""The HA stores on S3 (boto3), and the BlobStore the ConfigMap stores keep large payloads in.
+
+Layout under the store's root s3://<bucket>/<prefix> (record data keys: adapters.records):
+
+    <prefix>/ha/<namespace>/<job>/jobgraph.json
+    <prefix>/ha/<namespace>/<job>/checkpoints.json
+    <prefix>/results/<uid>_DIRTY.json  →  <prefix>/results/<uid>.json     (FLIP-194, as Flink's file store)
+
+Each object is JSON {"data": {...}, "fences": {"operator": n, "driver": n}, "writtenBy": "..."}; its ETag is
+the record's version. Writes are conditional: IfNoneMatch="*" to create, IfMatch=<etag> to replace or
+delete (412 PreconditionFailed or 409 ConditionalRequestConflict: re-read and retry). The client's timeouts
+and retries are the caller's (botocore.config.Config).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ftspark.adapters.records import ConflictError, HaStores, Kind, Record, RecordId, stores_on
+from ftspark.ports.stores import StoreUnavailableError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+T = TypeVar("T")
+_CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
+_ABSENT_CODES = frozenset({"NoSuchKey", "404"})
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """s3://bucket/some/key → ("bucket", "some/key"); s3a:// (Spark's spelling) is the same store."""
+    scheme, separator, rest = uri.partition("://")
+    if scheme not in ("s3", "s3a") or not separator:
+        raise ValueError(f"not an s3:// URI: {uri}")
+    bucket, _, key = rest.partition("/")
+    return bucket, key
+
+
+class S3Records:
+    clean_results_apart = True
+
+    def __init__(self, s3: S3Client, root: str) -> None:
+        self._s3 = s3
+        self._bucket, prefix = split_uri(root)
+        self._prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+
+    def read(self, rid: RecordId) -> Record | None:
+        return self._read_key(self._key(rid))
+
+    def create(self, rid: RecordId, data: Mapping[str, str], fences: Mapping[str, int], writer: str) -> None:
+        key = self._key(rid)
+        _call(
+            f"create s3://{self._bucket}/{key}",
+            lambda: self._s3.put_object(
+                Bucket=self._bucket, Key=key, Body=_body(data, fences, writer), IfNoneMatch="*"
+            ),
+        )
+
+    def replace(
+        self, rid: RecordId, data: Mapping[str, str], fences: Mapping[str, int], writer: str, version: str
+    ) -> None:
+        key = self._key(rid)
+        # A vanished object is a conflict too (moto answers NoSuchKey, S3 412): it changed since it was read.
+        _call(
+            f"replace s3://{self._bucket}/{key}",
+            lambda: self._s3.put_object(
+                Bucket=self._bucket, Key=key, Body=_body(data, fences, writer), IfMatch=version
+            ),
+            absent_is_conflict=True,
+        )
+
+    def remove(self, rid: RecordId, version: str) -> None:
+        key = self._key(rid)
+        _call(
+            f"delete s3://{self._bucket}/{key}",
+            lambda: self._s3.delete_object(Bucket=self._bucket, Key=key, IfMatch=version),
+        )
+
+    def scan(self, kind: Kind) -> dict[str, Record]:
+        found: dict[str, Record] = {}
+        folder = f"{self._prefix}results/" if kind.startswith("result") else f"{self._prefix}ha/"
+        for key in self._list(folder):
+            name = key.removeprefix(folder)
+            if kind == "result-dirty" and name.endswith("_DIRTY.json"):
+                record_key = name.removesuffix("_DIRTY.json")
+            elif kind == "result" and name.endswith(".json") and not name.endswith("_DIRTY.json"):
+                record_key = name.removesuffix(".json")
+            elif (
+                kind in ("jobgraph", "checkpoints")
+                and name.endswith(f"/{kind}.json")
+                and name.count("/") == 2
+            ):
+                record_key = name.removesuffix(f"/{kind}.json")
+            else:
+                continue
+            record = self._read_key(key)
+            if record is not None:  # deleted since the listing
+                found[record_key] = record
+        return found
+
+    def _key(self, rid: RecordId) -> str:
+        if rid.kind == "result":
+            return f"{self._prefix}results/{rid.key}.json"
+        if rid.kind == "result-dirty":
+            return f"{self._prefix}results/{rid.key}_DIRTY.json"
+        return f"{self._prefix}ha/{rid.key}/{rid.kind}.json"
+
+    def _read_key(self, key: str) -> Record | None:
+        answer = _call(
+            f"read s3://{self._bucket}/{key}", lambda: self._s3.get_object(Bucket=self._bucket, Key=key)
+        )
+        if answer is None:
+            return None
+        stored = json.loads(answer["Body"].read())
+        return Record(stored["data"], stored["fences"], answer["ETag"])
+
+    def _list(self, folder: str) -> list[str]:
+        def listing() -> list[str]:
+            pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=folder)
+            return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+        return _call(f"list s3://{self._bucket}/{folder}", listing) or []
+
+
+class S3BlobStore:
+    def __init__(self, s3: S3Client) -> None:
+        self._s3 = s3
+
+    def put(self, uri: str, data: bytes) -> None:
+        bucket, key = split_uri(uri)
+        try:
+            _call(
+                f"put {uri}", lambda: self._s3.put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            )
+        except ConflictError:
+            # Our own earlier try whose answer was lost (botocore retries) is fine; anything else is not.
+            if self.get(uri) != data:
+                raise FileExistsError(uri) from None
+
+    def get(self, uri: str) -> bytes | None:
+        bucket, key = split_uri(uri)
+        answer = _call(f"read {uri}", lambda: self._s3.get_object(Bucket=bucket, Key=key))
+        return None if answer is None else answer["Body"].read()
+
+    def delete(self, uri: str) -> None:
+        bucket, key = split_uri(uri)
+        _call(f"delete {uri}", lambda: self._s3.delete_object(Bucket=bucket, Key=key))
+
+
+def _body(data: Mapping[str, str], fences: Mapping[str, int], writer: str) -> bytes:
+    return json.dumps(
+        {"data": dict(data), "fences": dict(fences), "writtenBy": writer}, sort_keys=True
+    ).encode()
+
+
+def _call(what: str, request: Callable[[], T], *, absent_is_conflict: bool = False) -> T | None:
+    """The answer, None if the object is absent; ConflictError on a failed condition; else unavailable."""
+    try:
+        return request()
+    except ClientError as error:
+        code = error.response.get("Error", {}).get("Code", "")
+        if code in _CONFLICT_CODES or (absent_is_conflict and code in _ABSENT_CODES):
+            raise ConflictError(what) from error
+        if code in _ABSENT_CODES:
+            return None
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        raise StoreUnavailableError(f"{what}: S3 answered {status} {code}") from error
+    except BotoCoreError as error:
+        raise StoreUnavailableError(f"{what}: S3 is unreachable: {error}") from error
+
+
+def s3_stores(s3: S3Client, root: str) -> HaStores:
+    """Objects hold any size, so job graphs stay inline: no payload indirection on S3."""
+    return stores_on(S3Records(s3, root), None)

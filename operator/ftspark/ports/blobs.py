@@ -1,0 +1,15 @@
+"""Payload storage for the HA stores (Flink's `high-availability.storageDir`): bytes by s3:// URI."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class BlobStore(Protocol):
+    def put(self, uri: str, data: bytes) -> None:
+        """Create the object; an object already at uri is never overwritten (payload names are unique)."""
+
+    def get(self, uri: str) -> bytes | None: ...
+
+    def delete(self, uri: str) -> None:
+        """Remove the object; absent is fine (deletes are retried after crashes)."""

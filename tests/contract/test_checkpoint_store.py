@@ -1,0 +1,190 @@
+"""CheckpointStore contract: every implementation, on its real backing service."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from ftspark.adapters.records import ConflictError, Record, RecordId
+from ftspark.domain.fencing import StaleEpochError
+from ftspark.ports.stores import StoreUnavailableError
+from tests.contract.conftest import Backend, driver, leader, pointer
+
+
+def test_round_trip_keeps_the_newest_retained(backend: Backend) -> None:
+    store, job = backend.stores.checkpoints, backend.job()
+    assert store.pointers(job) == []
+    assert store.counter(job) == -1
+
+    for checkpoint_id in range(5):
+        store.add(job, pointer(checkpoint_id), leader(1), retained=3)
+
+    assert store.pointers(job) == [pointer(4), pointer(3), pointer(2)]
+    assert store.counter(job) == 4
+    record = backend.records.read(RecordId.of_job("checkpoints", job))
+    assert record is not None
+    assert set(record.data) == {"counter", "checkpoint-4", "checkpoint-3", "checkpoint-2"}
+
+    store.add(job, pointer(7), leader(1), retained=1)
+    assert backend.reopen().checkpoints.pointers(job) == [pointer(7)]
+
+    store.delete(job, leader(1))
+    assert store.pointers(job) == []
+    assert store.counter(job) == -1
+
+
+def test_the_counter_never_goes_backwards(backend: Backend) -> None:
+    store, job = backend.stores.checkpoints, backend.job()
+    store.add(job, pointer(4), leader(1), retained=3)
+    before = backend.records.read(RecordId.of_job("checkpoints", job))
+
+    for repeated in (4, 2, 0):
+        with pytest.raises(ValueError, match="not above counter 4"):
+            store.add(job, pointer(repeated), leader(1), retained=3)
+
+    assert backend.records.read(RecordId.of_job("checkpoints", job)) == before
+    assert store.counter(job) == 4
+
+
+def test_a_deposed_leader_changes_nothing(backend: Backend) -> None:
+    store, job = backend.stores.checkpoints, backend.job()
+    store.add(job, pointer(1), leader(2), retained=3)
+    rid = RecordId.of_job("checkpoints", job)
+    before = backend.records.read(rid)
+
+    with pytest.raises(StaleEpochError):
+        store.add(job, pointer(2), leader(1), retained=3)
+    with pytest.raises(StaleEpochError):
+        store.advance_fence(job, driver(1), leader(1))
+    with pytest.raises(StaleEpochError):
+        store.delete(job, leader(1))
+
+    assert backend.records.read(rid) == before  # data, fences and resourceVersion/ETag
+    assert store.pointers(job) == [pointer(1)]
+
+
+def test_a_stale_driver_is_refused_after_the_fence_advances(backend: Backend) -> None:
+    store, job = backend.stores.checkpoints, backend.job()
+    rid = RecordId.of_job("checkpoints", job)
+    store.advance_fence(job, driver(1), leader(1))  # before attempt 1's pod exists: no checkpoint yet
+    assert store.counter(job) == -1
+    store.add(job, pointer(1, attempt=1), driver(1), retained=3)
+
+    store.advance_fence(job, driver(2), leader(1))
+    before = backend.records.read(rid)
+    with pytest.raises(StaleEpochError, match="driver term 2"):
+        store.add(job, pointer(2, attempt=1), driver(1), retained=3)
+    with pytest.raises(StaleEpochError):
+        store.advance_fence(job, driver(1), leader(1))  # the fence never moves back either
+    assert backend.records.read(rid) == before
+
+    store.add(job, pointer(2, attempt=2), driver(2), retained=3)
+    assert store.pointers(job) == [pointer(2, attempt=2), pointer(1, attempt=1)]
+
+
+def test_a_write_based_on_a_stale_read_is_retried(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer lands between our read and our conditional write: ours must fail, re-read and retry."""
+    store, job, other = backend.stores.checkpoints, backend.job(), backend.reopen().checkpoints
+    conflicts: list[str] = []
+    read, replace, create = backend.records.read, backend.records.replace, backend.records.create
+
+    def read_then_interfere(rid: RecordId) -> Record | None:
+        record = read(rid)
+        if not conflicts:
+            conflicts.append("interfering")
+            other.add(job, pointer(2), leader(1), retained=5)
+        return record
+
+    def counting(write: Callable[..., None]) -> Callable[..., None]:
+        def counted(*args: Any) -> None:
+            try:
+                write(*args)
+            except ConflictError:
+                conflicts.append("conflict")
+                raise
+
+        return counted
+
+    monkeypatch.setattr(backend.records, "read", read_then_interfere)
+    monkeypatch.setattr(backend.records, "create", counting(create))
+    monkeypatch.setattr(backend.records, "replace", counting(replace))
+    store.add(job, pointer(3), leader(1), retained=5)
+
+    assert conflicts == ["interfering", "conflict"]
+    assert other.pointers(job) == [pointer(3), pointer(2)]
+
+
+def test_concurrent_writers_never_lose_an_update(backend: Backend) -> None:
+    job, writers, per_writer = backend.job(), 6, 8
+    ids = itertools.count()
+    lock, start = threading.Lock(), threading.Barrier(writers)
+    acknowledged: list[int] = []
+    failures: list[BaseException] = []
+
+    def write() -> None:
+        store = backend.reopen().checkpoints  # one client per writer, as separate processes would have
+        start.wait()
+        for _ in range(per_writer):
+            with lock:
+                checkpoint_id = next(ids)
+            try:
+                store.add(job, pointer(checkpoint_id), leader(1), retained=100)
+            except ValueError:
+                continue  # a higher id landed first: refusing this one is the contract
+            except BaseException as error:
+                failures.append(error)
+                return
+            with lock:
+                acknowledged.append(checkpoint_id)
+
+    threads = [threading.Thread(target=write) for _ in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert failures == []
+    stored = [p.checkpoint_id for p in backend.stores.checkpoints.pointers(job)]
+    assert stored == sorted(acknowledged, reverse=True)  # every acknowledged add is there
+    assert backend.stores.checkpoints.counter(job) == max(acknowledged)
+
+
+def test_unreachable_store_raises_store_unavailable(backend: Backend) -> None:
+    if backend.unreachable is None:
+        pytest.skip("memory has no endpoint")
+    store, job = backend.unreachable().checkpoints, backend.job()
+    started = time.monotonic()
+    for call in (
+        lambda: store.add(job, pointer(1), leader(1), retained=3),
+        lambda: store.pointers(job),
+        lambda: store.counter(job),
+        lambda: store.advance_fence(job, driver(1), leader(1)),
+        lambda: store.delete(job, leader(1)),
+    ):
+        with pytest.raises(StoreUnavailableError):
+            call()
+    assert time.monotonic() - started < 30
+
+
+def test_conditional_writes_refuse_a_stale_version(backend: Backend) -> None:
+    """The backend's own condition (resourceVersion precondition, If-Match/If-None-Match), below the loop."""
+    job = backend.job()
+    backend.stores.checkpoints.add(job, pointer(1), leader(1), retained=3)
+    rid = RecordId.of_job("checkpoints", job)
+    first = backend.records.read(rid)
+    assert first is not None
+    backend.reopen().checkpoints.add(job, pointer(2), leader(1), retained=3)  # a concurrent modification
+    current = backend.records.read(rid)
+
+    with pytest.raises(ConflictError):
+        backend.records.replace(rid, {"counter": "99"}, first.fences, "intruder", first.version)
+    with pytest.raises(ConflictError):
+        backend.records.create(rid, {"counter": "99"}, first.fences, "intruder")
+    with pytest.raises(ConflictError):
+        backend.records.remove(rid, first.version)
+    assert backend.records.read(rid) == current

@@ -1,0 +1,118 @@
+"""JobGraphStore contract: every implementation, on its real backing service."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from ftspark.adapters.records import JOBGRAPH, JOBGRAPH_POINTER, RecordId
+from ftspark.domain.fencing import StaleEpochError
+from ftspark.ports.stores import StoreUnavailableError
+from tests.contract.conftest import Backend, leader
+
+LARGE = 2 * 1024 * 1024  # above the 1 MiB a ConfigMap can hold: only the indirection makes it fit
+
+
+def test_round_trip_replace_and_delete(backend: Backend) -> None:
+    store = backend.stores.job_graphs
+    first, second = backend.graph(generation=1), backend.graph(generation=2)
+
+    assert store.get(first.job) is None
+    store.put(first, leader(1))
+    assert store.get(first.job) == first
+    assert store.jobs() == [first.job]
+    store.put(second, leader(1))
+    assert backend.reopen().job_graphs.get(first.job) == second
+
+    store.delete(first.job, leader(1))
+    assert store.get(first.job) is None
+    assert store.jobs() == []
+    store.delete(first.job, leader(1))  # idempotent
+
+
+def test_a_deposed_leader_changes_nothing(backend: Backend) -> None:
+    store = backend.stores.job_graphs
+    graph = backend.graph(padding=LARGE)
+    store.put(graph, leader(2))
+    rid = RecordId.of_job("jobgraph", graph.job)
+    before, payloads = backend.records.read(rid), backend.payloads()
+
+    with pytest.raises(StaleEpochError):
+        store.put(backend.graph(generation=9, padding=LARGE), leader(1))
+    with pytest.raises(StaleEpochError):
+        store.delete(graph.job, leader(1))
+
+    assert backend.records.read(rid) == before  # data, fences and resourceVersion/ETag
+    assert backend.payloads() == payloads  # the refused put left no payload behind
+    assert store.get(graph.job) == graph
+    store.put(backend.graph(generation=3), leader(3))  # a newer leader still writes
+
+
+def test_large_graph_keeps_only_a_pointer_and_delete_is_two_phase(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = backend.stores.job_graphs
+    small, large = backend.graph(), backend.graph(generation=2, padding=LARGE)
+    rid = RecordId.of_job("jobgraph", large.job)
+
+    store.put(small, leader(1))
+    assert backend.payloads() == []
+    store.put(large, leader(1))
+    record = backend.records.read(rid)
+    assert record is not None
+    assert store.get(large.job) == large
+    if backend.blobs is None:  # S3 records hold any size: nothing to point at
+        assert set(record.data) == {JOBGRAPH}
+        return
+
+    assert set(record.data) == {JOBGRAPH_POINTER}
+    assert len(json.dumps(record.data)) < 1024
+    payload = record.data[JOBGRAPH_POINTER]
+    assert payload.startswith(f"{large.spec.checkpoint.storage}/ha/jobgraph-{large.uid}-")
+    assert backend.payloads() == [payload]
+    assert len(backend.blobs.get(payload) or b"") > LARGE
+
+    replacement = backend.graph(generation=3, padding=LARGE)
+    store.put(replacement, leader(1))
+    replaced = backend.records.read(rid)
+    assert replaced is not None
+    assert backend.payloads() == [replaced.data[JOBGRAPH_POINTER]]  # the old payload went after the switch
+
+    deleted: list[str] = []
+    delete_payload = backend.blobs.delete
+
+    def delete_after_the_pointer(uri: str) -> None:
+        assert backend.records.read(rid) is None, "payload deleted while the pointer still names it"
+        deleted.append(uri)
+        delete_payload(uri)
+
+    monkeypatch.setattr(backend.blobs, "delete", delete_after_the_pointer)
+    store.delete(large.job, leader(1))
+    assert deleted == [replaced.data[JOBGRAPH_POINTER]]
+    assert backend.payloads() == []
+    assert store.get(large.job) is None
+
+
+def test_jobs_lists_every_job_for_a_new_leader(backend: Backend) -> None:
+    for name in ("alpha", "beta", "gamma"):
+        backend.stores.job_graphs.put(backend.graph(name), leader(1))
+    assert [job.name for job in backend.reopen().job_graphs.jobs()] == ["alpha", "beta", "gamma"]
+
+
+def test_unreachable_store_raises_store_unavailable(backend: Backend) -> None:
+    if backend.unreachable is None:
+        pytest.skip("memory has no endpoint")
+    store = backend.unreachable().job_graphs
+    graph = backend.graph()
+    started = time.monotonic()
+    for call in (
+        lambda: store.put(graph, leader(1)),
+        lambda: store.get(graph.job),
+        lambda: store.jobs(),
+        lambda: store.delete(graph.job, leader(1)),
+    ):
+        with pytest.raises(StoreUnavailableError):
+            call()
+    assert time.monotonic() - started < 30
