@@ -9,8 +9,16 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def eventually(probe: Callable[[], T | None], *, timeout: float, interval: float = 0.2, what: str = "") -> T:
-    """Call probe until it returns something truthy; fail with what it last returned after timeout seconds."""
+def eventually(
+    probe: Callable[[], T | None],
+    *,
+    timeout: float,
+    interval: float = 0.2,
+    what: str | Callable[[], str] = "",
+) -> T:
+    """Call probe until it returns something truthy; fail with what it last returned after timeout seconds.
+
+    what describes the wait; a callable is called only on failure (e.g. to attach logs)."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:
@@ -18,4 +26,5 @@ def eventually(probe: Callable[[], T | None], *, timeout: float, interval: float
         if last:
             return last
         time.sleep(interval)
-    raise AssertionError(f"not within {timeout:.0f} s: {what or probe} (last: {last!r})")
+    description = what() if callable(what) else what
+    raise AssertionError(f"not within {timeout:.0f} s: {description or probe} (last: {last!r})")

@@ -156,10 +156,12 @@ def invalid_spec(
     status: JobStatus, generation: int, field_path: str, message: str, now: datetime
 ) -> Decision:
     """A spec the operator cannot act on: Ready=False naming the field, an Event, no pods."""
-    text = f"spec.{field_path}: {message}" if field_path else message
+    text = message if message.startswith("spec.") or not field_path else f"spec.{field_path}: {message}"
+    previous = next((c for c in status.conditions if c.type == "Ready"), None)
     conditions = _set_condition(status.conditions, "Ready", "False", "InvalidSpec", text, now, generation)
     new_status = status.model_copy(update={"conditions": conditions, "observed_generation": generation})
-    return Decision(new_status, (EmitEvent("Warning", "InvalidSpec", text),))
+    already_said = previous is not None and (previous.reason, previous.message) == ("InvalidSpec", text)
+    return Decision(new_status, () if already_said else (EmitEvent("Warning", "InvalidSpec", text),))
 
 
 class _Context:

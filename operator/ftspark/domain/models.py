@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 _S3_URI = r"^s3a?://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
@@ -165,6 +165,24 @@ UpgradeMode = Literal["stateless", "last-state", "savepoint"]
 DesiredState = Literal["running", "stopped", "cancelled", "suspended"]
 
 
+# Spark settings ftspark derives from the job (names, ports, checkpoint location, master): a user value would
+# break fencing or recovery, so it is refused with the key named.
+MANAGED_SPARK_CONF = frozenset(
+    {
+        "spark.master",
+        "spark.submit.deployMode",
+        "spark.app.id",
+        "spark.kubernetes.namespace",
+        "spark.kubernetes.driver.pod.name",
+        "spark.kubernetes.executor.podNamePrefix",
+        "spark.driver.host",
+        "spark.driver.port",
+        "spark.driver.blockManager.port",
+        "spark.sql.streaming.checkpointLocation",
+    }
+)
+
+
 class JobSpec(_Model):
     """What to run and how to keep it running."""
 
@@ -220,6 +238,14 @@ class JobSpec(_Model):
     result_store: ResultStoreSpec = Field(
         default_factory=ResultStoreSpec, description="Retention of the finished job's result."
     )
+
+    @field_validator("spark_conf")
+    @classmethod
+    def _unmanaged(cls, conf: dict[str, str]) -> dict[str, str]:
+        managed = sorted(MANAGED_SPARK_CONF & conf.keys())
+        if managed:
+            raise ValueError(f"{', '.join(managed)} is set by ftspark and cannot be overridden")
+        return conf
 
 
 Phase = Literal[

@@ -78,6 +78,8 @@ class Reconciler:
         except ValidationError as error:
             field, message = describe_validation_error(error)
             decision = invalid_spec(status, job.generation, field, message, now)
+            for action in decision.actions:
+                self._act(job, None, None, action)
             self._record(job, decision, None)
             return None
         graph = self._graphs.get(key)
@@ -122,10 +124,11 @@ class Reconciler:
             log.warning("%s: unreadable status, starting from an empty one", job.key)
             return JobStatus()
 
-    def _act(self, job: JobResource, spec: JobSpec, graph: JobGraph | None, action: Action) -> None:
+    def _act(self, job: JobResource, spec: JobSpec | None, graph: JobGraph | None, action: Action) -> None:
         key = job.key
         match action:
             case SubmitAttempt():
+                assert spec is not None, "an invalid spec is never submitted"
                 self._submit(job, spec, graph, action)
             case DeleteDriver(pod_name=pod):
                 self._drivers.delete(key, pod)
@@ -201,4 +204,6 @@ class Reconciler:
                         )
                     }
                 )
-        self._jobs.write_status(job, status.model_dump(mode="json", by_alias=True, exclude_none=True))
+        written = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if written != job.status:  # unchanged: no write, no watch event, no extra reconcile
+            self._jobs.write_status(job, written)

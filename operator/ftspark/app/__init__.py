@@ -1,0 +1,1 @@
+"""Wiring: configuration, the leader-only controller, and the process entry point."""

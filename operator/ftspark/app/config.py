@@ -1,0 +1,85 @@
+"""Operator configuration: flags with environment defaults, validated in one place."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import uuid
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ftspark.leader.elector import LeaderElectionConfig
+
+
+class OperatorConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    identity: str = Field(
+        min_length=1, description="This replica's Lease holder identity (unique per replica)."
+    )
+    namespace: str = Field(min_length=1, description="The operator's namespace: its Lease and job results.")
+    watch_namespaces: tuple[str, ...] = Field(default=(), description="Namespaces to manage; empty: all.")
+    lease_name: str = "ftspark-operator"
+    lease_duration: int = 15
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    workers: int = Field(default=4, ge=1, le=64, description="Jobs reconciled in parallel.")
+    kubeconfig: str | None = Field(default=None, description="Outside a cluster: the kubeconfig to use.")
+    s3_endpoint: str | None = Field(default=None, description="S3 endpoint URL (unset: AWS).")
+    s3_region: str = "us-east-1"
+
+    @model_validator(mode="after")
+    def _valid_election(self) -> OperatorConfig:
+        self.election()  # fails with the field named when the timings do not fit together
+        return self
+
+    def election(self) -> LeaderElectionConfig:
+        return LeaderElectionConfig(
+            identity=self.identity,
+            lease_duration=self.lease_duration,
+            renew_deadline=self.renew_deadline,
+            retry_period=self.retry_period,
+        )
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    return os.environ.get(name) or default
+
+
+def parse(argv: list[str] | None = None) -> OperatorConfig:
+    parser = argparse.ArgumentParser(prog="ftspark-operator", description="The ftspark operator.")
+    parser.add_argument(
+        "--identity", default=_env("POD_NAME", f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}")
+    )
+    parser.add_argument("--namespace", default=_env("POD_NAMESPACE", "ftspark-system"))
+    parser.add_argument(
+        "--watch-namespaces",
+        default=_env("FTSPARK_WATCH_NAMESPACES", ""),
+        help="comma-separated namespaces to manage (default: all)",
+    )
+    parser.add_argument("--lease-name", default=_env("FTSPARK_LEASE_NAME", "ftspark-operator"))
+    parser.add_argument("--lease-duration", type=int, default=int(_env("FTSPARK_LEASE_DURATION", "15") or 15))
+    parser.add_argument(
+        "--renew-deadline", type=float, default=float(_env("FTSPARK_RENEW_DEADLINE", "10") or 10)
+    )
+    parser.add_argument("--retry-period", type=float, default=float(_env("FTSPARK_RETRY_PERIOD", "2") or 2))
+    parser.add_argument("--workers", type=int, default=int(_env("FTSPARK_WORKERS", "4") or 4))
+    parser.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
+    parser.add_argument("--s3-endpoint", default=_env("FTSPARK_S3_ENDPOINT"))
+    parser.add_argument("--s3-region", default=_env("AWS_REGION", "us-east-1"))
+    args = parser.parse_args(argv)
+    watched = tuple(n.strip() for n in args.watch_namespaces.split(",") if n.strip())
+    return OperatorConfig(
+        identity=args.identity,
+        namespace=args.namespace,
+        watch_namespaces=watched,
+        lease_name=args.lease_name,
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+        workers=args.workers,
+        kubeconfig=args.kubeconfig,
+        s3_endpoint=args.s3_endpoint,
+        s3_region=args.s3_region,
+    )

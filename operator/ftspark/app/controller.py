@@ -1,0 +1,94 @@
+"""What runs only while this replica leads: kopf's watches feeding a work queue, and reconcile workers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Collection
+
+import kopf
+from kubernetes import client
+
+from ftspark.domain.ha import JobKey
+from ftspark.handlers.watch import build_registry
+from ftspark.reconcile.queue import WorkQueue
+from ftspark.reconcile.reconciler import Reconciler
+
+log = logging.getLogger(__name__)
+
+_MIN_ERROR_BACKOFF = 0.5
+_MAX_ERROR_BACKOFF = 60.0
+
+
+class Controller:
+    def __init__(
+        self,
+        reconciler: Reconciler,
+        *,
+        api_configuration: client.Configuration,
+        workers: int,
+        namespaces: Collection[str],
+        on_fatal: Callable[[], None],
+    ) -> None:
+        self._reconciler = reconciler
+        self._api_configuration = api_configuration
+        self._queue: WorkQueue[JobKey] = WorkQueue()
+        self._workers = workers
+        self._namespaces = list(namespaces)
+        self._on_fatal = on_fatal
+        self._kopf_stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._failures: dict[JobKey, int] = {}
+        self._failures_lock = threading.Lock()
+
+    def start(self) -> None:
+        finished = self._reconciler.finish_dirty_results()
+        if finished:
+            log.info("finished %d cleanup(s) a previous leader left dirty", finished)
+        for index in range(self._workers):
+            thread = threading.Thread(target=self._work, name=f"reconcile-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        watcher = threading.Thread(target=self._watch, name="kopf", daemon=True)
+        watcher.start()
+        self._threads.append(watcher)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop watching and reconciling; returns when the workers are idle (or after timeout)."""
+        self._kopf_stop.set()
+        self._queue.shut_down()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def _watch(self) -> None:
+        try:
+            asyncio.run(
+                kopf.operator(
+                    registry=build_registry(self._queue, self._api_configuration),
+                    standalone=True,  # leadership is ours (Lease), not kopf's peering
+                    clusterwide=not self._namespaces,
+                    namespaces=self._namespaces,
+                    stop_flag=self._kopf_stop,
+                )
+            )
+        except Exception:
+            log.exception("kopf stopped unexpectedly")
+        if not self._kopf_stop.is_set():
+            self._on_fatal()  # without watches we would act on nothing: better restart as a follower
+
+    def _work(self) -> None:
+        while (key := self._queue.get()) is not None:
+            try:
+                requeue = self._reconciler.reconcile(key)
+                with self._failures_lock:
+                    self._failures.pop(key, None)
+            except Exception:
+                with self._failures_lock:
+                    count = self._failures[key] = self._failures.get(key, 0) + 1
+                requeue = min(_MIN_ERROR_BACKOFF * 2 ** (count - 1), _MAX_ERROR_BACKOFF)
+                log.exception("%s: reconcile failed (%d in a row); again in %.1f s", key, count, requeue)
+            finally:
+                self._queue.done(key)
+            if requeue is not None:
+                self._queue.add_after(key, requeue)

@@ -1,0 +1,131 @@
+"""`python -m ftspark.app.main`: one operator replica. It campaigns for the Lease; only the leader watches and
+reconciles. A leader that misses its renew deadline exits at once (non-zero) and comes back as a follower;
+SIGTERM stops reconciling, releases the Lease (hand-over within one retry period) and exits 0."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+import boto3
+from kubernetes import client, config
+
+from ftspark.adapters.k8s.cluster import KubeDrivers, KubeEvents, KubeJobs
+from ftspark.adapters.k8s.configmap_stores import configmap_stores
+from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
+from ftspark.adapters.s3.inspector import S3CheckpointInspector
+from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.app.config import OperatorConfig, parse
+from ftspark.app.controller import Controller
+from ftspark.domain.fencing import Epoch
+from ftspark.leader.elector import LeaderElector
+from ftspark.reconcile.reconciler import Reconciler
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+log = logging.getLogger("ftspark")
+
+
+class NotLeadingError(RuntimeError):
+    """A write was about to be made after leadership was lost: refused before it reaches a store."""
+
+
+def api_client(cfg: OperatorConfig, *, retries: int | None = None) -> client.ApiClient:
+    """retries=0 for the Lease: urllib3's retries would stretch one renew past the renew deadline."""
+    configuration = client.Configuration()
+    if cfg.kubeconfig:
+        config.load_kube_config(config_file=cfg.kubeconfig, client_configuration=configuration)
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    if retries is not None:
+        configuration.retries = retries
+    return client.ApiClient(configuration)
+
+
+def s3_client(cfg: OperatorConfig) -> S3Client:
+    return boto3.client("s3", endpoint_url=cfg.s3_endpoint, region_name=cfg.s3_region)
+
+
+def run(cfg: OperatorConfig) -> int:
+    api = api_client(cfg)
+    s3 = s3_client(cfg)
+    single_namespace = cfg.watch_namespaces[0] if len(cfg.watch_namespaces) == 1 else None
+    stores = configmap_stores(
+        api, S3BlobStore(s3), results_namespace=cfg.namespace, namespace=single_namespace
+    )
+    lock = KubernetesLeaseLock(
+        api_client(cfg, retries=0),
+        namespace=cfg.namespace,
+        name=cfg.lease_name,
+        identity=cfg.identity,
+        request_timeout=max(1.0, (cfg.lease_duration - cfg.renew_deadline) / 2),
+    )
+    stop = threading.Event()
+    controller: Controller | None = None
+    elector: LeaderElector
+
+    def current_epoch() -> Epoch:
+        epoch = elector.epoch
+        if epoch is None:
+            raise NotLeadingError(f"{cfg.identity} is not leading")
+        return epoch
+
+    def lose_leadership_fast() -> None:
+        log.error("%s: leadership lost; exiting so that nothing acts without the Lease", cfg.identity)
+        logging.shutdown()
+        os._exit(1)
+
+    def started_leading(epoch: Epoch) -> None:
+        nonlocal controller
+        log.info("%s: leading as %s; starting to reconcile", cfg.identity, epoch)
+        reconciler = Reconciler(
+            jobs=KubeJobs(api),
+            drivers=KubeDrivers(api),
+            events=KubeEvents(api),
+            graphs=stores.job_graphs,
+            checkpoints=stores.checkpoints,
+            results=stores.results,
+            inspector=S3CheckpointInspector(s3),
+            epoch=current_epoch,
+        )
+        controller = Controller(
+            reconciler,
+            api_configuration=api.configuration,
+            workers=cfg.workers,
+            namespaces=cfg.watch_namespaces,
+            on_fatal=lose_leadership_fast,
+        )
+        controller.start()
+
+    def stopped_leading() -> None:
+        if not stop.is_set():
+            lose_leadership_fast()
+        if controller is not None:
+            controller.stop()
+
+    elector = LeaderElector(
+        cfg.election(),
+        lock,
+        on_started_leading=started_leading,
+        on_stopped_leading=stopped_leading,
+        on_new_leader=lambda identity: log.info("leader is now %s", identity or "(none)"),
+    )
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    elector.run(stop)
+    return 0 if stop.is_set() else 1
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kopf").setLevel(logging.WARNING)
+    sys.exit(run(parse()))
+
+
+if __name__ == "__main__":
+    main()

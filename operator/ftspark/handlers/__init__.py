@@ -1,0 +1,1 @@
+"""kopf handlers: thin — they only put the affected job's key on the work queue."""

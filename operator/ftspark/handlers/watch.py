@@ -1,0 +1,58 @@
+"""Watches through kopf: any change to a job or to one of its driver pods wakes that job's reconcile.
+
+Only @kopf.on.event handlers: kopf keeps no progress annotations and adds no finalizers, so a stopped
+operator never blocks the deletion of a job, and all state lives where the reconciler reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+from kubernetes import client
+
+from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.domain.driver_pod import JOB_LABEL, ROLE_LABEL
+from ftspark.domain.ha import JobKey
+from ftspark.reconcile.queue import WorkQueue
+
+
+def connection_info(configuration: client.Configuration) -> kopf.ConnectionInfo:
+    """kopf watches with exactly the credentials our kubernetes client uses (kubeconfig or in-cluster)."""
+    header = configuration.get_api_key_with_prefix("BearerToken") or configuration.get_api_key_with_prefix(
+        "authorization"
+    )
+    scheme, _, token = (header or "").rpartition(" ")
+    return kopf.ConnectionInfo(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        scheme=scheme or None,
+        token=token or None,
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+    )
+
+
+def build_registry(queue: WorkQueue[JobKey], configuration: client.Configuration) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        # Called again when a token expires: in-cluster tokens are re-read through the client's refresh hook.
+        if configuration.refresh_api_key_hook is not None:
+            configuration.refresh_api_key_hook(configuration)
+        return connection_info(configuration)
+
+    @kopf.on.event(group=API_GROUP, version=API_VERSION, plural=PLURAL, registry=registry)
+    def job_changed(*, namespace: str | None, name: str, **_: Any) -> None:
+        queue.add(JobKey(namespace=namespace or "", name=name))
+
+    @kopf.on.event(
+        "", "v1", "pods", labels={ROLE_LABEL: "driver", JOB_LABEL: kopf.PRESENT}, registry=registry
+    )
+    def driver_changed(*, namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
+        queue.add(JobKey(namespace=namespace or "", name=labels[JOB_LABEL]))
+
+    return registry

@@ -1,0 +1,178 @@
+"""Runs real operator processes against the test control plane and S3, and plays kubelet for driver pods
+(there is no kubelet in these tests: the test writes the pod status a kubelet would)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import sys
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.processes import ManagedProcess
+from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from kubernetes import client
+
+from ftspark import API_GROUP, API_VERSION, PLURAL
+
+
+@dataclass
+class OperatorFleet:
+    """Operator replicas of one installation (one Lease), each a real `python -m ftspark.app.main` process."""
+
+    control_plane: ControlPlane
+    s3: S3Server
+    namespace: str
+    watch_namespace: str
+    log_dir: Path
+    lease_duration: int = 4
+    renew_deadline: float = 3.0
+    retry_period: float = 0.5
+    replicas: dict[str, ManagedProcess] = field(default_factory=dict)
+
+    def start(self, identity: str | None = None) -> str:
+        identity = identity or f"operator-{uuid.uuid4().hex[:6]}"
+        env = {
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": REGION,
+            "PYTHONPATH": os.pathsep.join(str(REPO_ROOT / p) for p in ("operator", "tools")),
+        }
+        process = ManagedProcess(
+            identity,
+            [
+                sys.executable,
+                "-m",
+                "ftspark.app.main",
+                f"--identity={identity}",
+                f"--namespace={self.namespace}",
+                f"--watch-namespaces={self.watch_namespace}",
+                f"--kubeconfig={self.control_plane.kubeconfig}",
+                f"--s3-endpoint={self.s3.endpoint}",
+                f"--lease-duration={self.lease_duration}",
+                f"--renew-deadline={self.renew_deadline}",
+                f"--retry-period={self.retry_period}",
+            ],
+            self.log_dir,
+            env=env,
+        )
+        process.start()
+        self.replicas[identity] = process
+        return identity
+
+    def leader(self, api: client.ApiClient) -> str | None:
+        try:
+            lease = client.CoordinationV1Api(api).read_namespaced_lease("ftspark-operator", self.namespace)
+        except client.ApiException:
+            return None
+        holder: str | None = lease.spec.holder_identity
+        return holder or None
+
+    def stop_all(self) -> None:
+        for process in self.replicas.values():
+            process.stop()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {name}\n{p.log_tail(40)}" for name, p in self.replicas.items())
+
+
+def job_manifest(name: str, bucket: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": "FaultTolerantSparkJob",
+        "metadata": {"name": name},
+        "spec": {
+            "image": "ftspark/spark-py:4.0.5",
+            "mainApplicationFile": "local:///opt/app/job.py",
+            "checkpoint": {"storage": f"s3://{bucket}/jobs/{name}"},
+            "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 3, "delaySeconds": 1}},
+            **spec,
+        },
+    }
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_driver_running(core: client.CoreV1Api, namespace: str, pod: str) -> None:
+    started = _now()
+    core.patch_namespaced_pod_status(
+        pod,
+        namespace,
+        {
+            "status": {
+                "phase": "Running",
+                "startTime": started,
+                "containerStatuses": [
+                    {
+                        "name": "driver",
+                        "image": "ftspark/spark-py:4.0.5",
+                        "imageID": "",
+                        "ready": True,
+                        "restartCount": 0,
+                        "state": {"running": {"startedAt": started}},
+                    }
+                ],
+            }
+        },
+    )
+
+
+def set_driver_exited(core: client.CoreV1Api, namespace: str, pod: str, exit_code: int, message: str) -> None:
+    now = _now()
+    core.patch_namespaced_pod_status(
+        pod,
+        namespace,
+        {
+            "status": {
+                "phase": "Succeeded" if exit_code == 0 else "Failed",
+                "containerStatuses": [
+                    {
+                        "name": "driver",
+                        "image": "ftspark/spark-py:4.0.5",
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {
+                            "terminated": {
+                                "exitCode": exit_code,
+                                "reason": "Completed" if exit_code == 0 else "Error",
+                                "message": message,
+                                "startedAt": now,
+                                "finishedAt": now,
+                            }
+                        },
+                    }
+                ],
+            }
+        },
+    )
+
+
+def job_status(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    body = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, name
+    )
+    status: dict[str, Any] = body.get("status") or {}
+    return status
+
+
+def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions", []) if c["type"] == kind), {})
+
+
+def event_reasons(api: client.ApiClient, namespace: str, name: str) -> list[str]:
+    events = client.CoreV1Api(api).list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name}"
+    )
+    return [e.reason for e in sorted(events.items, key=lambda e: e.metadata.creation_timestamp)]
+
+
+def pod_names(api: client.ApiClient, namespace: str, job: str) -> list[str]:
+    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"ftspark.io/job={job}")
+    return sorted(p.metadata.name for p in pods.items)

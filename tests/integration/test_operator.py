@@ -1,0 +1,195 @@
+"""The operator against the real API server and S3: submission, restarts, bad input, results, failover."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.s3server import S3Server
+from kubernetes import client
+
+from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.adapters.k8s.configmap_stores import configmap_stores
+from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.domain.ha import JobKey
+from tests.integration.operator_harness import (
+    OperatorFleet,
+    condition,
+    event_reasons,
+    job_manifest,
+    job_status,
+    pod_names,
+    set_driver_exited,
+    set_driver_running,
+)
+from tests.waiting import eventually
+
+
+@pytest.fixture(scope="module")
+def crd(control_plane: ControlPlane) -> None:
+    control_plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
+    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")
+
+
+@pytest.fixture
+def bucket(s3_server: S3Server) -> str:
+    name = f"jobs-{uuid.uuid4().hex[:8]}"
+    s3_server.client().create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def fleet(
+    crd: None, control_plane: ControlPlane, s3_server: S3Server, api_client: client.ApiClient, tmp_path: Path
+) -> Iterator[OperatorFleet]:
+    core = client.CoreV1Api(api_client)
+    names = [f"t-{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    for name in names:
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    operators = OperatorFleet(control_plane, s3_server, names[0], names[1], tmp_path)
+    yield operators
+    operators.stop_all()
+    for name in names:
+        core.delete_namespace(name)
+
+
+def create_job(api: client.ApiClient, namespace: str, body: dict[str, object]) -> None:
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, body
+    )
+
+
+def test_submits_runs_and_restarts_a_failed_driver(
+    fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    create_job(api_client, ns, job_manifest("wordcount", bucket))
+
+    first = eventually(
+        lambda: "wordcount-1-driver" in pod_names(api_client, ns, "wordcount"),
+        timeout=30,
+        what=lambda: f"first driver pod\n{fleet.logs()}",
+    )
+    assert first
+    pod = core.read_namespaced_pod("wordcount-1-driver", ns)
+    assert pod.metadata.owner_references[0].kind == "FaultTolerantSparkJob"
+    assert pod.spec.restart_policy == "Never"
+    assert core.read_namespaced_service("wordcount-1-driver", ns).spec.cluster_ip == "None"
+    stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
+    graph = stores.job_graphs.get(JobKey(namespace=ns, name="wordcount"))
+    assert graph is not None, "the job graph is written before the driver pod"
+    assert graph.checkpoint_location == f"s3://{bucket}/jobs/wordcount/checkpoints/run-1"
+    assert job_status(api_client, ns, "wordcount")["phase"] == "Submitting"
+
+    set_driver_running(core, ns, "wordcount-1-driver")
+    eventually(
+        lambda: job_status(api_client, ns, "wordcount").get("phase") == "Running", timeout=30, what="Running"
+    )
+    assert condition(job_status(api_client, ns, "wordcount"), "Ready")["status"] == "True"
+
+    failed_at = time.monotonic()
+    set_driver_exited(core, ns, "wordcount-1-driver", 1, "Traceback: ValueError: boom")
+    eventually(
+        lambda: pod_names(api_client, ns, "wordcount") == ["wordcount-2-driver"],
+        timeout=30,
+        what="attempt 2 replaces attempt 1",
+    )
+    recovery = time.monotonic() - failed_at
+    status = job_status(api_client, ns, "wordcount")
+    assert status["attempt"] == 2
+    assert status["lastFailure"]["exitCode"] == 1
+    assert "boom" in status["lastFailure"]["message"]
+    assert status["restarts"]["count"] == 1
+    assert {"Submitted", "Running", "Restarting", "Restarted"} <= set(
+        event_reasons(api_client, ns, "wordcount")
+    )
+    print(f"driver failure -> new driver pod in {recovery:.2f} s (restart delay 1 s)")
+    assert recovery < 1 + 5
+
+
+def test_bad_spec_gets_a_condition_and_an_event_and_no_pods_until_fixed(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns = fleet.watch_namespace
+    fleet.start()
+    create_job(api_client, ns, job_manifest("bad", bucket, sparkConf={"spark.master": "local[*]"}))
+
+    def invalid() -> dict[str, object]:
+        return condition(job_status(api_client, ns, "bad"), "Ready")
+
+    ready = eventually(
+        lambda: invalid().get("reason") == "InvalidSpec" and invalid(),
+        timeout=30,
+        what=lambda: f"InvalidSpec condition\n{fleet.logs()}",
+    )
+    assert "spec.sparkConf" in str(ready["message"])
+    assert "spark.master" in str(ready["message"])
+    assert "InvalidSpec" in event_reasons(api_client, ns, "bad")
+    time.sleep(2)
+    assert pod_names(api_client, ns, "bad") == []
+    assert all(p.running() for p in fleet.replicas.values()), "no crash loop on bad input"
+
+    client.CustomObjectsApi(api_client).patch_namespaced_custom_object(
+        API_GROUP, API_VERSION, ns, PLURAL, "bad", {"spec": {"sparkConf": {"spark.master": None}}}
+    )
+    eventually(
+        lambda: pod_names(api_client, ns, "bad") == ["bad-1-driver"], timeout=30, what="fixed job runs"
+    )
+
+
+def test_finished_job_is_not_restarted_by_a_new_leader(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    first = fleet.start()
+    create_job(api_client, ns, job_manifest("batch", bucket))
+    eventually(lambda: pod_names(api_client, ns, "batch") == ["batch-1-driver"], timeout=30, what="driver")
+    set_driver_running(core, ns, "batch-1-driver")
+    set_driver_exited(core, ns, "batch-1-driver", 0, "finished")
+    eventually(
+        lambda: job_status(api_client, ns, "batch").get("phase") == "Succeeded", timeout=30, what="done"
+    )
+    assert pod_names(api_client, ns, "batch") == [], "a finished job's pods are cleaned up"
+
+    fleet.replicas[first].kill()
+    fleet.start()
+    eventually(lambda: fleet.leader(api_client) not in {None, first}, timeout=30, what="a new leader")
+    # The new leader reconciles the job (its status is rewritten) and starts nothing.
+    client.CustomObjectsApi(api_client).patch_namespaced_custom_object_status(
+        API_GROUP, API_VERSION, ns, PLURAL, "batch", {"status": {"phase": "Running"}}
+    )
+    eventually(
+        lambda: job_status(api_client, ns, "batch").get("phase") == "Succeeded",
+        timeout=30,
+        what="the result wins over a stale status",
+    )
+    assert pod_names(api_client, ns, "batch") == []
+
+
+def test_standby_takes_over_after_the_leader_is_killed(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns = fleet.watch_namespace
+    first = fleet.start()
+    eventually(lambda: fleet.leader(api_client) == first, timeout=30, what="first leader")
+    second = fleet.start()
+    time.sleep(1)
+    killed_at = time.monotonic()
+    fleet.replicas[first].kill()
+    create_job(api_client, ns, job_manifest("after-failover", bucket))
+    eventually(
+        lambda: pod_names(api_client, ns, "after-failover") == ["after-failover-1-driver"],
+        timeout=30,
+        what=lambda: f"the standby reconciles\n{fleet.logs()}",
+    )
+    takeover = time.monotonic() - killed_at
+    assert fleet.leader(api_client) == second
+    print(
+        f"leader SIGKILL -> standby created a driver pod in {takeover:.2f} s (lease {fleet.lease_duration} s)"
+    )
+    assert takeover < fleet.lease_duration + 2.2 * 2 * fleet.retry_period + 5
