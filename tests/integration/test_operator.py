@@ -6,6 +6,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
@@ -119,11 +120,12 @@ def test_bad_spec_gets_a_condition_and_an_event_and_no_pods_until_fixed(
     fleet.start()
     create_job(api_client, ns, job_manifest("bad", bucket, sparkConf={"spark.master": "local[*]"}))
 
-    def invalid() -> dict[str, object]:
-        return condition(job_status(api_client, ns, "bad"), "Ready")
+    def invalid() -> dict[str, Any] | None:
+        ready = condition(job_status(api_client, ns, "bad"), "Ready")
+        return ready if ready.get("reason") == "InvalidSpec" else None
 
     ready = eventually(
-        lambda: invalid().get("reason") == "InvalidSpec" and invalid(),
+        invalid,
         timeout=30,
         what=lambda: f"InvalidSpec condition\n{fleet.logs()}",
     )
