@@ -98,12 +98,22 @@ class Backend:
 
 @pytest.fixture(params=["memory", "configmap", "s3"])
 def backend(request: pytest.FixtureRequest) -> Backend:
-    build: Callable[[pytest.FixtureRequest], Backend] = {
+    return _build(request)
+
+
+@pytest.fixture(params=["configmap", "s3"])
+def networked_backend(request: pytest.FixtureRequest) -> Backend:
+    """The backends behind a network endpoint (memory has none to lose)."""
+    return _build(request)
+
+
+def _build(request: pytest.FixtureRequest) -> Backend:
+    builders: dict[str, Callable[[pytest.FixtureRequest], Backend]] = {
         "memory": _memory,
         "configmap": _configmap,
         "s3": _s3,
-    }[request.param]
-    return build(request)
+    }
+    return builders[request.param](request)
 
 
 def _memory(request: pytest.FixtureRequest) -> Backend:

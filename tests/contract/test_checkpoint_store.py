@@ -154,10 +154,9 @@ def test_concurrent_writers_never_lose_an_update(backend: Backend) -> None:
     assert backend.stores.checkpoints.counter(job) == max(acknowledged)
 
 
-def test_unreachable_store_raises_store_unavailable(backend: Backend) -> None:
-    if backend.unreachable is None:
-        pytest.skip("memory has no endpoint")
-    store, job = backend.unreachable().checkpoints, backend.job()
+def test_unreachable_store_raises_store_unavailable(networked_backend: Backend) -> None:
+    assert networked_backend.unreachable is not None
+    store, job = networked_backend.unreachable().checkpoints, networked_backend.job()
     started = time.monotonic()
     for call in (
         lambda: store.add(job, pointer(1), leader(1), retained=3),

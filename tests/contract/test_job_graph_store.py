@@ -101,11 +101,10 @@ def test_jobs_lists_every_job_for_a_new_leader(backend: Backend) -> None:
     assert [job.name for job in backend.reopen().job_graphs.jobs()] == ["alpha", "beta", "gamma"]
 
 
-def test_unreachable_store_raises_store_unavailable(backend: Backend) -> None:
-    if backend.unreachable is None:
-        pytest.skip("memory has no endpoint")
-    store = backend.unreachable().job_graphs
-    graph = backend.graph()
+def test_unreachable_store_raises_store_unavailable(networked_backend: Backend) -> None:
+    assert networked_backend.unreachable is not None
+    store = networked_backend.unreachable().job_graphs
+    graph = networked_backend.graph()
     started = time.monotonic()
     for call in (
         lambda: store.put(graph, leader(1)),

@@ -102,13 +102,12 @@ def test_only_clean_entries_expire(backend: Backend) -> None:
     assert store.get("u1") == backend.result("u1")
 
 
-def test_unreachable_store_raises_store_unavailable(backend: Backend) -> None:
-    if backend.unreachable is None:
-        pytest.skip("memory has no endpoint")
-    store = backend.unreachable().results
+def test_unreachable_store_raises_store_unavailable(networked_backend: Backend) -> None:
+    assert networked_backend.unreachable is not None
+    store = networked_backend.unreachable().results
     started = time.monotonic()
     for call in (
-        lambda: store.create_dirty(backend.result("u1"), leader(1)),
+        lambda: store.create_dirty(networked_backend.result("u1"), leader(1)),
         lambda: store.mark_clean("u1", leader(1)),
         lambda: store.get("u1"),
         lambda: store.entries(),

@@ -84,7 +84,11 @@ def test_submits_runs_and_restarts_a_failed_driver(
     stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
     graph = stores.job_graphs.get(JobKey(namespace=ns, name="wordcount"))
     assert graph is not None, "the job graph is written before the driver pod"
-    assert graph.checkpoint_location == f"s3://{bucket}/jobs/wordcount/checkpoints/run-1"
+    uid = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        API_GROUP, API_VERSION, ns, PLURAL, "wordcount"
+    )["metadata"]["uid"]
+    assert graph.uid == uid
+    assert graph.checkpoint_location == f"s3://{bucket}/jobs/wordcount/checkpoints/{uid[:8]}-run-1"
     assert job_status(api_client, ns, "wordcount")["phase"] == "Submitting"
 
     set_driver_running(core, ns, "wordcount-1-driver")

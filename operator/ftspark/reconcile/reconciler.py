@@ -150,7 +150,9 @@ class Reconciler:
         location = (
             graph.checkpoint_location
             if graph and reuse
-            else f"{spec.checkpoint.storage.rstrip('/')}/checkpoints/run-{action.attempt}"
+            # A re-created job of the same name is a new job (new uid): it never resumes the old one's
+            # state by accident; starting from old state is explicit (initialSavepoint).
+            else f"{spec.checkpoint.storage.rstrip('/')}/checkpoints/{job.uid[:8]}-run-{action.attempt}"
         )
         restore_batch = None
         if action.restore_from == "latest-checkpoint" and reuse:

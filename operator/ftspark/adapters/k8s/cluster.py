@@ -80,6 +80,7 @@ class KubeDrivers:
     def __init__(self, api: client.ApiClient) -> None:
         self._core = client.CoreV1Api(api)
         self._rbac = client.RbacAuthorizationV1Api(api)
+        self._identities_ensured: set[str] = set()  # namespaces; a deleted SA is re-created after a restart
 
     def observe(self, key: JobKey) -> list[DriverObservation]:
         pods = self._core.list_namespaced_pod(key.namespace, label_selector=self._selector(key)).items
@@ -111,6 +112,8 @@ class KubeDrivers:
 
     def _ensure_driver_identity(self, namespace: str) -> None:
         """The driver's ServiceAccount, Role and RoleBinding in the job's namespace (idempotent)."""
+        if namespace in self._identities_ensured:
+            return
         meta = client.V1ObjectMeta(
             name=DRIVER_SERVICE_ACCOUNT, labels={"app.kubernetes.io/managed-by": "ftspark"}
         )
@@ -136,6 +139,7 @@ class KubeDrivers:
             ],
         )
         _ignore(409, self._rbac.create_namespaced_role_binding, namespace, binding)
+        self._identities_ensured.add(namespace)
 
 
 def _observe(pod: client.V1Pod) -> DriverObservation:
