@@ -8,13 +8,14 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test lint types unit integration cluster-bin dev-cluster crds lock clean
+.PHONY: help demo test bench lint types unit integration cluster-bin dev-cluster crds lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
 	@echo "make test         lint, types and the whole test suite (what CI runs)"
 	@echo "make cluster-bin  build etcd/kube-* once into ~/.cache/ftspark (cached by version)"
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
+	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts) as a table"
 	@echo "make crds         regenerate crds/ from the pydantic models"
 
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -44,13 +45,16 @@ unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit
 
 integration: $(VENV)/.installed cluster-bin
-	$(PY) -m pytest tests/integration
+	$(PY) -m pytest tests/integration tests/contract
 
 crds: $(VENV)/.installed
 	$(PY) -m ftspark.crd > crds/ftspark.io_faulttolerantsparkjobs.yaml
 
 dev-cluster: $(VENV)/.installed cluster-bin
 	$(PY) -m ftspark_dev.cluster
+
+bench: $(VENV)/.installed cluster-bin
+	$(PY) -m ftspark_dev.bench
 
 demo: $(VENV)/.installed cluster-bin
 	$(PY) -m ftspark_dev.demo

@@ -10,14 +10,7 @@ from typing import Any
 
 import pytest
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
-from ftspark_dev.s3server import S3Server
-from kubernetes import client
-
-from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark.adapters.k8s.configmap_stores import configmap_stores
-from ftspark.adapters.s3.stores import S3BlobStore
-from ftspark.domain.ha import JobKey
-from tests.integration.operator_harness import (
+from ftspark_dev.operators import (
     OperatorFleet,
     condition,
     event_reasons,
@@ -27,6 +20,13 @@ from tests.integration.operator_harness import (
     set_driver_exited,
     set_driver_running,
 )
+from ftspark_dev.s3server import S3Server
+from kubernetes import client
+
+from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.adapters.k8s.configmap_stores import configmap_stores
+from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.domain.ha import JobKey
 from tests.waiting import eventually
 
 

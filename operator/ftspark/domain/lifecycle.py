@@ -40,7 +40,8 @@ from ftspark.domain.restart import on_failure
 # Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
 _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
 _RESUMABLE: set[Phase] = {"Stopped", "Suspended", "Cancelled"}
-_POLL_SECONDS = 10.0
+# Watches wake a job on every change of it or its driver pods; this is only a safety net.
+_POLL_SECONDS = 300.0
 
 
 class DriverPhase(StrEnum):

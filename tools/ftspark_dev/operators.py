@@ -1,4 +1,4 @@
-"""Runs real operator processes against the test control plane and S3, and plays kubelet for driver pods
+"""Real operator processes against a local control plane and S3, and a stand-in kubelet for driver pods
 (there is no kubelet in these tests: the test writes the pod status a kubelet would)."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
-from ftspark_dev.processes import ManagedProcess
-from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.processes import ManagedProcess
+from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 
 @dataclass

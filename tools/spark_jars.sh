@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Fetches the S3A jars pyspark lacks (jvm/s3a-deps/pom.xml) from Maven Central into a cache directory outside
+# the repo, keyed by version, and prints that directory. Idempotent: a complete directory is reused as is.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+pom="$here/jvm/s3a-deps/pom.xml"
+cache="${FTSPARK_CACHE:-$HOME/.cache/ftspark}"
+dir="$cache/jars/hadoop-aws-3.4.1-awssdk-2.24.6"
+
+if [[ ! -f "$dir/.complete" ]]; then
+  mkdir -p "$cache/jars"
+  tmp="$(mktemp -d "$cache/jars/.partial.XXXXXX")"
+  trap 'rm -rf "$tmp"' EXIT
+  mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$tmp" >&2
+  touch "$tmp/.complete"
+  rm -rf "$dir"
+  mv "$tmp" "$dir"
+  trap - EXIT
+fi
+echo "$dir"
