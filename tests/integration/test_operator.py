@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +200,156 @@ def test_standby_takes_over_after_the_leader_is_killed(
         f"leader SIGKILL -> standby created a driver pod in {takeover:.2f} s (lease {fleet.lease_duration} s)"
     )
     assert takeover < fleet.lease_duration + 2.2 * 2 * fleet.retry_period + 5
+
+
+def _patch_spec(api: client.ApiClient, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, name, {"spec": spec}
+    )
+
+
+def _only_driver(api: client.ApiClient, namespace: str, job: str, attempt: int) -> bool:
+    return pod_names(api, namespace, job) == [f"{job}-{attempt}-driver"]
+
+
+def _phase(api: client.ApiClient, namespace: str, name: str) -> str | None:
+    phase: str | None = job_status(api, namespace, name).get("phase")
+    return phase
+
+
+def _env(core: client.CoreV1Api, namespace: str, pod: str) -> dict[str, str]:
+    container = core.read_namespaced_pod(pod, namespace).spec.containers[0]
+    return {e.name: e.value for e in container.env if e.value is not None}
+
+
+def test_stop_with_checkpoint_then_resume(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    create_job(api_client, ns, job_manifest("stream", bucket))
+    eventually(lambda: pod_names(api_client, ns, "stream") == ["stream-1-driver"], timeout=30, what="driver")
+    set_driver_running(core, ns, "stream-1-driver")
+    eventually(lambda: _phase(api_client, ns, "stream") == "Running", timeout=30, what="Running")
+
+    _patch_spec(api_client, ns, "stream", {"desiredState": "stopped"})
+
+    def stop_requested() -> bool:
+        annotations: dict[str, str] = (
+            core.read_namespaced_pod("stream-1-driver", ns).metadata.annotations or {}
+        )
+        return annotations.get("ftspark.io/control", "").startswith("stop@")
+
+    eventually(stop_requested, timeout=30, what="the driver is asked to stop")
+    assert _phase(api_client, ns, "stream") == "Stopping"
+    set_driver_exited(core, ns, "stream-1-driver", 0, '{"stopped": true, "lastBatch": 7}')
+    eventually(lambda: _phase(api_client, ns, "stream") == "Stopped", timeout=30, what="Stopped")
+    eventually(lambda: pod_names(api_client, ns, "stream") == [], timeout=30, what="stopped driver removed")
+    assert job_status(api_client, ns, "stream").get("result") is None, "a stop is not the job's end"
+
+    _patch_spec(api_client, ns, "stream", {"desiredState": "running"})
+    eventually(lambda: pod_names(api_client, ns, "stream") == ["stream-2-driver"], timeout=30, what="resumed")
+    env = _env(core, ns, "stream-2-driver")
+    assert env["FTSPARK_RESTORE_FROM"] == "latest-checkpoint"
+    assert (
+        env["FTSPARK_CHECKPOINT_LOCATION"] == _env(core, ns, "stream-2-driver")["FTSPARK_CHECKPOINT_LOCATION"]
+    )
+    assert env["FTSPARK_CHECKPOINT_LOCATION"].endswith("-run-1"), "resume keeps the checkpoint directory"
+
+
+def test_stop_that_times_out_is_escalated_to_cancel(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    create_job(api_client, ns, job_manifest("stuck", bucket, stopTimeoutSeconds=2))
+    eventually(lambda: pod_names(api_client, ns, "stuck") == ["stuck-1-driver"], timeout=30, what="driver")
+    set_driver_running(core, ns, "stuck-1-driver")
+    eventually(lambda: _phase(api_client, ns, "stuck") == "Running", timeout=30, what="Running")
+    asked = time.monotonic()
+    _patch_spec(api_client, ns, "stuck", {"desiredState": "stopped"})
+    eventually(
+        lambda: pod_names(api_client, ns, "stuck") == [], timeout=30, what="the stuck driver is cancelled"
+    )
+    assert 2 <= time.monotonic() - asked < 10
+    eventually(lambda: _phase(api_client, ns, "stuck") == "Stopped", timeout=30, what="Stopped")
+    assert "StopTimedOut" in event_reasons(api_client, ns, "stuck")
+
+
+def test_spec_change_is_rolled_out_by_upgrade_mode(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    for name, mode in (("keeps-state", "last-state"), ("drops-state", "stateless")):
+        create_job(api_client, ns, job_manifest(name, bucket, upgradeMode=mode))
+        eventually(partial(_only_driver, api_client, ns, name, 1), timeout=30, what="driver")
+        set_driver_running(core, ns, f"{name}-1-driver")
+        before = _env(core, ns, f"{name}-1-driver")["FTSPARK_CHECKPOINT_LOCATION"]
+        _patch_spec(api_client, ns, name, {"arguments": ["--version", "2"]})
+        eventually(partial(_only_driver, api_client, ns, name, 2), timeout=30, what="upgraded")
+        after = _env(core, ns, f"{name}-2-driver")
+        pod = core.read_namespaced_pod(f"{name}-2-driver", ns)
+        assert pod.spec.containers[0].args[-2:] == ["--version", "2"]
+        if mode == "last-state":
+            assert after["FTSPARK_CHECKPOINT_LOCATION"] == before
+            assert after["FTSPARK_RESTORE_FROM"] == "latest-checkpoint"
+        else:
+            assert after["FTSPARK_CHECKPOINT_LOCATION"] != before
+            assert after["FTSPARK_RESTORE_FROM"] == "nothing"
+
+
+def test_sigterm_hands_leadership_over_within_two_seconds(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns = fleet.watch_namespace
+    first = fleet.start()
+    eventually(lambda: fleet.leader(api_client) == first, timeout=30, what="first leader")
+    second = fleet.start()
+    time.sleep(1)
+    stopped_at = time.monotonic()
+    fleet.replicas[first].stop()  # SIGTERM: stop reconciling, release the Lease, exit 0
+    eventually(lambda: fleet.leader(api_client) == second, timeout=10, interval=0.05, what="hand-over")
+    handover = time.monotonic() - stopped_at
+    create_job(api_client, ns, job_manifest("after-handover", bucket))
+    eventually(lambda: pod_names(api_client, ns, "after-handover") == ["after-handover-1-driver"], timeout=30)
+    print(f"SIGTERM -> standby holds the Lease in {handover:.2f} s")
+    assert handover <= 2.0
+
+
+def test_driver_service_account_may_run_spark_and_nothing_more(
+    fleet: OperatorFleet, control_plane: ControlPlane, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    create_job(api_client, ns, job_manifest("rbac", bucket))
+    eventually(lambda: pod_names(api_client, ns, "rbac") == ["rbac-1-driver"], timeout=30, what="driver")
+    assert core.read_namespaced_pod("rbac-1-driver", ns).spec.service_account_name == "ftspark-driver"
+    token = core.create_namespaced_service_account_token(
+        "ftspark-driver",
+        ns,
+        client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])),
+    ).status.token
+    configuration = client.Configuration()
+    configuration.host = control_plane.server
+    configuration.ssl_ca_cert = str(control_plane.ca_path)
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    driver = client.ApiClient(configuration)
+    driver_core = client.CoreV1Api(driver)
+    executor = client.V1Pod(
+        metadata=client.V1ObjectMeta(name="rbac-1-exec-1"),
+        spec=client.V1PodSpec(containers=[client.V1Container(name="executor", image="x")]),
+    )
+    driver_core.create_namespaced_pod(ns, executor)  # Spark creates its executors
+    client.CoordinationV1Api(driver).create_namespaced_lease(
+        ns, client.V1Lease(metadata=client.V1ObjectMeta(name="rbac-driver"))
+    )  # the runtime's self-fencing Lease
+    forbidden: list[Callable[[], object]] = [
+        partial(driver_core.list_namespaced_secret, ns),
+        partial(driver_core.list_namespaced_pod, fleet.namespace),
+        partial(client.RbacAuthorizationV1Api(driver).list_namespaced_role, ns),
+    ]
+    for attempt in forbidden:
+        with pytest.raises(client.ApiException) as denied:
+            attempt()
+        assert denied.value.status == 403
