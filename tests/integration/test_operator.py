@@ -353,3 +353,31 @@ def test_driver_service_account_may_run_spark_and_nothing_more(
         with pytest.raises(client.ApiException) as denied:
             attempt()
         assert denied.value.status == 403
+
+
+def test_result_outlives_the_job_until_its_retention(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    create_job(api_client, ns, job_manifest("short", bucket, resultStore={"ttlSeconds": 2}))
+    eventually(lambda: pod_names(api_client, ns, "short") == ["short-1-driver"], timeout=30, what="driver")
+    set_driver_exited(core, ns, "short-1-driver", 0, "done")
+    eventually(lambda: _phase(api_client, ns, "short") == "Succeeded", timeout=30, what="Succeeded")
+    uid = (
+        job_status(api_client, ns, "short")
+        and client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+            API_GROUP, API_VERSION, ns, PLURAL, "short"
+        )["metadata"]["uid"]
+    )
+
+    def result_kept() -> bool:
+        names = {cm.metadata.name for cm in core.list_namespaced_config_map(fleet.namespace).items}
+        return f"ftspark-result-{uid}" in names
+
+    time.sleep(4)  # past the retention, but the job still exists: its result must stay
+    assert result_kept()
+    client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+        API_GROUP, API_VERSION, ns, PLURAL, "short"
+    )
+    eventually(lambda: not result_kept(), timeout=30, what="the orphaned result expires")

@@ -143,7 +143,17 @@ def main() -> None:
         s3.client().create_bucket(Bucket=bucket)
         log_dir = Path(tempfile.mkdtemp(prefix="ftspark-bench-"))
         # The defaults a user gets: Lease 15 s, renew deadline 10 s, retry 2 s, 4 workers.
-        fleet = OperatorFleet(plane, s3, operator_ns, jobs_ns, log_dir, 15, 10.0, 2.0)
+        fleet = OperatorFleet(
+            plane,
+            s3,
+            operator_ns,
+            jobs_ns,
+            log_dir,
+            lease_duration=15,
+            renew_deadline=10.0,
+            retry_period=2.0,
+            result_sweep_seconds=300.0,
+        )
         try:
             leader = fleet.start("bench-leader")
             _wait(lambda: fleet.leader(api) == leader, 60)

@@ -31,6 +31,7 @@ class OperatorFleet:
     lease_duration: int = 4
     renew_deadline: float = 3.0
     retry_period: float = 0.5
+    result_sweep_seconds: float = 1.0
     replicas: dict[str, ManagedProcess] = field(default_factory=dict)
 
     def start(self, identity: str | None = None) -> str:
@@ -56,6 +57,7 @@ class OperatorFleet:
                 f"--lease-duration={self.lease_duration}",
                 f"--renew-deadline={self.renew_deadline}",
                 f"--retry-period={self.retry_period}",
+                f"--result-sweep-seconds={self.result_sweep_seconds}",
             ],
             self.log_dir,
             env=env,

@@ -28,6 +28,9 @@ class OperatorConfig(BaseModel):
     kubeconfig: str | None = Field(default=None, description="Outside a cluster: the kubeconfig to use.")
     s3_endpoint: str | None = Field(default=None, description="S3 endpoint URL (unset: AWS).")
     s3_region: str = "us-east-1"
+    result_sweep_seconds: float = Field(
+        default=300.0, gt=0, description="How often results past their retention (resultStore.ttlSeconds) go."
+    )
 
     @model_validator(mode="after")
     def _valid_election(self) -> OperatorConfig:
@@ -68,6 +71,11 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
     parser.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
     parser.add_argument("--s3-endpoint", default=_env("FTSPARK_S3_ENDPOINT"))
     parser.add_argument("--s3-region", default=_env("AWS_REGION", "us-east-1"))
+    parser.add_argument(
+        "--result-sweep-seconds",
+        type=float,
+        default=float(_env("FTSPARK_RESULT_SWEEP_SECONDS", "300") or 300),
+    )
     args = parser.parse_args(argv)
     watched = tuple(n.strip() for n in args.watch_namespaces.split(",") if n.strip())
     return OperatorConfig(
@@ -82,4 +90,5 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
         kubeconfig=args.kubeconfig,
         s3_endpoint=args.s3_endpoint,
         s3_region=args.s3_region,
+        result_sweep_seconds=args.result_sweep_seconds,
     )

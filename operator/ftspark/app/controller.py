@@ -30,6 +30,7 @@ class Controller:
         workers: int,
         namespaces: Collection[str],
         on_fatal: Callable[[], None],
+        result_sweep_seconds: float = 300.0,
     ) -> None:
         self._reconciler = reconciler
         self._api_configuration = api_configuration
@@ -37,6 +38,7 @@ class Controller:
         self._workers = workers
         self._namespaces = list(namespaces)
         self._on_fatal = on_fatal
+        self._result_sweep_seconds = result_sweep_seconds
         self._kopf_stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._failures: dict[JobKey, int] = {}
@@ -50,9 +52,10 @@ class Controller:
             thread = threading.Thread(target=self._work, name=f"reconcile-{index}", daemon=True)
             thread.start()
             self._threads.append(thread)
-        watcher = threading.Thread(target=self._watch, name="kopf", daemon=True)
-        watcher.start()
-        self._threads.append(watcher)
+        for target, name in ((self._watch, "kopf"), (self._sweep_results, "result-sweeper")):
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop watching and reconciling; returns when the workers are idle (or after timeout)."""
@@ -76,6 +79,16 @@ class Controller:
             log.exception("kopf stopped unexpectedly")
         if not self._kopf_stop.is_set():
             self._on_fatal()  # without watches we would act on nothing: better restart as a follower
+
+    def _sweep_results(self) -> None:
+        while not self._kopf_stop.wait(self._result_sweep_seconds):
+            try:
+                expired = self._reconciler.expire_results()
+            except Exception:
+                log.exception("expiring job results failed; trying again later")
+            else:
+                if expired:
+                    log.info("expired %d job result(s) past their retention", expired)
 
     def _work(self) -> None:
         while (key := self._queue.get()) is not None:

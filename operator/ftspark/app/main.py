@@ -99,6 +99,7 @@ def run(cfg: OperatorConfig) -> int:
             workers=cfg.workers,
             namespaces=cfg.watch_namespaces,
             on_fatal=lose_leadership_fast,
+            result_sweep_seconds=cfg.result_sweep_seconds,
         )
         controller.start()
 

@@ -57,3 +57,6 @@ class JobResultEntry(BaseModel):
     finished_at: datetime
     message: str = ""
     clean: bool = False
+    retain_seconds: int = Field(
+        default=0, ge=0, description="Kept this long after the job's resource is gone; 0: forever."
+    )

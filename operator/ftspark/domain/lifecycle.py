@@ -238,6 +238,9 @@ class _Context:
                 )
         if self.obs.result is not None:
             return self._finished(self.obs.result)
+        if self.status.result is not None:
+            # The result store entry is gone (expired, or lost) but the status remembers the end: still final.
+            return self._done()
         desired = self.spec.desired_state
         if desired == "cancelled":
             return self._cancel()

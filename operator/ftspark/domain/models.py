@@ -157,7 +157,9 @@ class ResultStoreSpec(_Model):
     ttl_seconds: int = Field(
         default=7 * 24 * 3600,
         ge=0,
-        description="How long a finished job's clean result is kept; 0 keeps it forever.",
+        description="How long a finished job's result is kept once the resource itself is deleted; "
+        "0 keeps it forever. While the resource exists its result is kept: it is what stops a new leader "
+        "from running a finished job again.",
     )
 
 

@@ -115,6 +115,20 @@ class Reconciler:
                 finished += 1
         return finished
 
+    def expire_results(self) -> int:
+        """Delete clean results past their retention whose job resource is gone; returns how many."""
+        now, expired = self._clock(), 0
+        for entry in self._results.entries():
+            if not entry.clean or not entry.retain_seconds:
+                continue
+            if (now - entry.finished_at).total_seconds() < entry.retain_seconds:
+                continue
+            job = self._jobs.get(entry.job)
+            if job is None or job.uid != entry.uid:
+                self._results.delete(entry.uid, self._epoch())
+                expired += 1
+        return expired
+
     # -- internals --
 
     def _status(self, job: JobResource) -> JobStatus:
@@ -136,7 +150,12 @@ class Reconciler:
                 self._drivers.request_stop(key, pod)
             case RecordResult(state=state, message=message):
                 entry = JobResultEntry(
-                    job=key, uid=job.uid, state=state, finished_at=self._clock(), message=message
+                    job=key,
+                    uid=job.uid,
+                    state=state,
+                    finished_at=self._clock(),
+                    message=message,
+                    retain_seconds=spec.result_store.ttl_seconds if spec else 0,
                 )
                 self._results.create_dirty(entry, self._epoch())
                 self._drivers.delete_all(key)
