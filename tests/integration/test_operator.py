@@ -364,12 +364,8 @@ def test_result_outlives_the_job_until_its_retention(
     eventually(lambda: pod_names(api_client, ns, "short") == ["short-1-driver"], timeout=30, what="driver")
     set_driver_exited(core, ns, "short-1-driver", 0, "done")
     eventually(lambda: _phase(api_client, ns, "short") == "Succeeded", timeout=30, what="Succeeded")
-    uid = (
-        job_status(api_client, ns, "short")
-        and client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-            API_GROUP, API_VERSION, ns, PLURAL, "short"
-        )["metadata"]["uid"]
-    )
+    objects = client.CustomObjectsApi(api_client)
+    uid = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, "short")["metadata"]["uid"]
 
     def result_kept() -> bool:
         names = {cm.metadata.name for cm in core.list_namespaced_config_map(fleet.namespace).items}

@@ -20,7 +20,7 @@ from ftspark.domain.lifecycle import (
     invalid_spec,
     spec_hash,
 )
-from ftspark.domain.models import JobSpec, JobStatus, UpgradeMode
+from ftspark.domain.models import JobResult, JobSpec, JobStatus, UpgradeMode
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BASE = {
@@ -133,6 +133,13 @@ def test_job_with_a_result_is_never_restarted() -> None:
     assert decision.status.phase == "Succeeded"
     assert "SubmitAttempt" not in kinds(decision)
     assert decision.requeue_after is None
+
+
+def test_recorded_result_in_status_is_final_even_without_the_store_entry() -> None:
+    status = JobStatus(phase="Succeeded", attempt=2, result=JobResult(state="Succeeded", time=T0))
+    decision = run(spec(), status)
+    assert decision.actions == ()
+    assert decision.status.phase == "Succeeded"
 
 
 def test_driver_exit_zero_without_stop_is_success() -> None:
