@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,7 +28,8 @@ from kubernetes import client
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
-from ftspark.domain.ha import JobKey
+from ftspark.domain.fencing import Epoch
+from ftspark.domain.ha import CheckpointPointer, JobKey
 from tests.waiting import eventually
 
 
@@ -377,3 +379,68 @@ def test_result_outlives_the_job_until_its_retention(
         API_GROUP, API_VERSION, ns, PLURAL, "short"
     )
     eventually(lambda: not result_kept(), timeout=30, what="the orphaned result expires")
+
+
+def _report_checkpoints(
+    api: client.ApiClient, s3: S3Server, fleet: OperatorFleet, job: str, location: str, batches: list[int]
+) -> None:
+    """What a driver (attempt 1) reports: pointers to committed batches."""
+    stores = configmap_stores(api, S3BlobStore(s3.client()), results_namespace=fleet.namespace)
+    key, epoch = JobKey(namespace=fleet.watch_namespace, name=job), Epoch("driver", 1, f"{job}-1-driver")
+    for batch in batches:
+        completed = datetime.datetime.now(datetime.UTC)
+        pointer = CheckpointPointer(
+            checkpoint_id=batch, batch_id=batch, location=location, completed_at=completed, attempt=1
+        )
+        stores.checkpoints.add(key, pointer, epoch, retained=3)
+
+
+def test_restart_restores_the_newest_checkpoint_that_is_really_there(
+    fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
+) -> None:
+    ns, core, s3 = fleet.watch_namespace, client.CoreV1Api(api_client), s3_server.client()
+    fleet.start()
+    create_job(api_client, ns, job_manifest("restore", bucket))
+    eventually(
+        lambda: pod_names(api_client, ns, "restore") == ["restore-1-driver"], timeout=30, what="driver"
+    )
+    set_driver_running(core, ns, "restore-1-driver")
+    location = _env(core, ns, "restore-1-driver")["FTSPARK_CHECKPOINT_LOCATION"]
+    prefix = location.removeprefix(f"s3://{bucket}/")
+    for batch in (4, 5):  # batch 6's commit never reached S3
+        s3.put_object(Bucket=bucket, Key=f"{prefix}/commits/{batch}", Body=b"v1\n{}")
+    _report_checkpoints(api_client, s3_server, fleet, "restore", location, [4, 5, 6])
+    eventually(
+        lambda: job_status(api_client, ns, "restore").get("latestCheckpoint", {}).get("id") == 6,
+        timeout=30,
+        what="the newest pointer shows in status",
+    )
+
+    set_driver_exited(core, ns, "restore-1-driver", 137, "killed")
+    eventually(
+        lambda: pod_names(api_client, ns, "restore") == ["restore-2-driver"], timeout=30, what="attempt 2"
+    )
+    env = _env(core, ns, "restore-2-driver")
+    assert (env["FTSPARK_RESTORE_FROM"], env["FTSPARK_RESTORE_BATCH"]) == ("latest-checkpoint", "5")
+    assert "CheckpointSkipped" in event_reasons(api_client, ns, "restore")
+
+
+def test_no_usable_checkpoint_asks_for_a_manual_restore_instead_of_starting_empty(
+    fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    create_job(api_client, ns, job_manifest("lost", bucket))
+    eventually(lambda: pod_names(api_client, ns, "lost") == ["lost-1-driver"], timeout=30, what="driver")
+    location = _env(core, ns, "lost-1-driver")["FTSPARK_CHECKPOINT_LOCATION"]
+    _report_checkpoints(api_client, s3_server, fleet, "lost", location, [1, 2])  # nothing of them in S3
+    set_driver_exited(core, ns, "lost-1-driver", 1, "crashed")
+    eventually(lambda: _phase(api_client, ns, "lost") == "Failed", timeout=30, what="Failed")
+    assert "ManualRestoreRequired" in event_reasons(api_client, ns, "lost")
+    assert "manual restore required" in condition(job_status(api_client, ns, "lost"), "Ready")["message"]
+    time.sleep(2)
+    assert pod_names(api_client, ns, "lost") == []
+
+    _patch_spec(api_client, ns, "lost", {"upgradeMode": "stateless"})  # the user accepts starting without state
+    eventually(lambda: pod_names(api_client, ns, "lost") == ["lost-2-driver"], timeout=30, what="restarted")
+    assert _env(core, ns, "lost-2-driver")["FTSPARK_CHECKPOINT_LOCATION"] != location

@@ -234,3 +234,12 @@ def test_invalid_spec_names_the_field_and_acts_on_nothing() -> None:
     assert (ready.status, ready.reason) == ("False", "InvalidSpec")
     assert "spec.checkpoint.storage" in ready.message
     assert decision.actions == (EmitEvent("Warning", "InvalidSpec", ready.message),)
+
+
+def test_manual_restore_waits_for_a_spec_change() -> None:
+    waiting = JobStatus(phase="Failed", attempt=2, observed_generation=1)
+    assert run(spec(), waiting).actions == ()
+    fixed = spec(upgradeMode="stateless")
+    observation = Observation(2, spec_hash(fixed), spec_hash(spec()), (), None)
+    decision = decide(fixed, waiting, observation, T0, lambda: 0.5)
+    assert decision.actions[0] == SubmitAttempt(3, "nothing", True)

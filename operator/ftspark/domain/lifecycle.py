@@ -309,6 +309,8 @@ class _Context:
             if self.current is not None:
                 return self._done(1.0)
             return self._submit("latest-checkpoint", reason="Resumed", message="resuming from the checkpoint")
+        if status.phase == "Failed":
+            return self._awaiting_manual_restore()
         if status.phase == "Restarting":
             return self._restarting()
         if self.obs.submitted_spec_hash not in {None, self.obs.spec_hash}:
@@ -331,6 +333,20 @@ class _Context:
             return self._done(1.0)
         restore: RestoreFrom = "nothing" if mode == "stateless" else "latest-checkpoint"
         return self._submit(restore, fresh=mode == "stateless", reason="Upgraded", message=f"{mode} upgrade")
+
+    def _awaiting_manual_restore(self) -> Decision:
+        """Failed without a result: no usable checkpoint. Nothing starts until the user changes the spec."""
+        if self.obs.generation == self.status.observed_generation:
+            return self._done()
+        if self.spec.initial_savepoint:
+            return self._submit(
+                "initial-savepoint", fresh=True, reason="Restored", message="from initialSavepoint"
+            )
+        if self.spec.upgrade_mode == "stateless":
+            return self._submit("nothing", fresh=True, reason="Restarted", message="stateless, without state")
+        return self._submit(
+            "latest-checkpoint", reason="Restarted", message="trying the latest checkpoint again"
+        )
 
     def _restarting(self) -> Decision:
         self._delete_current("restarting")
