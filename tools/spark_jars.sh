@@ -11,6 +11,7 @@ dir="$cache/jars/hadoop-aws-3.4.1-awssdk-2.24.6"
 if [[ ! -f "$dir/.complete" ]]; then
   mkdir -p "$cache/jars"
   tmp="$(mktemp -d "$cache/jars/.partial.XXXXXX")"
+  chmod 755 "$tmp"
   trap 'rm -rf "$tmp"' EXIT
   mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$tmp" >&2
   touch "$tmp/.complete"

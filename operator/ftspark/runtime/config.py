@@ -1,0 +1,115 @@
+"""The driver runtime's settings, all from the environment the operator gives the driver pod
+(domain/driver_pod.py) plus a few knobs with defaults.
+
+| variable | meaning |
+|---|---|
+| FTSPARK_JOB | namespace/name of the job (the Lease `<name>-driver` and the stores live in that namespace) |
+| FTSPARK_JOB_UID, FTSPARK_ATTEMPT, FTSPARK_POD_NAME | who this driver is; identity = `<pod>@<attempt>` |
+| FTSPARK_CHECKPOINT_LOCATION | checkpoint root: query `q` checkpoints in `<root>/<q>` |
+| FTSPARK_STORAGE | the job's storage prefix (savepoints go to `<storage>/savepoints/<id>/`); default: the
+  checkpoint root's grandparent (`<storage>/checkpoints/<dir>`) |
+| FTSPARK_RESTORE_BATCH | roll the checkpoint back to this committed batch before starting |
+| FTSPARK_INITIAL_SAVEPOINT | savepoint to start from when a query has no checkpoint yet |
+| FTSPARK_SPARK_CONF | JSON object of Spark settings (spark.master may be local[...] in tests) |
+| FTSPARK_SPARK_JARS_DIR | the S3A jars (tools/spark_jars.sh); default ~/.cache/ftspark/jars/<versions> |
+| FTSPARK_RETAINED_CHECKPOINTS | checkpoint pointers kept in the store (default 5) |
+| FTSPARK_RESULTS_NAMESPACE | the operator's results namespace (the store needs one; default: the job's) |
+| FTSPARK_LEASE_DURATION / _RENEW_DEADLINE / _RETRY_PERIOD | driver Lease timings in seconds (15/10/2) |
+| FTSPARK_LEASE_ACQUIRE_TIMEOUT | give up if the Lease is not ours within this (default 4 lease durations) |
+| FTSPARK_STOP_TIMEOUT | a stop waits this long for the batch boundary, then cancels (default 120) |
+| FTSPARK_CONTROL_INTERVAL | seconds between reads of the pod's control annotation (default 1) |
+| FTSPARK_TERMINATION_LOG | where the termination message goes (default /dev/termination-log) |
+| KUBECONFIG | outside a cluster (tests): the API server to use; in a pod the in-cluster config is used |
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ftspark.domain.ha import JobKey
+
+DEFAULT_JARS_DIR = Path.home() / ".cache" / "ftspark" / "jars" / "hadoop-aws-3.4.1-awssdk-2.24.6"
+
+
+class ConfigError(Exception):
+    """The environment does not describe a runnable driver."""
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    job: JobKey
+    job_uid: str
+    attempt: int
+    pod_name: str
+    checkpoint_root: str
+    storage: str
+    spark_conf: Mapping[str, str]
+    jars_dir: Path
+    restore_batch: int | None = None
+    initial_savepoint: str | None = None
+    retained_checkpoints: int = 5
+    results_namespace: str = ""
+    lease_duration: int = 15
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    lease_acquire_timeout: float = 60.0
+    stop_timeout: float = 120.0
+    control_interval: float = 1.0
+    termination_log: Path = Path("/dev/termination-log")
+    kubeconfig: str | None = None
+
+    @property
+    def identity(self) -> str:
+        return f"{self.pod_name}@{self.attempt}"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> RuntimeConfig:
+        def required(name: str) -> str:
+            value = env.get(name, "")
+            if not value:
+                raise ConfigError(f"{name} is not set: the driver runtime runs in pods the operator creates")
+            return value
+
+        def number(name: str, default: float) -> float:
+            raw = env.get(name, "")
+            try:
+                return float(raw) if raw else default
+            except ValueError:
+                raise ConfigError(f"{name}={raw!r} is not a number") from None
+
+        namespace, _, name = required("FTSPARK_JOB").partition("/")
+        if not name:
+            raise ConfigError(f"FTSPARK_JOB must be namespace/name, not {env['FTSPARK_JOB']!r}")
+        try:
+            spark_conf = json.loads(env.get("FTSPARK_SPARK_CONF") or "{}")
+        except json.JSONDecodeError as error:
+            raise ConfigError(f"FTSPARK_SPARK_CONF is not JSON: {error}") from None
+        root = required("FTSPARK_CHECKPOINT_LOCATION").rstrip("/")
+        lease_duration = int(number("FTSPARK_LEASE_DURATION", 15))
+        restore_batch = env.get("FTSPARK_RESTORE_BATCH", "")
+        return cls(
+            job=JobKey(namespace=namespace, name=name),
+            job_uid=env.get("FTSPARK_JOB_UID", ""),
+            attempt=int(number("FTSPARK_ATTEMPT", 0)),
+            pod_name=required("FTSPARK_POD_NAME"),
+            checkpoint_root=root,
+            storage=(env.get("FTSPARK_STORAGE") or root.rsplit("/", 2)[0]).rstrip("/"),
+            spark_conf={str(k): str(v) for k, v in spark_conf.items()},
+            jars_dir=Path(env.get("FTSPARK_SPARK_JARS_DIR") or DEFAULT_JARS_DIR),
+            restore_batch=int(restore_batch) if restore_batch else None,
+            initial_savepoint=env.get("FTSPARK_INITIAL_SAVEPOINT") or None,
+            retained_checkpoints=int(number("FTSPARK_RETAINED_CHECKPOINTS", 5)),
+            results_namespace=env.get("FTSPARK_RESULTS_NAMESPACE") or namespace,
+            lease_duration=lease_duration,
+            renew_deadline=number("FTSPARK_LEASE_RENEW_DEADLINE", 10.0),
+            retry_period=number("FTSPARK_LEASE_RETRY_PERIOD", 2.0),
+            lease_acquire_timeout=number("FTSPARK_LEASE_ACQUIRE_TIMEOUT", 4.0 * lease_duration),
+            stop_timeout=number("FTSPARK_STOP_TIMEOUT", 120.0),
+            control_interval=number("FTSPARK_CONTROL_INTERVAL", 1.0),
+            termination_log=Path(env.get("FTSPARK_TERMINATION_LOG") or "/dev/termination-log"),
+            kubeconfig=env.get("KUBECONFIG") or None,
+        )

@@ -1,0 +1,125 @@
+"""Control requests from the operator, read from the driver's own pod (DESIGN §6).
+
+The annotation `ftspark.io/control` holds one request, `<action>@<argument>`:
+
+    stop@<iso time>           stop with a final checkpoint (FLIP-45): let the running micro-batch commit,
+                              stop the queries, report the final checkpoint, exit 0
+    savepoint@<id>            copy the latest committed batch of every query to <storage>/savepoints/<id>/
+                              and keep running
+    stop-savepoint@<id>       both: stop at the batch boundary, then take the savepoint, then exit 0
+
+A new value is a new request (the same value is handled once). The outcome of a savepoint is written back
+to the pod as annotation `ftspark.io/savepoint`: JSON {"id", "location", "batches": {query: batch}} or
+{"id", "error"}. Cancel needs no request: it is the deletion of the pod.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import urllib3
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from pyspark import SparkContext
+
+from ftspark.domain.driver_pod import CONTROL_ANNOTATION
+
+log = logging.getLogger(__name__)
+
+SAVEPOINT_ANNOTATION = "ftspark.io/savepoint"
+Action = Literal["stop", "savepoint", "stop-savepoint"]
+_ACTIONS: tuple[Action, ...] = ("stop", "savepoint", "stop-savepoint")
+
+
+@dataclass(frozen=True)
+class ControlRequest:
+    action: Action
+    argument: str
+
+
+def parse(value: str) -> ControlRequest | None:
+    action, separator, argument = value.partition("@")
+    if not separator or action not in _ACTIONS or (action != "stop" and not argument):
+        return None
+    return ControlRequest(cast(Action, action), argument)
+
+
+class ControlWatcher:
+    """Polls the pod (a watch would need a reconnect loop for the same effect; one GET a second is cheap)."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        namespace: str,
+        pod: str,
+        interval: float,
+        on_request: Callable[[ControlRequest], None],
+    ) -> None:
+        self._core = client.CoreV1Api(api)
+        self._namespace = namespace
+        self._pod = pod
+        self._interval = interval
+        self._on_request = on_request
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="control", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def annotate(self, key: str, value: str) -> None:
+        body = {"metadata": {"annotations": {key: value}}}
+        try:
+            self._core.patch_namespaced_pod(self._pod, self._namespace, body, _request_timeout=10)
+        except (ApiException, urllib3.exceptions.HTTPError) as error:
+            log.warning("cannot annotate pod %s: %s", self._pod, error)
+
+    def _run(self) -> None:
+        handled = ""
+        while not self._stop.wait(self._interval):
+            try:
+                pod = self._core.read_namespaced_pod(self._pod, self._namespace, _request_timeout=10)
+            except (ApiException, urllib3.exceptions.HTTPError) as error:
+                log.warning("cannot read pod %s for control requests: %s", self._pod, error)
+                continue
+            value = (pod.metadata.annotations or {}).get(CONTROL_ANNOTATION, "")
+            if not value or value == handled:
+                continue
+            handled = value
+            request = parse(value)
+            if request is None:
+                log.error("ignoring control request %r: not one of %s@...", value, "|".join(_ACTIONS))
+                continue
+            log.info("control request: %s", value)
+            self._on_request(request)
+
+
+def stop_at_boundary(queries: Sequence[Any], timeout: float) -> bool:
+    """Stop each query (pyspark StreamingQuery) between two micro-batches; True if every one stopped so.
+
+    Spark has no graceful stop: stop() interrupts a running batch, which then runs again after a restart.
+    But the query thread reads its state before each trigger and leaves its loop on TERMINATED, so setting
+    that state first (StreamExecution.state: internal to Spark, public in its bytecode) lets the running
+    batch commit and starts no other; once no trigger is active, stop() only cleans up. Past the timeout
+    the stop escalates to a cancel (the running batch is interrupted)."""
+    jvm = SparkContext._jvm
+    assert jvm is not None, "queries run, so the JVM is up"
+    terminated = getattr(getattr(jvm.org.apache.spark.sql.execution.streaming, "TERMINATED$"), "MODULE$")
+    for query in queries:
+        query._jsq.streamingQuery().state().set(terminated)
+    time.sleep(0.1)  # a thread that read its state just before the set has started its trigger by now
+    deadline = time.monotonic() + timeout
+    graceful = True
+    for query in queries:
+        while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        graceful = graceful and not (query.isActive and query.status["isTriggerActive"])
+        query.stop()
+    return graceful

@@ -1,0 +1,276 @@
+"""`python -m ftspark.runtime driver <mainApplicationFile> [args...]`: the driver pod's entry point.
+
+Order matters (DESIGN §5, §6): check the inputs (main file, S3), hold the driver Lease, then build the
+session and run the user's script; each query's checkpoint directory is prepared (savepoint restore,
+rollback) just before it starts. Whatever happens, the driver ends with one termination message and the
+exit code of termination.Exit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import runpy
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from kubernetes import client, config
+
+from ftspark.adapters.k8s.configmap_stores import configmap_stores
+from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.domain.fencing import Epoch
+from ftspark.ports.stores import CheckpointStore
+from ftspark.runtime import savepoint
+from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
+from ftspark.runtime.config import ConfigError, RuntimeConfig
+from ftspark.runtime.control import SAVEPOINT_ANNOTATION, ControlRequest, ControlWatcher, stop_at_boundary
+from ftspark.runtime.fencing import DriverLease
+from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
+from ftspark.runtime.reporting import PointerReporter, ProgressListener
+from ftspark.runtime.savepoint import SavepointError
+from ftspark.runtime.session import Queries, build_session, spark_settings, spark_uri
+from ftspark.runtime.termination import Ending, Exit, write
+
+log = logging.getLogger("ftspark.runtime")
+
+# After a fence-out the script normally returns at once (its queries stopped); one that does not is cut off.
+FENCED_GRACE_SECONDS = 10.0
+
+
+def kube_client(kubeconfig: str | None) -> client.ApiClient:
+    """A client that never retries by itself: the Lease's deadlines bound every call instead."""
+    configuration = client.Configuration()
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    configuration.retries = 0
+    return client.ApiClient(configuration)
+
+
+class Driver:
+    def __init__(self, config: RuntimeConfig, ending: Ending) -> None:
+        self.config = config
+        self.ending = ending
+        self.objects = ObjectStore(s3_client(config.spark_conf))
+        self.queries = Queries(config.checkpoint_root, self._prepare)
+        self._checkpoints: CheckpointStore | None = None
+        self._reporter: PointerReporter | None = None
+        self._watcher: ControlWatcher | None = None
+        self._stopping = threading.Lock()  # held while a requested stop runs
+
+    # -- the run -----------------------------------------------------------------------------------------
+
+    def run(self, main_file: str, args: list[str]) -> None:
+        cfg = self.config
+        if not Path(main_file).is_file():
+            self.ending.set(Exit.BAD_INPUT, "MainFileMissing", f"main application file {main_file} not found")
+            return
+        try:
+            self.objects.check(cfg.checkpoint_root)
+        except StorageError as error:
+            self.ending.set(Exit.BAD_INPUT, "StorageUnavailable", f"checkpoint storage: {error}")
+            return
+        api = kube_client(cfg.kubeconfig)
+        lease = DriverLease(api, cfg, on_lost=lambda why: self.fence_out("LeaseLost", why))
+        if not lease.acquire(cfg.lease_acquire_timeout):
+            self.ending.set(
+                Exit.FENCED_OUT,
+                "LeaseUnavailable",
+                f"the driver lease was not ours within {cfg.lease_acquire_timeout:g} s",
+            )
+            return
+        try:
+            stores = configmap_stores(
+                api,
+                S3BlobStore(s3_client(cfg.spark_conf)),
+                results_namespace=cfg.results_namespace,
+                namespace=cfg.job.namespace,
+            )
+            self._checkpoints = stores.checkpoints
+            self._reporter = PointerReporter(
+                stores.checkpoints,
+                self.objects,
+                cfg.job,
+                Epoch(scope="driver", term=cfg.attempt, holder=cfg.pod_name),
+                retained=cfg.retained_checkpoints,
+                on_fenced=lambda why: self.fence_out("FencedOut", why),
+            )
+            self._watcher = ControlWatcher(
+                api, cfg.job.namespace, cfg.pod_name, cfg.control_interval, self._control
+            )
+            self._run_script(main_file, args)
+        finally:
+            if self._watcher is not None:
+                self._watcher.stop()
+            if self.ending.code != Exit.FENCED_OUT:
+                self.report_final()
+            lease.release()
+
+    def _run_script(self, main_file: str, args: list[str]) -> None:
+        assert self._reporter is not None and self._watcher is not None
+        self.queries.install()
+        started = time.monotonic()
+        spark = build_session(
+            spark_settings(self.config.spark_conf, self.config.checkpoint_root, self._jars())
+        )
+        log.info("spark session ready in %.1f s", time.monotonic() - started)
+        spark.streams.addListener(ProgressListener(self.queries, self._reporter))
+        self._watcher.start()
+        sys.argv = [main_file, *args]
+        try:
+            runpy.run_path(main_file, run_name="__main__")
+            # A script may return with its queries still running: they run until they end.
+            for running in self.queries.all():
+                while running.query.isActive and not self.ending.decided:
+                    running.query.awaitTermination(1)
+        except SystemExit as exit_:
+            if exit_.code not in (None, 0):
+                self.ending.set(Exit.SCRIPT_FAILED, "ScriptFailed", f"the script exited with {exit_.code}")
+        except (CheckpointError, SavepointError, StorageError) as error:
+            self.ending.set(Exit.BAD_INPUT, type(error).__name__.removesuffix("Error"), str(error))
+        except BaseException as error:
+            log.error("the script failed:\n%s", traceback.format_exc())
+            last = traceback.format_exception_only(error)[-1].strip().splitlines()
+            self.ending.set(Exit.SCRIPT_FAILED, "ScriptFailed", last[-1] if last else repr(error))
+        with self._stopping:  # a requested stop that made the script return decides how it ended
+            self.ending.set(Exit.FINISHED, "Finished", "the application finished")
+
+    def _jars(self) -> Path:
+        jars = self.config.jars_dir
+        if spark_uri(self.config.checkpoint_root).startswith("s3a://") and not any(jars.glob("*.jar")):
+            raise StorageError(
+                f"no S3A jars in {jars}: run tools/spark_jars.sh or set FTSPARK_SPARK_JARS_DIR"
+            )
+        return jars
+
+    # -- checkpoints -------------------------------------------------------------------------------------
+
+    def _prepare(self, name: str, location: str) -> None:
+        """Before query `name` starts on location: restore the initial savepoint into an empty directory,
+        else roll a damaged (or operator-rejected) latest checkpoint back to the newest good batch."""
+        checkpoint = CheckpointDir(self.objects, location)
+        if self.config.initial_savepoint and not checkpoint.has_metadata():
+            batch = savepoint.restore(self.objects, self.config.initial_savepoint, name, location)
+            log.info(
+                "query %s starts from savepoint %s at batch %s", name, self.config.initial_savepoint, batch
+            )
+            return
+        rollback = checkpoint.repair(self._restore_bound(location))
+        if rollback is not None:
+            log.warning("checkpoint rollback: %s", rollback)
+            self.ending.rollbacks.append(str(rollback))
+
+    def _restore_bound(self, location: str) -> int | None:
+        """FTSPARK_RESTORE_BATCH binds this query when the operator skipped a newer pointer of it as unusable;
+        a committed batch whose pointer was never written (killed in between) is simply kept."""
+        wanted = self.config.restore_batch
+        if wanted is None or self._checkpoints is None:
+            return None
+        mine = [p.batch_id for p in self._checkpoints.pointers(self.config.job) if p.location == location]
+        return wanted if wanted in mine and max(mine) > wanted else None
+
+    def report_final(self) -> None:
+        """Pointers for the batches committed last (their progress events may not have been delivered)."""
+        if self._reporter is None:
+            return
+        for running in self.queries.all():
+            try:
+                batch = CheckpointDir(self.objects, running.location).latest_commit()
+            except StorageError as error:
+                log.warning("final checkpoint of %s unknown: %s", running.name, error)
+                continue
+            if batch is not None:
+                self._reporter.committed(running.location, batch)
+
+    def last_committed(self) -> dict[str, int]:
+        if self._reporter is None:
+            return {}
+        by_location = self._reporter.last_committed()
+        return {q.name: by_location[q.location] for q in self.queries.all() if q.location in by_location}
+
+    # -- control and fencing (called from other threads) -------------------------------------------------
+
+    def fence_out(self, reason: str, why: str) -> None:
+        if not self.ending.set(Exit.FENCED_OUT, reason, why):
+            return
+        log.error("%s: stopping every query", why)
+        # Not on the caller's thread: that may be Spark's listener thread, which query.stop() waits for.
+        threading.Thread(target=self._stop_all, name="fence-out", daemon=True).start()
+        timer = threading.Timer(FENCED_GRACE_SECONDS, self._cut_off)
+        timer.daemon = True
+        timer.start()
+
+    def _stop_all(self) -> None:
+        for running in self.queries.all():
+            try:
+                running.query.stop()
+            except Exception:
+                log.exception("stopping query %s failed", running.name)
+
+    def _cut_off(self) -> None:
+        log.error("the script did not return after the fence-out: exiting")
+        write(self.config.termination_log, self.ending, self.last_committed())
+        os._exit(int(self.ending.code))
+
+    def _control(self, request: ControlRequest) -> None:
+        if request.action == "savepoint":
+            self._savepoint(request.argument)
+            return
+        with self._stopping:
+            running = self.queries.all()
+            graceful = stop_at_boundary([q.query for q in running], self.config.stop_timeout)
+            self.report_final()
+            if request.action == "stop-savepoint":
+                self._savepoint(request.argument)
+            batches = self.last_committed()
+            if graceful:
+                message = f"stopped with a final checkpoint: last committed batches {batches}"
+                self.ending.set(Exit.FINISHED, "Stopped", message)
+            else:
+                message = f"no batch boundary within {self.config.stop_timeout:g} s: cancelled at {batches}"
+                self.ending.set(Exit.FINISHED, "StopTimedOut", message)
+
+    def _savepoint(self, savepoint_id: str) -> None:
+        assert self._watcher is not None
+        target = join(self.config.storage, "savepoints", savepoint_id)
+        locations = {q.name: q.location for q in self.queries.all()}
+        try:
+            taken = savepoint.take(self.objects, savepoint_id, target, locations, str(self.config.job))
+        except (SavepointError, StorageError) as error:
+            log.error("savepoint %s failed: %s", savepoint_id, error)
+            self._watcher.annotate(
+                SAVEPOINT_ANNOTATION, json.dumps({"id": savepoint_id, "error": str(error)})
+            )
+            return
+        log.info("savepoint %s at %s: batches %s", savepoint_id, taken.location, dict(taken.batches))
+        result = {"id": savepoint_id, "location": taken.location, "batches": dict(taken.batches)}
+        self._watcher.annotate(SAVEPOINT_ANNOTATION, json.dumps(result))
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if len(argv) < 2 or argv[0] != "driver":
+        print("usage: python -m ftspark.runtime driver <mainApplicationFile> [args...]", file=sys.stderr)
+        return int(Exit.BAD_INPUT)
+    ending = Ending()
+    try:
+        cfg = RuntimeConfig.from_env()
+    except ConfigError as error:
+        ending.set(Exit.BAD_INPUT, "BadConfig", str(error))
+        write(Path(os.environ.get("FTSPARK_TERMINATION_LOG") or "/dev/termination-log"), ending, {})
+        return int(ending.code)
+    driver = Driver(cfg, ending)
+    try:
+        driver.run(argv[1], argv[2:])
+    except (CheckpointError, SavepointError, StorageError) as error:
+        ending.set(Exit.BAD_INPUT, type(error).__name__.removesuffix("Error"), str(error))
+    except Exception as error:
+        log.exception("the driver runtime failed")
+        ending.set(Exit.BAD_INPUT, "RuntimeFailed", f"{type(error).__name__}: {error}")
+    write(cfg.termination_log, ending, driver.last_committed())
+    return int(ending.code)

@@ -1,0 +1,68 @@
+"""Driver self-fencing (DESIGN §5, rules 2 and 3): the job's driver Lease `<job>-driver`, held while any
+query runs. The operator's leader elector does the work; a driver that cannot renew in time is told at once
+(on_lost) and must stop every query and exit."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from kubernetes import client
+
+from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
+from ftspark.leader.elector import LeaderElectionConfig, LeaderElector
+from ftspark.runtime.config import RuntimeConfig
+
+log = logging.getLogger(__name__)
+
+
+def lease_name(job_name: str) -> str:
+    return f"{job_name}-driver"
+
+
+class DriverLease:
+    def __init__(self, api: client.ApiClient, config: RuntimeConfig, on_lost: Callable[[str], None]) -> None:
+        """api must not retry on its own (configuration.retries = 0): the elector's deadline is the bound."""
+        self._on_lost = on_lost
+        self._name = f"{config.job.namespace}/{lease_name(config.job.name)}"
+        lock = KubernetesLeaseLock(
+            api,
+            namespace=config.job.namespace,
+            name=lease_name(config.job.name),
+            identity=config.identity,
+            # A hung request must not outlast the margin between our deadline and the others' takeover.
+            request_timeout=max(0.5, (config.lease_duration - config.renew_deadline) * 0.8),
+        )
+        election = LeaderElectionConfig(
+            identity=config.identity,
+            lease_duration=config.lease_duration,
+            renew_deadline=config.renew_deadline,
+            retry_period=config.retry_period,
+        )
+        self._elector = LeaderElector(
+            election, lock, on_started_leading=lambda _: self._held.set(), on_stopped_leading=self._stopped
+        )
+        self._held = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._elector.run, args=(self._stop,), name="driver-lease")
+
+    def acquire(self, timeout: float) -> bool:
+        """Wait until the Lease is ours (the previous attempt's must expire first); False after timeout."""
+        self._thread.daemon = True
+        self._thread.start()
+        if self._held.wait(timeout):
+            log.info("holding lease %s", self._name)
+            return True
+        self._stop.set()
+        return False
+
+    def release(self, timeout: float = 5.0) -> None:
+        """Give the Lease up (the next attempt need not wait for it to expire)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _stopped(self) -> None:
+        if not self._stop.is_set():
+            self._on_lost(f"lost the driver lease {self._name} (not renewed within its deadline, or taken)")

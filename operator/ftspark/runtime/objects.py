@@ -1,0 +1,118 @@
+"""The checkpoint and savepoint files on S3, as the driver runtime sees them (boto3, beside Spark's S3A).
+
+The client is built from the same fs.s3a.* settings Spark gets, with bounded timeouts and few retries, so an
+unreachable S3 is an error within seconds rather than a hang.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, TypeVar
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ftspark.adapters.s3.stores import split_uri
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+T = TypeVar("T")
+_ABSENT = frozenset({"404", "NoSuchKey", "NotFound"})
+
+
+class StorageError(Exception):
+    """S3 could not be reached or refused a request."""
+
+
+def s3_client(spark_conf: Mapping[str, str], *, timeout: float = 10.0) -> S3Client:
+    def s3a(key: str) -> str | None:
+        return spark_conf.get(f"spark.hadoop.fs.s3a.{key}")
+
+    path_style = (s3a("path.style.access") or "false").lower() == "true"
+    client: S3Client = boto3.client(
+        "s3",
+        endpoint_url=s3a("endpoint"),
+        aws_access_key_id=s3a("access.key"),
+        aws_secret_access_key=s3a("secret.key"),
+        region_name=s3a("endpoint.region") or "us-east-1",
+        config=Config(
+            connect_timeout=timeout,
+            read_timeout=timeout,
+            retries={"max_attempts": 2, "mode": "standard"},
+            s3={"addressing_style": "path" if path_style else "auto"},
+        ),
+    )
+    return client
+
+
+def join(uri: str, *parts: str) -> str:
+    return "/".join([uri.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+class ObjectStore:
+    def __init__(self, s3: S3Client) -> None:
+        self._s3 = s3
+
+    def check(self, uri: str) -> None:
+        """StorageError unless the bucket of uri answers."""
+        bucket, _ = split_uri(uri)
+        if self._call(f"reach bucket {bucket}", lambda: self._s3.head_bucket(Bucket=bucket)) is None:
+            raise StorageError(f"bucket {bucket} does not exist")
+
+    def list(self, uri: str) -> dict[str, int]:
+        """Sizes of the objects under the folder uri, by path relative to it (S3A folder markers skipped)."""
+        bucket, key = split_uri(uri)
+        prefix = f"{key.strip('/')}/"
+
+        def listing() -> dict[str, int]:
+            pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+            return {
+                item["Key"].removeprefix(prefix): item["Size"]
+                for page in pages
+                for item in page.get("Contents", [])
+                if not item["Key"].endswith("/")
+            }
+
+        return self._call(f"list {uri}", listing) or {}
+
+    def read(self, uri: str) -> bytes | None:
+        bucket, key = split_uri(uri)
+        answer = self._call(f"read {uri}", lambda: self._s3.get_object(Bucket=bucket, Key=key))
+        return None if answer is None else answer["Body"].read()
+
+    def exists(self, uri: str) -> bool:
+        bucket, key = split_uri(uri)
+        return self._call(f"stat {uri}", lambda: self._s3.head_object(Bucket=bucket, Key=key)) is not None
+
+    def write(self, uri: str, data: bytes) -> None:
+        bucket, key = split_uri(uri)
+        self._call(f"write {uri}", lambda: self._s3.put_object(Bucket=bucket, Key=key, Body=data))
+
+    def copy(self, source: str, target: str) -> None:
+        src_bucket, src_key = split_uri(source)
+        bucket, key = split_uri(target)
+        self._call(
+            f"copy {source} to {target}",
+            lambda: self._s3.copy_object(
+                Bucket=bucket, Key=key, CopySource={"Bucket": src_bucket, "Key": src_key}
+            ),
+        )
+
+    def delete(self, uri: str) -> None:
+        bucket, key = split_uri(uri)
+        self._call(f"delete {uri}", lambda: self._s3.delete_object(Bucket=bucket, Key=key))
+
+    @staticmethod
+    def _call(what: str, request: Callable[[], T]) -> T | None:
+        """The answer, None for an absent object, StorageError for everything else that goes wrong."""
+        try:
+            return request()
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code", "")
+            if code in _ABSENT:
+                return None
+            raise StorageError(f"{what}: S3 answered {code}") from error
+        except BotoCoreError as error:
+            raise StorageError(f"{what}: S3 is unreachable: {error}") from error

@@ -1,0 +1,125 @@
+"""Every committed micro-batch becomes a checkpoint pointer in the job's checkpoint store (DESIGN §4, §5).
+
+Spark's progress event for batch n arrives after commits/n was written, but an idle query also sends
+progress events (for the batch it would run next), so a pointer is only written once commits/n is seen in
+storage — which also keeps rule 4: the pointer comes after what it points to. Writes are fenced by the
+attempt (driver scope); a StaleEpochError means a newer attempt exists: this driver is fenced out.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql.streaming.listener import StreamingQueryListener
+
+from ftspark.domain.fencing import Epoch, StaleEpochError
+from ftspark.domain.ha import CheckpointPointer, JobKey
+from ftspark.ports.stores import CheckpointStore, StoreUnavailableError
+from ftspark.runtime.objects import ObjectStore, StorageError, join
+from ftspark.runtime.session import Queries
+
+log = logging.getLogger(__name__)
+
+
+class PointerReporter:
+    def __init__(
+        self,
+        checkpoints: CheckpointStore,
+        objects: ObjectStore,
+        job: JobKey,
+        epoch: Epoch,
+        *,
+        retained: int,
+        on_fenced: Callable[[str], None],
+    ) -> None:
+        self._checkpoints = checkpoints
+        self._objects = objects
+        self._job = job
+        self._epoch = epoch
+        self._retained = retained
+        self._on_fenced = on_fenced
+        self._lock = threading.Lock()
+        self._reported: dict[str, int] = {}  # location → newest batch with a pointer
+
+    def last_committed(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._reported)
+
+    def committed(
+        self, location: str, batch_id: int, offsets: dict[str, str] | None = None, state_rows: int = 0
+    ) -> bool:
+        """Write the pointer of batch_id unless written already; False if it could not be written."""
+        with self._lock:
+            if batch_id <= self._reported.get(location, -1):
+                return True
+            try:
+                if not self._objects.exists(join(location, "commits", str(batch_id))):
+                    return False  # an idle query's event: that batch has not run
+                self._add(location, batch_id, offsets or {}, state_rows)
+            except StaleEpochError as error:
+                self._on_fenced(f"fenced out of the checkpoint store: {error}")
+                return False
+            except (StoreUnavailableError, StorageError) as error:
+                # The next batch's pointer supersedes this one; the operator verifies pointers anyway.
+                log.warning("no pointer for batch %s of %s: %s", batch_id, location, error)
+                return False
+            self._reported[location] = batch_id
+            log.info("checkpoint pointer: batch %s of %s", batch_id, location)
+            return True
+
+    def _add(self, location: str, batch_id: int, offsets: dict[str, str], state_rows: int) -> None:
+        for _ in range(3):
+            pointer = CheckpointPointer(
+                # The counter is the job's, across attempts: ids never go backwards.
+                checkpoint_id=self._checkpoints.counter(self._job) + 1,
+                batch_id=batch_id,
+                location=location,
+                completed_at=datetime.now(UTC),
+                attempt=self._epoch.term,
+                source_end_offsets=offsets,
+                state_rows=state_rows,
+            )
+            try:
+                self._checkpoints.add(self._job, pointer, self._epoch, retained=self._retained)
+                return
+            except ValueError:
+                continue  # the counter moved between read and write: read it again
+        raise StoreUnavailableError(f"{self._job}: the checkpoint counter keeps moving")
+
+
+class ProgressListener(StreamingQueryListener):
+    """Runs on Spark's listener thread; never raises into it."""
+
+    def __init__(self, queries: Queries, reporter: PointerReporter) -> None:
+        super().__init__()
+        self._queries = queries
+        self._reporter = reporter
+
+    def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's names)
+        log.info("query %s (%s) started", event.id, event.name)
+
+    def onQueryProgress(self, event: Any) -> None:  # noqa: N802 (Spark's names)
+        progress = event.progress
+        try:
+            running = self._queries.lookup(str(progress.id))
+            if running is None:
+                log.error("progress of unknown query %s", progress.id)
+                return
+            offsets = {
+                f"{i}:{source.description}"[:200]: str(source.endOffset)
+                for i, source in enumerate(progress.sources)
+            }
+            rows = sum(int(op.numRowsTotal) for op in progress.stateOperators)
+            self._reporter.committed(running.location, int(progress.batchId), offsets, rows)
+        except Exception:
+            log.exception("reporting the progress of query %s failed", progress.id)
+
+    def onQueryIdle(self, event: Any) -> None:  # noqa: N802 (Spark's names)
+        pass
+
+    def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 (Spark's names)
+        log.info("query %s terminated%s", event.id, f": {event.exception}" if event.exception else "")

@@ -1,0 +1,148 @@
+"""The SparkSession the user's script gets, and stable checkpoint directories for its queries.
+
+Spark gives a query without checkpointLocation the directory `<root>/<name>`, or `<root>/<random UUID>` if it
+has no name — a new, empty one on every restart. DataStreamWriter.start/toTable are wrapped so that every
+query gets `<root>/<name>`, or `<root>/query-<n>` for the n-th unnamed query the script starts (scripts start
+their queries in the same order every run). Before a query starts, its directory is prepared (savepoint
+restore, rollback) by the callback the driver gives.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming.readwriter import DataStreamWriter
+
+CHECKPOINT_OPTION = "checkpointlocation"
+
+
+def spark_uri(uri: str) -> str:
+    """Spark reaches S3 through S3A: s3://bucket/key is s3a://bucket/key to it."""
+    return "s3a://" + uri.removeprefix("s3://") if uri.startswith("s3://") else uri
+
+
+def spark_settings(conf: Mapping[str, str], checkpoint_root: str, jars_dir: Path) -> dict[str, str]:
+    settings = {
+        # S3A's jars on the JVM's own classpath (no shipping of the 500 MB SDK bundle to executors: the
+        # image has them at the same path).
+        "spark.driver.extraClassPath": f"{jars_dir}/*",
+        "spark.executor.extraClassPath": f"{jars_dir}/*",
+        **conf,
+        "spark.sql.streaming.checkpointLocation": spark_uri(checkpoint_root),
+    }
+    return settings
+
+
+def build_session(settings: Mapping[str, str]) -> SparkSession:
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+@dataclass(frozen=True)
+class RunningQuery:
+    name: str
+    location: str
+    query: Any  # pyspark's StreamingQuery
+
+
+class Queries:
+    """Which checkpoint directory each query has, and the queries started so far."""
+
+    def __init__(self, root: str, prepare: Callable[[str, str], None]) -> None:
+        self._root = spark_uri(root.rstrip("/"))
+        self._prepare = prepare
+        self._unnamed = 0
+        self._by_id: dict[str, RunningQuery] = {}
+        self._changed = threading.Condition()
+
+    def assign(self, name: str | None, explicit: str | None) -> tuple[str, str]:
+        """(name, location) of the query about to start, prepared."""
+        with self._changed:
+            if explicit is not None:
+                key, location = explicit.rstrip("/").rsplit("/", 1)[-1], explicit
+            elif name:
+                key, location = name, f"{self._root}/{name}"
+            else:
+                key = f"query-{self._unnamed}"
+                self._unnamed += 1
+                location = f"{self._root}/{key}"
+        self._prepare(key, location)
+        return key, location
+
+    def started(self, query: Any, name: str, location: str) -> None:
+        with self._changed:
+            self._by_id[str(query.id)] = RunningQuery(name, location, query)
+            self._changed.notify_all()
+
+    def lookup(self, query_id: str, timeout: float = 10.0) -> RunningQuery | None:
+        """The query of an id; waits a little, since its first event can overtake start()'s return."""
+        with self._changed:
+            self._changed.wait_for(lambda: query_id in self._by_id, timeout)
+            return self._by_id.get(query_id)
+
+    def all(self) -> list[RunningQuery]:
+        with self._changed:
+            return list(self._by_id.values())
+
+    def install(self) -> None:
+        """Wrap pyspark's DataStreamWriter (process-wide: one driver per process)."""
+        option, options, query_name = (
+            DataStreamWriter.option,
+            DataStreamWriter.options,
+            DataStreamWriter.queryName,
+        )
+
+        def remember(writer: Any, key: str, value: Any) -> None:
+            if key.lower() == CHECKPOINT_OPTION:
+                writer._ftspark_checkpoint = str(value)
+
+        def wrapped_option(self: Any, key: str, value: Any) -> Any:
+            remember(self, key, value)
+            return option(self, key, value)
+
+        def wrapped_options(self: Any, **values: Any) -> Any:
+            for key, value in values.items():
+                remember(self, key, value)
+            return options(self, **values)
+
+        def wrapped_query_name(self: Any, name: str) -> Any:
+            self._ftspark_name = name
+            return query_name(self, name)
+
+        def starting(original: Callable[..., Any]) -> Callable[..., Any]:
+            signature = inspect.signature(original)
+
+            @functools.wraps(original)
+            def start(self: Any, *args: Any, **kwargs: Any) -> Any:
+                bound = signature.bind(self, *args, **kwargs).arguments
+                extra = {k.lower(): v for k, v in bound.get("options", {}).items()}
+                explicit = extra.get(CHECKPOINT_OPTION) or getattr(self, "_ftspark_checkpoint", None)
+                name = bound.get("queryName") or getattr(self, "_ftspark_name", None)
+                key, location = queries.assign(name, None if explicit is None else str(explicit))
+                if explicit is None:
+                    option(self, "checkpointLocation", location)
+                query = original(self, *args, **kwargs)
+                queries.started(query, key, location)
+                return query
+
+            return start
+
+        queries = self
+        patches = {
+            "option": wrapped_option,
+            "options": wrapped_options,
+            "queryName": wrapped_query_name,
+            "start": starting(DataStreamWriter.start),
+            "toTable": starting(DataStreamWriter.toTable),
+        }
+        for method, replacement in patches.items():
+            setattr(DataStreamWriter, method, replacement)

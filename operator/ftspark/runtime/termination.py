@@ -1,0 +1,71 @@
+"""How a driver ends: the exit code and the termination message Kubernetes keeps in the pod's status
+(terminationMessagePath, at most 4096 bytes), which the operator reads.
+
+The message is JSON: {"reason", "exitCode", "message", "lastCommitted": {query: batch}, "rollbacks": [...]}.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+MAX_MESSAGE_BYTES = 4096
+
+
+class Exit(IntEnum):
+    """Exit codes, one per kind of ending."""
+
+    FINISHED = 0  # the script returned (every query ended) or a requested stop completed
+    SCRIPT_FAILED = 1  # the user's script raised
+    BAD_INPUT = 2  # missing main file, bad environment, unreachable S3, no restorable checkpoint
+    FENCED_OUT = 3  # lost the driver Lease, or a newer attempt fenced the checkpoint store
+
+
+@dataclass
+class Ending:
+    """The first ending wins: a fence-out that stops the queries makes the script return normally, and
+    that must not be reported as a clean finish."""
+
+    reason: str = ""
+    code: Exit = Exit.FINISHED
+    message: str = ""
+    rollbacks: list[str] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def set(self, code: Exit, reason: str, message: str) -> bool:
+        """Record the ending unless one is recorded already; True if this call recorded it."""
+        with self._lock:
+            if self.reason:
+                return False
+            self.code, self.reason, self.message = code, reason, message
+            return True
+
+    @property
+    def decided(self) -> bool:
+        return bool(self.reason)
+
+
+def write(path: Path, ending: Ending, last_committed: dict[str, int]) -> None:
+    document = {
+        "reason": ending.reason,
+        "exitCode": int(ending.code),
+        "message": ending.message,
+        "lastCommitted": last_committed,
+        "rollbacks": ending.rollbacks,
+    }
+    text = json.dumps(document, sort_keys=True)
+    if len(text.encode()) > MAX_MESSAGE_BYTES:
+        overflow = len(text.encode()) - MAX_MESSAGE_BYTES + 3
+        document["message"] = ending.message[: max(0, len(ending.message) - overflow)] + "..."
+        text = json.dumps(document, sort_keys=True)
+    try:
+        path.write_text(text)
+    except OSError as error:
+        log.error("cannot write the termination message to %s: %s", path, error)
+    log.info("termination message: %s", text)

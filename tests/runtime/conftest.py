@@ -1,0 +1,308 @@
+"""Fixtures for the driver runtime: real PySpark (local master) as a subprocess, checkpoints on the loopback
+S3 server through S3A, Leases and the checkpoint store on the real API server. A test plays the operator:
+it advances the driver fence before each attempt, as the reconciler does before creating the pod."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from kubernetes import client
+
+from ftspark.adapters.k8s.configmap_stores import configmap_stores
+from ftspark.adapters.records import HaStores
+from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.domain.driver_pod import CONTROL_ANNOTATION
+from ftspark.domain.fencing import Epoch
+from ftspark.domain.ha import JobKey
+from ftspark.domain.lifecycle import driver_pod_name
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "examples" / "windowed_counts.py"
+RECORDS_PER_FILE = 20
+KEYS = 3
+OPERATOR = Epoch(scope="operator", term=1, holder="test-operator")
+
+
+@pytest.fixture(scope="session")
+def s3a_jars() -> Path:
+    """The S3A jars, fetched once into the cache by the project's own script (make spark-jars)."""
+    done = subprocess.run(
+        [str(REPO / "tools" / "spark_jars.sh")], check=True, capture_output=True, text=True, timeout=900
+    )
+    return Path(done.stdout.strip())
+
+
+def write_input(folder: Path, files: int, first_file: int = 0) -> None:
+    """Files of RECORDS_PER_FILE records `<id>,<key>,<epoch seconds>`: ids and times count up."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in range(first_file, first_file + files):
+        lines = [
+            f"{i},k{i % KEYS},{1_700_000_000 + i}"
+            for i in range(n * RECORDS_PER_FILE, (n + 1) * RECORDS_PER_FILE)
+        ]
+        staged = folder / f".part-{n:05d}.txt"
+        staged.write_text("\n".join(lines) + "\n")
+        staged.rename(folder / f"part-{n:05d}.txt")  # the file source must never see half a file
+
+
+def expected_counts(files: int) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    for i in range(files * RECORDS_PER_FILE):
+        window = (1_700_000_000 + i) // 10 * 10
+        counts[f"{window}/k{i % KEYS}"] += 1
+    return dict(counts)
+
+
+@dataclass
+class Output:
+    """What the example's sink wrote: per-batch counts and how often each batch ran."""
+
+    folder: Path
+
+    def batches(self) -> dict[int, dict[str, int]]:
+        found = {}
+        for path in self.folder.glob("batch-*.json"):
+            found[int(path.stem.removeprefix("batch-"))] = json.loads(path.read_text())
+        return dict(sorted(found.items()))
+
+    def counts(self) -> dict[str, int]:
+        """Update mode: a batch carries the new totals of the groups it changed; later batches win."""
+        totals: dict[str, int] = {}
+        for rows in self.batches().values():
+            totals.update(rows)
+        return totals
+
+    def records_per_batch(self) -> dict[int, int]:
+        totals: dict[str, int] = {}
+        records = {}
+        for batch, rows in self.batches().items():
+            records[batch] = sum(count - totals.get(group, 0) for group, count in rows.items())
+            totals.update(rows)
+        return records
+
+    def runs(self) -> Counter[int]:
+        return Counter(int(p.name.split("-", 1)[0]) for p in (self.folder / "runs").iterdir())
+
+    def reprocessed_records(self) -> int:
+        """Records that went through the sink more than once (a batch that ran again)."""
+        per_batch = self.records_per_batch()
+        return sum((runs - 1) * per_batch.get(batch, 0) for batch, runs in self.runs().items())
+
+
+@dataclass
+class RuntimeJob:
+    """One job's driver attempts, run as `python -m ftspark.runtime driver` subprocesses."""
+
+    name: str
+    namespace: str
+    s3: S3Server
+    kubeconfig: Path
+    api: client.ApiClient
+    jars: Path
+    work: Path
+    storage: str
+    script: Path = EXAMPLE
+    env: dict[str, str] = field(default_factory=dict)
+    attempt: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def key(self) -> JobKey:
+        return JobKey(namespace=self.namespace, name=self.name)
+
+    @property
+    def input(self) -> Path:
+        return self.work / "input"
+
+    @property
+    def output(self) -> Output:
+        return Output(self.work / "output")
+
+    @property
+    def checkpoint_root(self) -> str:
+        return f"{self.storage}/checkpoints/run-1"
+
+    @property
+    def pod(self) -> str:
+        return driver_pod_name(self.name, self.attempt)
+
+    def stores(self) -> HaStores:
+        return configmap_stores(
+            self.api,
+            S3BlobStore(self.s3.client()),
+            results_namespace=self.namespace,
+            namespace=self.namespace,
+        )
+
+    def spark_conf(self) -> dict[str, str]:
+        s3a = "spark.hadoop.fs.s3a."
+        return {
+            "spark.master": "local[2]",
+            "spark.driver.memory": "1g",
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "2",
+            f"{s3a}endpoint": self.s3.endpoint,
+            f"{s3a}endpoint.region": REGION,
+            f"{s3a}path.style.access": "true",
+            f"{s3a}connection.ssl.enabled": "false",
+            f"{s3a}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+            f"{s3a}access.key": ACCESS_KEY,
+            f"{s3a}secret.key": SECRET_KEY,
+        }
+
+    def start(self, *, pod: bool = True, **extra_env: str) -> subprocess.Popen[bytes]:
+        """The next attempt: fence the previous ones out (as the operator does), create its pod object (the
+        runtime reads control requests from it), start the driver."""
+        self.attempt += 1
+        self.stores().checkpoints.advance_fence(self.key, Epoch("driver", self.attempt, self.pod), OPERATOR)
+        if pod:
+            body = {
+                "metadata": {"name": self.pod},
+                "spec": {"containers": [{"name": "driver", "image": "ftspark/driver"}]},
+            }
+            client.CoreV1Api(self.api).create_namespaced_pod(self.namespace, body)
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "PYSPARK_PYTHON": sys.executable,
+            "FTSPARK_JOB": f"{self.namespace}/{self.name}",
+            "FTSPARK_JOB_UID": f"uid-{self.name}",
+            "FTSPARK_ATTEMPT": str(self.attempt),
+            "FTSPARK_POD_NAME": self.pod,
+            "FTSPARK_CHECKPOINT_LOCATION": self.checkpoint_root,
+            "FTSPARK_STORAGE": self.storage,
+            "FTSPARK_SPARK_CONF": json.dumps(self.spark_conf()),
+            "FTSPARK_SPARK_JARS_DIR": str(self.jars),
+            "FTSPARK_TERMINATION_LOG": str(self.termination_log),
+            "FTSPARK_LEASE_DURATION": "3",
+            "FTSPARK_LEASE_RENEW_DEADLINE": "2",
+            "FTSPARK_LEASE_RETRY_PERIOD": "0.5",
+            "FTSPARK_CONTROL_INTERVAL": "0.5",
+            **self.env,
+            **extra_env,
+        }
+        self.termination_log.unlink(missing_ok=True)
+        log = (self.work / f"driver-{self.attempt}.log").open("wb")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ftspark.runtime",
+                "driver",
+                str(self.script),
+                str(self.input),
+                str(self.output.folder),
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: a kill takes the JVM along, as a pod kill does
+        )
+        return self.process
+
+    @property
+    def termination_log(self) -> Path:
+        return self.work / f"termination-{self.attempt}.json"
+
+    def kill(self) -> None:
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    def wait(self, timeout: float) -> int:
+        assert self.process is not None
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(
+                f"driver attempt {self.attempt} still running after {timeout} s:\n{self.log()}"
+            ) from None
+
+    def termination(self) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(self.termination_log.read_text())
+        return result
+
+    def log(self, lines: int = 60) -> str:
+        text = (self.work / f"driver-{self.attempt}.log").read_text(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
+    def request(self, value: str) -> None:
+        body = {"metadata": {"annotations": {CONTROL_ANNOTATION: value}}}
+        client.CoreV1Api(self.api).patch_namespaced_pod(self.pod, self.namespace, body)
+
+    def pod_annotations(self) -> dict[str, str]:
+        pod = client.CoreV1Api(self.api).read_namespaced_pod(self.pod, self.namespace)
+        annotations: dict[str, str] = pod.metadata.annotations or {}
+        return annotations
+
+    def wait_for_output(self, files: int, timeout: float) -> float:
+        """Seconds until the sink holds the counts of `files` input files; fails on a dead driver."""
+        started = time.monotonic()
+        expected = expected_counts(files)
+        while self.output.counts() != expected:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"driver exited with {self.process.returncode}:\n{self.log()}")
+            if time.monotonic() - started > timeout:
+                raise AssertionError(f"no complete output after {timeout} s:\n{self.log()}")
+            time.sleep(0.2)
+        return time.monotonic() - started
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.kill()
+
+
+@pytest.fixture
+def bucket(s3_server: S3Server) -> str:
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    s3_server.client().create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def make_job(
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    namespace: str,
+    s3_server: S3Server,
+    s3a_jars: Path,
+    bucket: str,
+    tmp_path: Path,
+) -> Iterator[Any]:
+    jobs: list[RuntimeJob] = []
+
+    def make(name: str = "wc", storage: str | None = None) -> RuntimeJob:
+        job = RuntimeJob(
+            name=name,
+            namespace=namespace,
+            s3=s3_server,
+            kubeconfig=control_plane.kubeconfig,
+            api=api_client,
+            jars=s3a_jars,
+            work=tmp_path / name,
+            storage=storage or f"s3://{bucket}/jobs/{name}",
+        )
+        (job.work / "output").mkdir(parents=True)
+        jobs.append(job)
+        return job
+
+    yield make
+    for job in jobs:
+        job.stop()

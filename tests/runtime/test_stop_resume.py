@@ -1,0 +1,61 @@
+"""Stop with a final checkpoint, then resume: nothing is processed twice; cancel (SIGKILL), then resume:
+at most the one uncommitted batch runs again."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.runtime.conftest import RuntimeJob, expected_counts, write_input
+
+
+def _first_new_batch(job: RuntimeJob, before: int, timeout: float = 90) -> float:
+    """Seconds from now until the sink saw a batch it had not seen before (attempt restarted)."""
+    started = time.monotonic()
+    while sum(job.output.runs().values()) <= before:
+        assert job.process is not None and job.process.poll() is None, job.log()
+        assert time.monotonic() - started < timeout, job.log()
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_stop_with_checkpoint_then_resume_processes_nothing_twice(make_job: Any) -> None:
+    job: RuntimeJob = make_job()
+    write_input(job.input, 4)
+    job.start()
+    job.wait_for_output(4, timeout=120)
+    write_input(job.input, 10, first_file=4)
+    time.sleep(2)  # batches are running: the stop lands in the middle of the backlog
+    job.request("stop@2026-01-01T00:00:00+00:00")
+    assert job.wait(60) == 0, job.log()
+    message = job.termination()
+    assert message["reason"] == "Stopped", message
+    stopped_at = message["lastCommitted"]["query-0"]
+    assert stopped_at == max(job.output.batches()), (message, job.output.runs())
+    pointers = job.stores().checkpoints.pointers(job.key)
+    assert pointers[0].batch_id == stopped_at and pointers[0].attempt == 1
+
+    assert stopped_at < 13, "the stop should have come before the backlog was done"
+    runs_before = sum(job.output.runs().values())
+    started = time.monotonic()
+    job.start()
+    first_batch = _first_new_batch(job, runs_before)
+    write_input(job.input, 2, first_file=14)
+    job.wait_for_output(16, timeout=120)
+    job.request("stop@2026-01-01T00:01:00+00:00")
+    assert job.wait(60) == 0, job.log()
+
+    assert job.output.counts() == expected_counts(16)
+    reprocessed = job.output.reprocessed_records()
+    print(
+        f"\nstop -> resume: stopped at batch {stopped_at}; restart to first committed batch "
+        f"{first_batch:.1f} s (process start {time.monotonic() - started:.1f} s ago); "
+        f"records processed twice: {reprocessed}"
+    )
+    assert reprocessed == 0, job.output.runs()
+    ids = [p.checkpoint_id for p in job.stores().checkpoints.pointers(job.key)]
+    assert ids == sorted(ids, reverse=True) and len(set(ids)) == len(ids)
+    assert job.stores().checkpoints.pointers(job.key)[0].attempt == 2
