@@ -441,6 +441,71 @@ def test_no_usable_checkpoint_asks_for_a_manual_restore_instead_of_starting_empt
     time.sleep(2)
     assert pod_names(api_client, ns, "lost") == []
 
-    _patch_spec(api_client, ns, "lost", {"upgradeMode": "stateless"})  # the user accepts starting without state
+    _patch_spec(
+        api_client, ns, "lost", {"upgradeMode": "stateless"}
+    )  # the user accepts starting without state
     eventually(lambda: pod_names(api_client, ns, "lost") == ["lost-2-driver"], timeout=30, what="restarted")
     assert _env(core, ns, "lost-2-driver")["FTSPARK_CHECKPOINT_LOCATION"] != location
+
+
+def test_operator_restart_adopts_the_running_driver_and_a_lost_driver_is_replaced(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    first = fleet.start()
+    create_job(api_client, ns, job_manifest("adopted", bucket))
+    eventually(
+        lambda: pod_names(api_client, ns, "adopted") == ["adopted-1-driver"], timeout=30, what="driver"
+    )
+    set_driver_running(core, ns, "adopted-1-driver")
+    eventually(lambda: _phase(api_client, ns, "adopted") == "Running", timeout=30, what="Running")
+
+    fleet.replicas[first].kill()
+    second = fleet.start()
+    eventually(lambda: fleet.leader(api_client) == second, timeout=30, what="the new operator leads")
+    time.sleep(2)  # it has listed and reconciled the job by now
+    assert pod_names(api_client, ns, "adopted") == ["adopted-1-driver"], "no duplicate submission"
+    assert job_status(api_client, ns, "adopted")["attempt"] == 1
+
+    core.delete_namespaced_pod("adopted-1-driver", ns)  # e.g. a node drain: the pod is simply gone
+    eventually(
+        lambda: pod_names(api_client, ns, "adopted") == ["adopted-2-driver"], timeout=30, what="replaced"
+    )
+    assert job_status(api_client, ns, "adopted")["lastFailure"]["reason"] == "DriverLost"
+
+
+def test_image_pull_errors_show_in_the_status(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    create_job(api_client, ns, job_manifest("typo", bucket, image="ftspark/no-such-image:0"))
+    eventually(lambda: pod_names(api_client, ns, "typo") == ["typo-1-driver"], timeout=30, what="driver")
+    waiting = {"reason": "ImagePullBackOff", "message": 'Back-off pulling image "ftspark/no-such-image:0"'}
+    core.patch_namespaced_pod_status(
+        "typo-1-driver",
+        ns,
+        {
+            "status": {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {
+                        "name": "driver",
+                        "image": "ftspark/no-such-image:0",
+                        "imageID": "",
+                        "ready": False,
+                        "restartCount": 0,
+                        "state": {"waiting": waiting},
+                    }
+                ],
+            }
+        },
+    )
+
+    def degraded() -> dict[str, Any] | None:
+        found = condition(job_status(api_client, ns, "typo"), "Degraded")
+        return found if found.get("reason") == "ImagePullBackOff" else None
+
+    shown = eventually(degraded, timeout=30, what="Degraded=ImagePullBackOff")
+    assert shown["status"] == "True"
+    assert "no-such-image" in shown["message"]
