@@ -509,3 +509,42 @@ def test_image_pull_errors_show_in_the_status(
     shown = eventually(degraded, timeout=30, what="Degraded=ImagePullBackOff")
     assert shown["status"] == "True"
     assert "no-such-image" in shown["message"]
+
+
+def _metric(text: str, name: str) -> float | None:
+    """The value of one sample (name with its labels, as exposed) in a /metrics page."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_metrics_and_probes(fleet: OperatorFleet, api_client: client.ApiClient, bucket: str) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    first = fleet.start()
+    eventually(lambda: fleet.leader(api_client) == first, timeout=30, what="leader")
+    second = fleet.start()
+    eventually(lambda: fleet.probe(second, "/readyz")[0] == 200, timeout=30, what="standby serving")
+    create_job(api_client, ns, job_manifest("observed", bucket))
+    eventually(
+        lambda: pod_names(api_client, ns, "observed") == ["observed-1-driver"], timeout=30, what="driver"
+    )
+    set_driver_running(core, ns, "observed-1-driver")
+    eventually(lambda: _phase(api_client, ns, "observed") == "Running", timeout=30, what="Running")
+
+    leader_page = fleet.probe(first, "/metrics")[1]
+    assert _metric(leader_page, "ftspark_leader") == 1
+    assert _metric(leader_page, 'ftspark_jobs{phase="Running"}') == 1
+    assert (_metric(leader_page, 'ftspark_reconcile_duration_seconds_count{outcome="ok"}') or 0) >= 2
+    assert _metric(leader_page, f'ftspark_job_restarts{{job="observed",namespace="{ns}"}}') == 0
+    assert _metric(fleet.probe(second, "/metrics")[1], "ftspark_leader") == 0
+    status, body = fleet.probe(first, "/healthz")
+    assert status == 200
+    assert body.startswith("leading, renewed")
+    assert fleet.probe(second, "/healthz") == (200, "following")
+
+    fleet.replicas[first].kill()
+    eventually(lambda: _metric(fleet.probe(second, "/metrics")[1], "ftspark_leader") == 1, timeout=30)
+    gap = _metric(fleet.probe(second, "/metrics")[1], "ftspark_failover_duration_seconds")
+    assert gap is not None
+    assert fleet.lease_duration <= gap < fleet.lease_duration + 3

@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime
 import os
 import sys
+import urllib.error
+import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +17,7 @@ from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
-from ftspark_dev.processes import ManagedProcess
+from ftspark_dev.processes import ManagedProcess, free_port
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 
@@ -33,9 +35,11 @@ class OperatorFleet:
     retry_period: float = 0.5
     result_sweep_seconds: float = 1.0
     replicas: dict[str, ManagedProcess] = field(default_factory=dict)
+    probe_ports: dict[str, int] = field(default_factory=dict)
 
     def start(self, identity: str | None = None) -> str:
         identity = identity or f"operator-{uuid.uuid4().hex[:6]}"
+        self.probe_ports[identity] = free_port()
         env = {
             **os.environ,
             "AWS_ACCESS_KEY_ID": ACCESS_KEY,
@@ -58,6 +62,7 @@ class OperatorFleet:
                 f"--renew-deadline={self.renew_deadline}",
                 f"--retry-period={self.retry_period}",
                 f"--result-sweep-seconds={self.result_sweep_seconds}",
+                f"--probe-port={self.probe_ports[identity]}",
             ],
             self.log_dir,
             env=env,
@@ -73,6 +78,17 @@ class OperatorFleet:
             return None
         holder: str | None = lease.spec.holder_identity
         return holder or None
+
+    def probe(self, identity: str, path: str) -> tuple[int, str]:
+        """GET /metrics, /healthz or /readyz of one replica: (status, body)."""
+        url = f"http://127.0.0.1:{self.probe_ports[identity]}{path}"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+        except urllib.error.URLError as error:  # not listening (yet)
+            return 0, str(error.reason)
 
     def stop_all(self) -> None:
         for process in self.replicas.values():

@@ -27,6 +27,7 @@ from typing import Literal, Protocol
 
 from ftspark.domain.fencing import Epoch, StaleEpochError, admit
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
+from ftspark.metrics import FENCED_WRITES, STORE_CONFLICTS
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.stores import CheckpointStore, JobGraphStore, ResultStore, StoreUnavailableError
 
@@ -126,6 +127,7 @@ class FencedRecords:
                 elif dict(new) != dict(current.data) or fences != dict(current.fences):
                     self.records.replace(rid, new, fences, writer, current.version)
             except ConflictError:
+                STORE_CONFLICTS.labels(record=rid.kind).inc()
                 time.sleep(random.uniform(0, 0.02))  # spread contending writers apart
                 continue
             return old
@@ -135,7 +137,11 @@ class FencedRecords:
 def _admit_all(rid: RecordId, fences: Mapping[str, int], epochs: Sequence[Epoch]) -> dict[str, int]:
     admitted = dict(fences)
     for epoch in epochs:
-        admitted = admit(str(rid), admitted, epoch)
+        try:
+            admitted = admit(str(rid), admitted, epoch)
+        except StaleEpochError:
+            FENCED_WRITES.labels(scope=epoch.scope).inc()
+            raise
     return admitted
 
 

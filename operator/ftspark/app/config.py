@@ -28,6 +28,9 @@ class OperatorConfig(BaseModel):
     kubeconfig: str | None = Field(default=None, description="Outside a cluster: the kubeconfig to use.")
     s3_endpoint: str | None = Field(default=None, description="S3 endpoint URL (unset: AWS).")
     s3_region: str = "us-east-1"
+    probe_port: int = Field(
+        default=8080, ge=0, le=65535, description="Port of /metrics, /healthz and /readyz; 0 turns it off."
+    )
     result_sweep_seconds: float = Field(
         default=300.0, gt=0, description="How often results past their retention (resultStore.ttlSeconds) go."
     )
@@ -71,6 +74,7 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
     parser.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
     parser.add_argument("--s3-endpoint", default=_env("FTSPARK_S3_ENDPOINT"))
     parser.add_argument("--s3-region", default=_env("AWS_REGION", "us-east-1"))
+    parser.add_argument("--probe-port", type=int, default=int(_env("FTSPARK_PROBE_PORT", "8080") or 8080))
     parser.add_argument(
         "--result-sweep-seconds",
         type=float,
@@ -91,4 +95,5 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
         s3_endpoint=args.s3_endpoint,
         s3_region=args.s3_region,
         result_sweep_seconds=args.result_sweep_seconds,
+        probe_port=args.probe_port,
     )

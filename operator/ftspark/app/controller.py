@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Collection
 
 import kopf
@@ -12,6 +13,7 @@ from kubernetes import client
 
 from ftspark.domain.ha import JobKey
 from ftspark.handlers.watch import build_registry
+from ftspark.metrics import RECONCILE_SECONDS
 from ftspark.reconcile.queue import WorkQueue
 from ftspark.reconcile.reconciler import Reconciler
 
@@ -92,11 +94,14 @@ class Controller:
 
     def _work(self) -> None:
         while (key := self._queue.get()) is not None:
+            started = time.monotonic()
             try:
                 requeue = self._reconciler.reconcile(key)
+                RECONCILE_SECONDS.labels(outcome="ok").observe(time.monotonic() - started)
                 with self._failures_lock:
                     self._failures.pop(key, None)
             except Exception:
+                RECONCILE_SECONDS.labels(outcome="error").observe(time.monotonic() - started)
                 with self._failures_lock:
                     count = self._failures[key] = self._failures.get(key, 0) + 1
                 requeue = min(_MIN_ERROR_BACKOFF * 2 ** (count - 1), _MAX_ERROR_BACKOFF)

@@ -21,8 +21,10 @@ from ftspark.adapters.s3.inspector import S3CheckpointInspector
 from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.app.config import OperatorConfig, parse
 from ftspark.app.controller import Controller
+from ftspark.app.probes import serve
 from ftspark.domain.fencing import Epoch
 from ftspark.leader.elector import LeaderElector
+from ftspark.metrics import FAILOVER_SECONDS, LEADER, LEASE_TRANSITIONS
 from ftspark.reconcile.reconciler import Reconciler
 
 if TYPE_CHECKING:
@@ -49,6 +51,15 @@ def api_client(cfg: OperatorConfig, *, retries: int | None = None) -> client.Api
 
 def s3_client(cfg: OperatorConfig) -> S3Client:
     return boto3.client("s3", endpoint_url=cfg.s3_endpoint, region_name=cfg.s3_region)
+
+
+def lease_health(elector: LeaderElector, cfg: OperatorConfig) -> tuple[bool, str]:
+    since = elector.seconds_since_renew()
+    if since is None:
+        return True, "following"
+    if since > cfg.renew_deadline:
+        return False, f"leading, but the Lease was last renewed {since:.1f} s ago"
+    return True, f"leading, renewed {since:.1f} s ago"
 
 
 def run(cfg: OperatorConfig) -> int:
@@ -83,6 +94,9 @@ def run(cfg: OperatorConfig) -> int:
     def started_leading(epoch: Epoch) -> None:
         nonlocal controller
         log.info("%s: leading as %s; starting to reconcile", cfg.identity, epoch)
+        LEADER.set(1)
+        if elector.takeover_gap is not None:
+            FAILOVER_SECONDS.set(elector.takeover_gap)
         reconciler = Reconciler(
             jobs=KubeJobs(api),
             drivers=KubeDrivers(api),
@@ -104,18 +118,25 @@ def run(cfg: OperatorConfig) -> int:
         controller.start()
 
     def stopped_leading() -> None:
+        LEADER.set(0)
         if not stop.is_set():
             lose_leadership_fast()
         if controller is not None:
             controller.stop()
+
+    def new_leader(identity: str) -> None:
+        LEASE_TRANSITIONS.inc()
+        log.info("leader is now %s", identity)
 
     elector = LeaderElector(
         cfg.election(),
         lock,
         on_started_leading=started_leading,
         on_stopped_leading=stopped_leading,
-        on_new_leader=lambda identity: log.info("leader is now %s", identity or "(none)"),
+        on_new_leader=new_leader,
     )
+    if cfg.probe_port:
+        serve(cfg.probe_port, healthy=lambda: lease_health(elector, cfg), ready=lambda: True)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     elector.run(stop)

@@ -115,6 +115,7 @@ class LeaderElector:
         self._reported_leader = ""
         self._leading = False
         self._last_renew: float | None = None
+        self._takeover_gap: float | None = None
 
     @property
     def epoch(self) -> Epoch | None:
@@ -122,6 +123,11 @@ class LeaderElector:
         if not self._leading or self._observed is None:
             return None
         return Epoch(scope="operator", term=self._observed.leader_transitions, holder=self._config.identity)
+
+    @property
+    def takeover_gap(self) -> float | None:
+        """At the last acquisition: seconds since the previous holder's last renew seen here (0: released)."""
+        return self._takeover_gap
 
     def seconds_since_renew(self) -> float | None:
         """Seconds since the last successful acquire or renew while leading (liveness probe), else None."""
@@ -227,13 +233,17 @@ class LeaderElector:
             return False
 
         # 4. Free, expired, or ours: take it (a new holder is a new transition, a new fencing term).
+        silent_for = 0.0
         if self._is_leader():
             record = replace(
                 record, acquire_time=observed.acquire_time, leader_transitions=observed.leader_transitions
             )
         else:
             record = replace(record, leader_transitions=observed.leader_transitions + 1)
+            silent_for = now - self._observed_time
         self._observe(record, self._lock.update(record, version))
+        if not self._leading:
+            self._takeover_gap = silent_for if observed.holder_identity else 0.0
         return True
 
     def _release(self) -> None:

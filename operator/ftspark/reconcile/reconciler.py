@@ -28,6 +28,7 @@ from ftspark.domain.lifecycle import (
 )
 from ftspark.domain.models import CheckpointRef, JobSpec, JobStatus
 from ftspark.domain.recovery import NoUsableCheckpointError, choose_restore_point
+from ftspark.metrics import JOBS
 from ftspark.ports.checkpoints import CheckpointInspector
 from ftspark.ports.cluster import Drivers, Events, JobResource, Jobs
 from ftspark.ports.stores import CheckpointStore, JobGraphStore, ResultStore
@@ -70,7 +71,8 @@ class Reconciler:
         """Returns when to look again (seconds), or None when only a change should wake this job."""
         job = self._jobs.get(key)
         if job is None:
-            return None  # deleted: its pods and HA objects go with it (ownerReferences)
+            JOBS.record(key, None)
+            return None  # deleted: its pods go with it (ownerReferences)
         now = self._clock()
         status = self._status(job)
         try:
@@ -225,6 +227,7 @@ class Reconciler:
                         )
                     }
                 )
+        JOBS.record(job.key, status)
         written = status.model_dump(mode="json", by_alias=True, exclude_none=True)
         if written != job.status:  # unchanged: no write, no watch event, no extra reconcile
             self._jobs.write_status(job, written)
