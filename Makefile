@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test bench lint types unit integration cluster-bin dev-cluster crds lock clean
+.PHONY: help demo test bench lint types unit integration cluster-bin dev-cluster crds argocd lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
@@ -16,7 +16,7 @@ help:
 	@echo "make cluster-bin  build etcd/kube-* once into ~/.cache/ftspark (cached by version)"
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
 	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts) as a table"
-	@echo "make crds         regenerate crds/ from the pydantic models"
+	@echo "make crds         regenerate crds/ (and the chart's copy) from the pydantic models"
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,7 @@ integration: $(VENV)/.installed cluster-bin
 
 crds: $(VENV)/.installed
 	$(PY) -m ftspark.crd > crds/ftspark.io_faulttolerantsparkjobs.yaml
+	cp crds/ftspark.io_faulttolerantsparkjobs.yaml helm/ftspark-operator/crds/
 
 dev-cluster: $(VENV)/.installed cluster-bin
 	$(PY) -m ftspark_dev.cluster
@@ -58,6 +59,9 @@ bench: $(VENV)/.installed cluster-bin
 
 demo: $(VENV)/.installed cluster-bin
 	$(PY) -m ftspark_dev.demo
+
+argocd: $(VENV)/.installed
+	$(PY) -m ftspark_dev.argocd
 
 lock: $(VENV)/.installed
 	{ echo "# Exact versions for every install (make venv). Regenerate with: make lock"; \

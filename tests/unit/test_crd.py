@@ -17,6 +17,11 @@ def test_crd_in_repository_matches_the_models() -> None:
     assert CRD_FILE.read_text() == crd.render(), "crds/ drifted from the models: run `make crds`"
 
 
+def test_helm_chart_ships_the_same_crd() -> None:
+    chart_copy = CRD_FILE.parents[1] / "helm" / "ftspark-operator" / "crds" / CRD_FILE.name
+    assert chart_copy.read_text() == crd.render(), "the chart's CRD drifted: run `make crds`"
+
+
 def _walk(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
     yield path, schema
     for name, child in schema.get("properties", {}).items():
