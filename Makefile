@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test bench lint types unit integration cluster-bin dev-cluster crds argocd lock clean
+.PHONY: help demo test bench lint types unit integration cluster-bin helm-bin dev-cluster crds argocd deploy lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
@@ -30,6 +30,9 @@ venv: $(VENV)/.installed
 cluster-bin:
 	tools/kubebin/build.sh
 
+helm-bin:
+	tools/helm/build.sh
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check operator tests tools e2e
 	$(VENV)/bin/ruff format --check operator tests tools e2e
@@ -38,7 +41,7 @@ lint: $(VENV)/.installed
 types: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
-test: $(VENV)/.installed cluster-bin lint types
+test: $(VENV)/.installed cluster-bin helm-bin lint types
 	$(PY) -m pytest
 
 unit: $(VENV)/.installed
@@ -59,6 +62,9 @@ bench: $(VENV)/.installed cluster-bin
 
 demo: $(VENV)/.installed cluster-bin
 	$(PY) -m ftspark_dev.demo
+
+deploy: $(VENV)/.installed helm-bin
+	$(PY) -m ftspark_dev.bundle "$$(tools/helm/build.sh)"
 
 argocd: $(VENV)/.installed
 	$(PY) -m ftspark_dev.argocd

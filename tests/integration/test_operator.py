@@ -548,3 +548,19 @@ def test_metrics_and_probes(fleet: OperatorFleet, api_client: client.ApiClient, 
     gap = _metric(fleet.probe(second, "/metrics")[1], "ftspark_failover_duration_seconds")
     assert gap is not None
     assert fleet.lease_duration <= gap < fleet.lease_duration + 3
+
+
+def test_cluster_wide_operator_manages_jobs_in_any_namespace(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    cluster_wide = OperatorFleet(fleet.control_plane, fleet.s3, fleet.namespace, "", fleet.log_dir)
+    cluster_wide.start()
+    try:
+        create_job(api_client, fleet.watch_namespace, job_manifest("anywhere", bucket))
+        eventually(
+            lambda: pod_names(api_client, fleet.watch_namespace, "anywhere") == ["anywhere-1-driver"],
+            timeout=30,
+            what=lambda: f"cluster-wide reconcile\n{cluster_wide.logs()}",
+        )
+    finally:
+        cluster_wide.stop_all()

@@ -120,6 +120,16 @@ class ControlPlane:
             self.workdir / f"{name or user}.kubeconfig", self.server, self._ca.cert_pem, pair, user
         )
 
+    def kubeconfig_for_token(self, token: str, name: str) -> Path:
+        """A kubeconfig authenticating with a bearer token (e.g. a ServiceAccount's, from TokenRequest)."""
+        document = yaml.safe_load(self.kubeconfig.read_text())
+        document["users"] = [{"name": name, "user": {"token": token}}]
+        document["contexts"][0]["context"]["user"] = name
+        path = self.workdir / f"{name}.kubeconfig"
+        path.write_text(yaml.safe_dump(document))
+        path.chmod(0o600)
+        return path
+
     def _admin_ssl_context(self) -> ssl.SSLContext:
         context = ssl.create_default_context(cafile=str(self.ca_path))
         admin = self._ca.issue("ftspark-health", organization="system:masters")

@@ -34,6 +34,7 @@ class OperatorFleet:
     renew_deadline: float = 3.0
     retry_period: float = 0.5
     result_sweep_seconds: float = 1.0
+    kubeconfig: Path | None = None  # default: the control plane's admin
     replicas: dict[str, ManagedProcess] = field(default_factory=dict)
     probe_ports: dict[str, int] = field(default_factory=dict)
 
@@ -56,7 +57,7 @@ class OperatorFleet:
                 f"--identity={identity}",
                 f"--namespace={self.namespace}",
                 f"--watch-namespaces={self.watch_namespace}",
-                f"--kubeconfig={self.control_plane.kubeconfig}",
+                f"--kubeconfig={self.kubeconfig or self.control_plane.kubeconfig}",
                 f"--s3-endpoint={self.s3.endpoint}",
                 f"--lease-duration={self.lease_duration}",
                 f"--renew-deadline={self.renew_deadline}",

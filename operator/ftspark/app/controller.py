@@ -67,9 +67,14 @@ class Controller:
             thread.join(timeout)
 
     def _watch(self) -> None:
+        settings = kopf.OperatorSettings()
+        # No cluster-wide scans of CRDs and namespaces: the chart's namespaced mode grants no such rights, and
+        # the resources and namespaces to watch are known at start.
+        settings.scanning.disabled = True
         try:
             asyncio.run(
                 kopf.operator(
+                    settings=settings,
                     registry=build_registry(self._queue, self._api_configuration),
                     standalone=True,  # leadership is ours (Lease), not kopf's peering
                     clusterwide=not self._namespaces,

@@ -1,0 +1,98 @@
+"""`ftspark` (also `kubectl ftspark`): look at and steer jobs the GitOps-friendly way.
+
+Every command changes only what a user owns (spec.desiredState or spec.savepointTriggerNonce), so a Git copy
+of the manifest stays the truth: commit the same change there, or Argo CD will set it back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from kubernetes import client, config
+
+from ftspark import API_GROUP, API_VERSION, PLURAL
+
+_STATES = {"stop": "stopped", "cancel": "cancelled", "suspend": "suspended", "resume": "running"}
+
+
+def _api(args: argparse.Namespace) -> client.CustomObjectsApi:
+    try:
+        config.load_kube_config(config_file=args.kubeconfig, context=args.context)
+    except config.ConfigException:
+        config.load_incluster_config()
+    return client.CustomObjectsApi()
+
+
+def _namespace(args: argparse.Namespace) -> str:
+    if args.namespace:
+        return str(args.namespace)
+    try:
+        _, active = config.list_kube_config_contexts(config_file=args.kubeconfig)
+        return str(active["context"].get("namespace", "default"))
+    except (config.ConfigException, FileNotFoundError):
+        return "default"
+
+
+def _status_lines(job: dict[str, Any]) -> list[str]:
+    status = job.get("status") or {}
+    spec = job["spec"]
+    lines = [
+        f"job:            {job['metadata']['namespace']}/{job['metadata']['name']}",
+        f"desired state:  {spec.get('desiredState', 'running')}",
+        f"phase:          {status.get('phase', '(not reconciled yet)')}",
+        f"attempt:        {status.get('attempt', 0)}",
+    ]
+    if checkpoint := status.get("latestCheckpoint"):
+        lines.append(f"checkpoint:     {checkpoint['id']} at {checkpoint['time']} ({checkpoint['location']})")
+    if failure := status.get("lastFailure"):
+        lines.append(f"last failure:   {failure['reason']}: {failure.get('message', '')}")
+    for condition in status.get("conditions", []):
+        reason = f"{condition['reason']}: {condition.get('message', '')}"
+        lines.append(f"{condition['type']:<15} {condition['status']} {reason}")
+    for savepoint in status.get("savepoints", [])[-3:]:
+        lines.append(
+            f"savepoint:      {savepoint['id']} batch {savepoint['batchId']} {savepoint['location']}"
+        )
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ftspark", description=__doc__)
+    parser.add_argument("--kubeconfig")
+    parser.add_argument("--context")
+    parser.add_argument("-n", "--namespace")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("status", help="phase, attempt, checkpoint, conditions").add_argument("job")
+    for verb, state in _STATES.items():
+        commands.add_parser(verb, help=f"set desiredState: {state}").add_argument("job")
+    commands.add_parser("savepoint", help="take a savepoint (bumps savepointTriggerNonce)").add_argument(
+        "job"
+    )
+    args = parser.parse_args(argv)
+
+    api, namespace = _api(args), _namespace(args)
+    try:
+        job = api.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job)
+    except client.ApiException as error:
+        print(f"ftspark: {namespace}/{args.job}: {error.reason}", file=sys.stderr)
+        return 1
+    if args.command == "status":
+        print("\n".join(_status_lines(job)))
+        return 0
+    if args.command == "savepoint":
+        nonce = int(job["spec"].get("savepointTriggerNonce") or 0) + 1
+        patch: dict[str, Any] = {"spec": {"savepointTriggerNonce": nonce}}
+        done = f"savepoint requested (savepointTriggerNonce: {nonce})"
+    else:
+        state = _STATES[args.command]
+        patch = {"spec": {"desiredState": state}}
+        done = f"desiredState: {state}"
+    api.patch_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job, patch)
+    print(f"{namespace}/{args.job}: {done}. Commit the same change to Git if Argo CD manages this job.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

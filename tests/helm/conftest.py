@@ -1,0 +1,48 @@
+"""Helm itself (built once per machine by tools/helm/build.sh) and a way to render the chart."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from ftspark_dev.controlplane import REPO_ROOT
+
+CHART = REPO_ROOT / "helm" / "ftspark-operator"
+KUBE_VERSION = "1.34.12"
+
+Render = Callable[..., list[dict[str, Any]]]
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    built = subprocess.run(
+        [str(REPO_ROOT / "tools" / "helm" / "build.sh")], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return Path(built.stdout.strip().splitlines()[-1])
+
+
+def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(helm), *args], capture_output=True, text=True, check=False, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def render(helm: Path) -> Render:
+    def render_chart(*values: str, namespace: str = "ftspark-system") -> list[dict[str, Any]]:
+        flags = [f"--set={value}" for value in values]
+        result = run_helm(
+            helm,
+            "template",
+            "ftspark-operator",
+            str(CHART),
+            f"--namespace={namespace}",
+            f"--kube-version={KUBE_VERSION}",
+            *flags,
+        )
+        assert result.returncode == 0, result.stderr
+        return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+    return render_chart

@@ -1,0 +1,105 @@
+"""The Helm chart: lint, what it renders, and its plain-manifest twin in deploy/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ftspark_dev.bundle import render_bundle
+from ftspark_dev.controlplane import REPO_ROOT
+
+from tests.helm.conftest import CHART, KUBE_VERSION, Render, run_helm
+
+BUNDLE = REPO_ROOT / "deploy" / "ftspark-operator.yaml"
+
+
+def _kinds(documents: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    for document in documents:
+        found.setdefault(document["kind"], []).append(document)
+    return found
+
+
+def test_chart_lints_in_both_rbac_modes(helm: Path) -> None:
+    for extra in ([], ["--set=rbac.clusterWide=false", "--set=watchNamespaces={jobs}"]):
+        result = run_helm(helm, "lint", "--strict", str(CHART), f"--kube-version={KUBE_VERSION}", *extra)
+        assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_default_install_is_two_hardened_replicas_with_lease_liveness(render: Render) -> None:
+    kinds = _kinds(render())
+    deployment = kinds["Deployment"][0]
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    container = pod["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["resources"]["limits"] == {"cpu": "1", "memory": "300Mi"}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["FTSPARK_LEASE_DURATION"], env["FTSPARK_RENEW_DEADLINE"], env["FTSPARK_RETRY_PERIOD"]) == (
+        "15",
+        "10",
+        "2",
+    )
+    assert kinds["PodDisruptionBudget"][0]["spec"]["minAvailable"] == 1
+    assert "ServiceMonitor" not in kinds
+    assert {"ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Service"} <= kinds.keys()
+
+
+def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
+    rules = _kinds(render())["ClusterRole"][0]["rules"]
+    granted = {
+        (group, resource): set(rule["verbs"])
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+    assert granted[("ftspark.io", "faulttolerantsparkjobs")] == {"get", "list", "watch"}, (
+        "the operator never writes spec"
+    )
+    assert "secrets" not in {resource for _, resource in granted}
+    assert "nodes" not in {resource for _, resource in granted}
+    assert all("*" not in verbs for verbs in granted.values())
+
+
+def test_namespaced_mode_grants_roles_only_where_jobs_live(render: Render) -> None:
+    kinds = _kinds(render("rbac.clusterWide=false", "watchNamespaces={team-a,team-b}"))
+    assert "ClusterRole" not in kinds
+    roles = {(r["metadata"]["namespace"], r["metadata"]["name"]) for r in kinds["Role"]}
+    assert roles == {
+        ("team-a", "ftspark-operator"),
+        ("team-b", "ftspark-operator"),
+        ("ftspark-system", "ftspark-operator-self"),
+    }
+    env = {
+        e["name"]: e.get("value")
+        for e in kinds["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["FTSPARK_WATCH_NAMESPACES"] == "team-a,team-b"
+
+
+def test_bad_values_are_refused_with_the_reason(helm: Path) -> None:
+    no_namespaces = run_helm(
+        helm, "template", "x", str(CHART), f"--kube-version={KUBE_VERSION}", "--set=rbac.clusterWide=false"
+    )
+    assert no_namespaces.returncode != 0
+    assert "rbac.clusterWide=false needs watchNamespaces" in no_namespaces.stderr
+    zero = run_helm(
+        helm, "template", "x", str(CHART), f"--kube-version={KUBE_VERSION}", "--set=replicaCount=0"
+    )
+    assert zero.returncode != 0
+    assert "replicaCount" in zero.stderr
+
+
+def test_service_monitor_when_asked(render: Render) -> None:
+    monitor = _kinds(render("serviceMonitor.enabled=true"))["ServiceMonitor"][0]
+    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+
+
+def test_plain_manifest_bundle_is_the_rendered_chart(helm: Path) -> None:
+    assert BUNDLE.read_text() == render_bundle(helm), "deploy/ drifted from the chart: run `make deploy`"
