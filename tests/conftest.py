@@ -10,10 +10,11 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.s3server import S3Server
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
+
+from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.s3server import S3Server
 
 
 @pytest.fixture(scope="session")

@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING
 import boto3
 import pytest
 from botocore.config import Config
-from ftspark_dev.processes import free_port
-from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from kubernetes import client
 
 from ftspark.adapters.k8s.configmap_stores import ConfigMapRecords, configmap_stores
@@ -28,6 +26,8 @@ from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.domain.models import CheckpointSpec, JobSpec
 from ftspark.ports.blobs import BlobStore
+from ftspark_dev.processes import free_port
+from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

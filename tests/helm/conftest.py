@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from ftspark_dev.controlplane import REPO_ROOT
 
 CHART = REPO_ROOT / "helm" / "ftspark-operator"

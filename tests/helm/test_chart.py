@@ -7,7 +7,6 @@ from typing import Any
 
 from ftspark_dev.bundle import render_bundle
 from ftspark_dev.controlplane import REPO_ROOT
-
 from tests.helm.conftest import CHART, KUBE_VERSION, Render, run_helm
 
 BUNDLE = REPO_ROOT / "deploy" / "ftspark-operator.yaml"

@@ -9,12 +9,12 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
-from ftspark_dev.s3server import S3Server
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
+from ftspark_dev.s3server import S3Server
 from tests.helm.conftest import CHART, run_helm
 from tests.waiting import eventually
 

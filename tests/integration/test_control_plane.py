@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from tests.waiting import eventually
 
 CRD_FILE = REPO_ROOT / "crds" / "ftspark.io_faulttolerantsparkjobs.yaml"

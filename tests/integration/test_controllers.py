@@ -7,10 +7,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from ftspark_dev.controlplane import ControlPlane
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from ftspark_dev.controlplane import ControlPlane
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.controllers

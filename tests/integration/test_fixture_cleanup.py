@@ -11,7 +11,6 @@ import textwrap
 from pathlib import Path
 
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
-
 from tests.waiting import eventually
 
 _INNER_TEST = textwrap.dedent(

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ftspark_dev.controlplane import ControlPlane
 from kubernetes import client
 
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.ports.leadership import ConflictError, LeaderElectionRecord
+from ftspark_dev.controlplane import ControlPlane
 from tests.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,6 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
+
+from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.adapters.k8s.configmap_stores import configmap_stores
+from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.domain.fencing import Epoch
+from ftspark.domain.ha import CheckpointPointer, JobKey
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.operators import (
     OperatorFleet,
@@ -23,13 +30,6 @@ from ftspark_dev.operators import (
     set_driver_running,
 )
 from ftspark_dev.s3server import S3Server
-from kubernetes import client
-
-from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark.adapters.k8s.configmap_stores import configmap_stores
-from ftspark.adapters.s3.stores import S3BlobStore
-from ftspark.domain.fencing import Epoch
-from ftspark.domain.ha import CheckpointPointer, JobKey
 from tests.waiting import eventually
 
 

@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 from botocore.exceptions import ClientError
+
 from ftspark_dev.s3server import S3Server
 
 

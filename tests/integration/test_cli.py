@@ -1,0 +1,70 @@
+"""The ftspark CLI changes only spec.desiredState and spec.savepointTriggerNonce, and shows the status."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.cli import main
+from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.operators import job_manifest
+
+
+@pytest.fixture(scope="module")
+def crd(control_plane: ControlPlane) -> None:
+    control_plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
+    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")
+
+
+def test_cli_steers_the_gitops_way(
+    crd: None,
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    objects = client.CustomObjectsApi(api_client)
+    objects.create_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, job_manifest("cli", "bucket")
+    )
+    objects.patch_namespaced_custom_object_status(
+        API_GROUP,
+        API_VERSION,
+        namespace,
+        PLURAL,
+        "cli",
+        {
+            "status": {
+                "phase": "Running",
+                "attempt": 2,
+                "latestCheckpoint": {"id": 7, "time": "2026-01-01T00:00:00Z", "location": "s3://b/c"},
+            }
+        },
+    )
+    base = ["--kubeconfig", str(control_plane.kubeconfig), "-n", namespace]
+    before = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, "cli")
+
+    assert main([*base, "status", "cli"]) == 0
+    shown = capsys.readouterr().out
+    assert "phase:          Running" in shown
+    assert "checkpoint:     7 at 2026-01-01T00:00:00Z (s3://b/c)" in shown
+
+    assert main([*base, "stop", "cli"]) == 0
+    assert main([*base, "savepoint", "cli"]) == 0
+    assert main([*base, "savepoint", "cli"]) == 0
+    after = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, "cli")
+    assert after["spec"]["desiredState"] == "stopped"
+    assert after["spec"]["savepointTriggerNonce"] == 2
+    changed = {k for k in after["spec"] if after["spec"][k] != before["spec"].get(k)}
+    assert changed == {"desiredState", "savepointTriggerNonce"}, "nothing else in the spec moves"
+
+    assert main([*base, "resume", "cli"]) == 0
+    assert (
+        objects.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, "cli")["spec"][
+            "desiredState"
+        ]
+        == "running"
+    )
+    assert main([*base, "status", "missing"]) == 1
+    assert "Not Found" in capsys.readouterr().err
