@@ -18,17 +18,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from kubernetes import client
 
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.records import HaStores
-from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.adapters.s3.stores import S3BlobStore, split_uri
 from ftspark.domain.driver_pod import CONTROL_ANNOTATION
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import driver_pod_name
+from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "windowed_counts.py"
@@ -116,6 +116,7 @@ class RuntimeJob:
     work: Path
     storage: str
     script: Path = EXAMPLE
+    source: Path | None = None  # the input folder, if not the job's own
     env: dict[str, str] = field(default_factory=dict)
     attempt: int = 0
     process: subprocess.Popen[bytes] | None = None
@@ -126,7 +127,7 @@ class RuntimeJob:
 
     @property
     def input(self) -> Path:
-        return self.work / "input"
+        return self.source or self.work / "input"
 
     @property
     def output(self) -> Output:
@@ -139,6 +140,14 @@ class RuntimeJob:
     @property
     def pod(self) -> str:
         return driver_pod_name(self.name, self.attempt)
+
+    def read(self, uri: str) -> bytes:
+        bucket, key = split_uri(uri)
+        return self.s3.client().get_object(Bucket=bucket, Key=key)["Body"].read()
+
+    def write(self, uri: str, data: bytes) -> None:
+        bucket, key = split_uri(uri)
+        self.s3.client().put_object(Bucket=bucket, Key=key, Body=data)
 
     def stores(self) -> HaStores:
         return configmap_stores(
@@ -264,6 +273,15 @@ class RuntimeJob:
             time.sleep(0.2)
         return time.monotonic() - started
 
+    def wait_for_new_batch(self, runs_before: int, timeout: float = 180) -> float:
+        """Seconds until the sink ran more batches than runs_before; fails on a dead driver."""
+        started = time.monotonic()
+        while sum(self.output.runs().values()) <= runs_before:
+            assert self.process is not None and self.process.poll() is None, self.log()
+            assert time.monotonic() - started < timeout, self.log()
+            time.sleep(0.05)
+        return time.monotonic() - started
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.kill()
@@ -299,7 +317,7 @@ def make_job(
             work=tmp_path / name,
             storage=storage or f"s3://{bucket}/jobs/{name}",
         )
-        (job.work / "output").mkdir(parents=True)
+        (job.work / "output" / "runs").mkdir(parents=True)
         jobs.append(job)
         return job
 

@@ -11,16 +11,6 @@ import pytest
 from tests.runtime.conftest import RuntimeJob, expected_counts, write_input
 
 
-def _first_new_batch(job: RuntimeJob, before: int, timeout: float = 90) -> float:
-    """Seconds from now until the sink saw a batch it had not seen before (attempt restarted)."""
-    started = time.monotonic()
-    while sum(job.output.runs().values()) <= before:
-        assert job.process is not None and job.process.poll() is None, job.log()
-        assert time.monotonic() - started < timeout, job.log()
-        time.sleep(0.1)
-    return time.monotonic() - started
-
-
 @pytest.mark.slow
 def test_stop_with_checkpoint_then_resume_processes_nothing_twice(make_job: Any) -> None:
     job: RuntimeJob = make_job()
@@ -42,7 +32,7 @@ def test_stop_with_checkpoint_then_resume_processes_nothing_twice(make_job: Any)
     runs_before = sum(job.output.runs().values())
     started = time.monotonic()
     job.start()
-    first_batch = _first_new_batch(job, runs_before)
+    first_batch = job.wait_for_new_batch(runs_before)
     write_input(job.input, 2, first_file=14)
     job.wait_for_output(16, timeout=120)
     job.request("stop@2026-01-01T00:01:00+00:00")
@@ -59,3 +49,32 @@ def test_stop_with_checkpoint_then_resume_processes_nothing_twice(make_job: Any)
     ids = [p.checkpoint_id for p in job.stores().checkpoints.pointers(job.key)]
     assert ids == sorted(ids, reverse=True) and len(set(ids)) == len(ids)
     assert job.stores().checkpoints.pointers(job.key)[0].attempt == 2
+
+
+@pytest.mark.slow
+def test_cancel_then_resume_reruns_at_most_the_uncommitted_batch(make_job: Any) -> None:
+    job: RuntimeJob = make_job()
+    write_input(job.input, 3)
+    job.start()
+    job.wait_for_output(3, timeout=120)
+    write_input(job.input, 10, first_file=3)
+    time.sleep(3)
+    job.kill()  # cancel: no final checkpoint
+    killed_at = max(job.output.runs())
+
+    runs_before = sum(job.output.runs().values())
+    job.start()
+    first_batch = job.wait_for_new_batch(runs_before)
+    job.wait_for_output(13, timeout=120)
+    job.request("stop@2026-01-01T00:00:00+00:00")
+    assert job.wait(60) == 0, job.log()
+
+    assert job.output.counts() == expected_counts(13)
+    again = {batch: n for batch, n in job.output.runs().items() if n > 1}
+    reprocessed = job.output.reprocessed_records()
+    print(
+        f"\ncancel -> resume: killed during batch {killed_at}; restart (incl. the lease expiry) to first "
+        f"committed batch {first_batch:.1f} s; batches run twice {sorted(again)}, records re-processed "
+        f"{reprocessed}"
+    )
+    assert set(again) <= {killed_at} and all(n == 2 for n in again.values()), job.output.runs()

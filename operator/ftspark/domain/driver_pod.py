@@ -113,6 +113,10 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
             "value": "" if plan.restore_batch_id is None else str(plan.restore_batch_id),
         },
         {"name": "FTSPARK_INITIAL_SAVEPOINT", "value": spec.initial_savepoint or ""},
+        # The driver runtime's own settings (ftspark/runtime/config.py documents them all).
+        {"name": "FTSPARK_STORAGE", "value": spec.checkpoint.storage},
+        {"name": "FTSPARK_RETAINED_CHECKPOINTS", "value": str(spec.checkpoint.retained)},
+        {"name": "FTSPARK_STOP_TIMEOUT", "value": str(spec.stop_timeout_seconds)},
         {"name": "FTSPARK_SPARK_CONF", "value": json.dumps(spark_conf(plan), sort_keys=True)},
         # Executors reach the driver at its pod IP: works without cluster DNS, and on every cluster.
         {"name": "SPARK_DRIVER_BIND_ADDRESS", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},

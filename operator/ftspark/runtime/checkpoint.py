@@ -93,11 +93,7 @@ class CheckpointDir:
         versioned = _state_versions(state)
         for partition, versions in versioned.items():
             files.extend(f"state/{partition}/{v}.{versions[v]}" for v in _chain(versions, batch + 1))
-        files.extend(
-            f"state/{name}"
-            for name in state
-            if not (_STATE_FILE.match(name.rsplit("/", 1)[-1]) and name.rsplit("/", 1)[0] in versioned)
-        )
+        files.extend(f"state/{name}" for name in state if not _STATE_FILE.match(name.rsplit("/", 1)[-1]))
         return files
 
     def rollback(self, batch: int) -> list[str]:

@@ -82,13 +82,16 @@ class ControlWatcher:
             log.warning("cannot annotate pod %s: %s", self._pod, error)
 
     def _run(self) -> None:
-        handled = ""
+        handled = failure = ""
         while not self._stop.wait(self._interval):
             try:
                 pod = self._core.read_namespaced_pod(self._pod, self._namespace, _request_timeout=10)
             except (ApiException, urllib3.exceptions.HTTPError) as error:
-                log.warning("cannot read pod %s for control requests: %s", self._pod, error)
+                if str(error) != failure:  # once per kind of failure, not every interval
+                    failure = str(error)
+                    log.warning("cannot read pod %s for control requests: %s", self._pod, failure)
                 continue
+            failure = ""
             value = (pod.metadata.annotations or {}).get(CONTROL_ANNOTATION, "")
             if not value or value == handled:
                 continue

@@ -37,8 +37,9 @@ from ftspark.runtime.termination import Ending, Exit, write
 
 log = logging.getLogger("ftspark.runtime")
 
-# After a fence-out the script normally returns at once (its queries stopped); one that does not is cut off.
-FENCED_GRACE_SECONDS = 10.0
+# After a fence-out or a stop the script normally returns at once (its queries stopped); one that does not
+# (it waits for something else, or starts new queries) is cut off.
+SCRIPT_GRACE_SECONDS = 10.0
 
 
 def kube_client(kubeconfig: str | None) -> client.ApiClient:
@@ -201,9 +202,7 @@ class Driver:
         log.error("%s: stopping every query", why)
         # Not on the caller's thread: that may be Spark's listener thread, which query.stop() waits for.
         threading.Thread(target=self._stop_all, name="fence-out", daemon=True).start()
-        timer = threading.Timer(FENCED_GRACE_SECONDS, self._cut_off)
-        timer.daemon = True
-        timer.start()
+        self._cut_off_later()
 
     def _stop_all(self) -> None:
         for running in self.queries.all():
@@ -212,8 +211,13 @@ class Driver:
             except Exception:
                 log.exception("stopping query %s failed", running.name)
 
+    def _cut_off_later(self) -> None:
+        timer = threading.Timer(SCRIPT_GRACE_SECONDS, self._cut_off)
+        timer.daemon = True
+        timer.start()
+
     def _cut_off(self) -> None:
-        log.error("the script did not return after the fence-out: exiting")
+        log.error("the script did not return after its queries were stopped: exiting")
         write(self.config.termination_log, self.ending, self.last_committed())
         os._exit(int(self.ending.code))
 
@@ -234,6 +238,7 @@ class Driver:
             else:
                 message = f"no batch boundary within {self.config.stop_timeout:g} s: cancelled at {batches}"
                 self.ending.set(Exit.FINISHED, "StopTimedOut", message)
+        self._cut_off_later()
 
     def _savepoint(self, savepoint_id: str) -> None:
         assert self._watcher is not None

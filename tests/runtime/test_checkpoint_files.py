@@ -1,0 +1,169 @@
+"""The checkpoint-directory logic (rollback, savepoint file selection and restore) on synthetic Spark
+checkpoints on the S3 server: fast, and exact about which files are kept, copied and deleted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ftspark.runtime import savepoint
+from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
+from ftspark.runtime.config import ConfigError, RuntimeConfig
+from ftspark.runtime.control import ControlRequest, parse
+from ftspark.runtime.objects import ObjectStore
+from ftspark.runtime.savepoint import SavepointError
+from ftspark.runtime.termination import MAX_MESSAGE_BYTES, Ending, Exit, write
+from ftspark_dev.s3server import S3Server
+
+OFFSETS = 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n{"logOffset":%d}\n'
+COMMIT = 'v1\n{"nextBatchWatermarkMs":0}\n'
+DELTA = b"LZ4Block" + b"\x00" * 8
+
+
+@pytest.fixture
+def store(s3_server: S3Server, bucket: str) -> ObjectStore:
+    return ObjectStore(s3_server.client())
+
+
+def _checkpoint(store: ObjectStore, location: str, batches: int, *, snapshot_at: int | None = None) -> None:
+    """A stateful query with 2 state partitions that committed batches 0..batches-1 and has the offsets of
+    batch `batches` logged (running when the driver died)."""
+    files: dict[str, bytes] = {"metadata": b'{"id":"q"}', "state/0/_metadata/schema": b"schema"}
+    for n in range(batches + 1):
+        files[f"offsets/{n}"] = (OFFSETS % n).encode()
+        files[f"sources/0/{n}"] = b'v1\n{"path":"f"}\n'
+    for n in range(batches):
+        files[f"commits/{n}"] = COMMIT.encode()
+        for part in (0, 1):
+            files[f"state/0/{part}/{n + 1}.delta"] = DELTA
+            if n + 1 == snapshot_at:
+                files[f"state/0/{part}/{n + 1}.snapshot"] = DELTA
+    for name, data in files.items():
+        store.write(f"{location}/{name}", data)
+
+
+def test_a_healthy_checkpoint_is_left_alone(store: ObjectStore, bucket: str) -> None:
+    location = f"s3a://{bucket}/ck/q"
+    _checkpoint(store, location, 4)
+    before = store.list(location)
+    assert CheckpointDir(store, location).repair(None) is None
+    assert store.list(location) == before
+
+
+def test_damaged_offsets_roll_back_one_batch_and_drop_its_source_log(store: ObjectStore, bucket: str) -> None:
+    location = f"s3a://{bucket}/ck/q"
+    _checkpoint(store, location, 4)
+    store.write(f"{location}/offsets/3", b"\x00\x01torn")
+    rollback = CheckpointDir(store, location).repair(None)
+    assert rollback is not None and (rollback.from_batch, rollback.to_batch) == (3, 2)
+    assert "offsets/3 has no version header" in rollback.reason
+    left = store.list(location)
+    assert not {"commits/3", "offsets/3", "offsets/4", "sources/0/3", "sources/0/4"} & set(left)
+    assert not {"state/0/0/4.delta", "state/0/1/4.delta"} & set(left)
+    assert {"commits/2", "offsets/2", "sources/0/2", "state/0/0/3.delta"} <= set(left)
+
+
+def test_damaged_state_keeps_the_readable_offsets_so_the_batch_reruns_them(
+    store: ObjectStore, bucket: str
+) -> None:
+    location = f"s3a://{bucket}/ck/q"
+    _checkpoint(store, location, 4)
+    store.write(f"{location}/state/0/1/4.delta", b"garbage")
+    rollback = CheckpointDir(store, location).repair(None)
+    assert rollback is not None and rollback.to_batch == 2
+    assert "state/0/1/4.delta is not an LZ4 stream" in rollback.reason
+    left = set(store.list(location))
+    assert {"offsets/3", "sources/0/3"} <= left  # batch 3 runs again with exactly its logged offsets
+    assert not {"commits/3", "offsets/4", "sources/0/4", "state/0/0/4.delta", "state/0/1/4.delta"} & left
+
+
+def test_the_operators_restore_batch_bounds_the_rollback(store: ObjectStore, bucket: str) -> None:
+    location = f"s3a://{bucket}/ck/q"
+    _checkpoint(store, location, 5)
+    rollback = CheckpointDir(store, location).repair(2)
+    assert rollback is not None and (rollback.from_batch, rollback.to_batch) == (4, 2)
+    assert CheckpointDir(store, location).latest_commit() == 2
+
+
+def test_no_restorable_batch_asks_for_a_manual_restore(store: ObjectStore, bucket: str) -> None:
+    location = f"s3a://{bucket}/ck/q"
+    _checkpoint(store, location, 2)
+    store.delete(f"{location}/state/0/0/1.delta")  # every version needs it: there is no snapshot
+    with pytest.raises(CheckpointError, match="manual restore"):
+        CheckpointDir(store, location).repair(None)
+
+
+def test_savepoint_copies_what_the_batch_needs_and_restores_verified(store: ObjectStore, bucket: str) -> None:
+    location = f"s3a://{bucket}/ck/q"
+    _checkpoint(store, location, 6, snapshot_at=3)
+    store.write(f"{location}/sources/0/2.compact", b"v1\n")
+    target = f"s3://{bucket}/savepoints/sp"
+    taken = savepoint.take(store, "sp", target, {"q": location}, "ns/job")
+    assert taken.batches == {"q": 5}
+    manifest = json.loads(store.read(f"{target}/_manifest.json") or b"")
+    files = set(manifest["queries"]["q"]["files"])
+    # Version 6 = snapshot 3 + deltas 4..6; no file of the running batch 6.
+    assert {
+        f"state/0/{p}/{v}.{k}" for p in (0, 1) for v, k in [(3, "snapshot"), (4, "delta"), (6, "delta")]
+    } <= files
+    assert not {"state/0/0/2.delta", "state/0/0/3.delta", "offsets/6", "sources/0/6"} & files
+    assert {"metadata", "offsets/5", "commits/5", "sources/0/2.compact", "state/0/_metadata/schema"} <= files
+
+    fork = f"s3a://{bucket}/other-job/q"
+    assert savepoint.restore(store, target, "q", fork) == 5
+    assert set(store.list(fork)) == files
+    assert CheckpointDir(store, fork).repair(None) is None
+
+    store.write(f"{target}/q/commits/5", b"changed")
+    with pytest.raises(SavepointError, match="does not match"):
+        savepoint.restore(store, target, "q", f"s3a://{bucket}/third/q")
+    assert not CheckpointDir(store, f"s3a://{bucket}/third/q").has_metadata()  # metadata comes last
+    with pytest.raises(SavepointError, match="no query 'other'"):
+        savepoint.restore(store, target, "other", f"s3a://{bucket}/fourth/q")
+
+
+def test_control_requests() -> None:
+    assert parse("stop@2026-01-01T00:00:00+00:00") == ControlRequest("stop", "2026-01-01T00:00:00+00:00")
+    assert parse("savepoint@nightly-7") == ControlRequest("savepoint", "nightly-7")
+    assert parse("stop-savepoint@upgrade") == ControlRequest("stop-savepoint", "upgrade")
+    assert parse("savepoint@") is None
+    assert parse("restart@now") is None
+    assert parse("stop") is None
+
+
+def test_termination_message_stays_within_the_kubernetes_limit(tmp_path: Path) -> None:
+    ending = Ending()
+    assert ending.set(Exit.SCRIPT_FAILED, "ScriptFailed", "x" * 10_000)
+    assert not ending.set(Exit.FINISHED, "Finished", "later endings do not count")
+    write(tmp_path / "msg", ending, {"q": 3})
+    text = (tmp_path / "msg").read_bytes()
+    assert len(text) <= MAX_MESSAGE_BYTES
+    document = json.loads(text)
+    assert (document["reason"], document["exitCode"], document["lastCommitted"]) == (
+        "ScriptFailed",
+        1,
+        {"q": 3},
+    )
+
+
+def test_config_from_the_operators_environment() -> None:
+    env = {
+        "FTSPARK_JOB": "team/orders",
+        "FTSPARK_ATTEMPT": "4",
+        "FTSPARK_POD_NAME": "orders-4-driver",
+        "FTSPARK_CHECKPOINT_LOCATION": "s3://bucket/jobs/orders/checkpoints/abc-run-1/",
+        "FTSPARK_RESTORE_BATCH": "17",
+        "FTSPARK_SPARK_CONF": '{"spark.master": "local[2]"}',
+    }
+    config = RuntimeConfig.from_env(env)
+    assert (config.identity, config.restore_batch, config.storage) == (
+        "orders-4-driver@4",
+        17,
+        "s3://bucket/jobs/orders",
+    )
+    with pytest.raises(ConfigError, match="FTSPARK_JOB"):
+        RuntimeConfig.from_env({**env, "FTSPARK_JOB": "orders"})
+    with pytest.raises(ConfigError, match="FTSPARK_SPARK_CONF"):
+        RuntimeConfig.from_env({**env, "FTSPARK_SPARK_CONF": "{"})

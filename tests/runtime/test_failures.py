@@ -1,0 +1,101 @@
+"""Fencing and bad input: a driver that loses its Lease or is fenced out of the checkpoint store stops its
+queries and exits non-zero; a failing script, a missing main file or an unreachable S3 end with a clear
+termination message, never a hang."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from ftspark.adapters.k8s.lease_lock import format_micro_time
+from ftspark.domain.fencing import Epoch
+from ftspark.runtime.fencing import lease_name
+from ftspark.runtime.termination import Exit
+from tests.runtime.conftest import OPERATOR, RuntimeJob, write_input
+
+
+def _running(job: RuntimeJob) -> None:
+    write_input(job.input, 2)
+    job.start()
+    job.wait_for_output(2, timeout=120)
+
+
+@pytest.mark.slow
+def test_lease_taken_over_stops_the_queries_within_the_renew_deadline(make_job: Any) -> None:
+    job: RuntimeJob = make_job()
+    _running(job)
+    leases = client.CoordinationV1Api(job.api)
+    lease = leases.read_namespaced_lease(lease_name(job.name), job.namespace)
+    assert lease.spec.holder_identity == f"{job.pod}@{job.attempt}"
+    body = {
+        "metadata": {"name": lease.metadata.name, "resourceVersion": lease.metadata.resource_version},
+        "spec": {
+            "holderIdentity": "intruder",
+            "leaseDurationSeconds": 60,
+            "renewTime": format_micro_time(datetime.now(UTC)),
+            "leaseTransitions": (lease.spec.lease_transitions or 0) + 1,
+        },
+    }
+    taken = time.monotonic()
+    leases.replace_namespaced_lease(lease.metadata.name, job.namespace, body)
+    code = job.wait(30)
+    gone = time.monotonic() - taken
+    message = job.termination()
+    print(f"\nlease lost: driver exited {gone:.1f} s after the takeover: {message}")
+    assert code == Exit.FENCED_OUT and message["reason"] == "LeaseLost"
+    assert gone < 2.0 + 5.0  # the renew deadline, plus stopping the queries and the JVM
+
+
+@pytest.mark.slow
+def test_newer_attempt_fences_the_running_driver_out(make_job: Any) -> None:
+    job: RuntimeJob = make_job()
+    _running(job)
+    # The operator starts attempt 2 (e.g. it believes attempt 1 is gone): the fence moves first.
+    job.stores().checkpoints.advance_fence(job.key, Epoch("driver", job.attempt + 1, "next"), OPERATOR)
+    write_input(job.input, 1, first_file=2)  # the next committed batch's pointer is refused
+    code = job.wait(60)
+    message = job.termination()
+    assert code == Exit.FENCED_OUT and message["reason"] == "FencedOut", message
+    assert all(p.attempt == 1 for p in job.stores().checkpoints.pointers(job.key))
+
+
+@pytest.mark.slow
+def test_script_exception_ends_with_its_last_traceback_line(make_job: Any, tmp_path: Path) -> None:
+    job: RuntimeJob = make_job()
+    job.script = tmp_path / "broken.py"
+    job.script.write_text("raise ValueError('no such table: orders')\n")
+    job.start()
+    assert job.wait(120) == Exit.SCRIPT_FAILED
+    message = job.termination()
+    assert message["reason"] == "ScriptFailed"
+    assert message["message"] == "ValueError: no such table: orders"
+
+
+def test_missing_main_file_is_named(make_job: Any, tmp_path: Path) -> None:
+    job: RuntimeJob = make_job()
+    job.script = tmp_path / "nowhere.py"
+    started = time.monotonic()
+    job.start()
+    assert job.wait(60) == Exit.BAD_INPUT
+    message = job.termination()
+    assert message["reason"] == "MainFileMissing" and str(job.script) in message["message"]
+    assert time.monotonic() - started < 30
+
+
+def test_unreachable_s3_is_reported_not_waited_for(make_job: Any) -> None:
+    job: RuntimeJob = make_job()
+    unreachable = {**job.spark_conf(), "spark.hadoop.fs.s3a.endpoint": "http://127.0.0.1:1"}  # no listener
+    job.env["FTSPARK_SPARK_CONF"] = json.dumps(unreachable)
+    started = time.monotonic()
+    job.start()
+    assert job.wait(60) == Exit.BAD_INPUT
+    message = job.termination()
+    elapsed = time.monotonic() - started
+    print(f"\nunreachable S3: reported in {elapsed:.1f} s: {message['message']}")
+    assert message["reason"] == "StorageUnavailable" and "127.0.0.1:1" in message["message"]
