@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test bench lint types unit integration cluster-bin helm-bin dev-cluster crds argocd deploy lock clean
+.PHONY: help demo test bench lint types unit integration cluster-bin helm-bin dev-cluster crds argocd deploy docs lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
@@ -65,6 +65,9 @@ demo: $(VENV)/.installed cluster-bin
 
 deploy: $(VENV)/.installed helm-bin
 	$(PY) -m ftspark_dev.bundle "$$(tools/helm/build.sh)"
+
+docs: $(VENV)/.installed
+	$(PY) -m ftspark_dev.reference
 
 argocd: $(VENV)/.installed
 	$(PY) -m ftspark_dev.argocd

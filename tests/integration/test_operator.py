@@ -564,3 +564,23 @@ def test_cluster_wide_operator_manages_jobs_in_any_namespace(
         )
     finally:
         cluster_wide.stop_all()
+
+
+def test_executor_pod_template_is_delivered_to_spark(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    template = {"spec": {"tolerations": [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]}}
+    create_job(api_client, ns, job_manifest("templated", bucket, executor={"podTemplate": template}))
+    eventually(
+        lambda: pod_names(api_client, ns, "templated") == ["templated-1-driver"], timeout=30, what="driver"
+    )
+    stored = core.read_namespaced_config_map("templated-1-driver-executor-template", ns).data[
+        "pod-template.json"
+    ]
+    assert '"key": "spot"' in stored
+    pod = core.read_namespaced_pod("templated-1-driver", ns)
+    assert pod.spec.volumes[0].config_map.name == "templated-1-driver-executor-template"
+    conf = _env(core, ns, "templated-1-driver")["FTSPARK_SPARK_CONF"]
+    assert '"spark.kubernetes.executor.podTemplateFile": "/etc/ftspark/executor/pod-template.json"' in conf

@@ -22,6 +22,8 @@ DRIVER_SERVICE_ACCOUNT = "ftspark-driver"
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 UI_PORT = 4040
+EXECUTOR_TEMPLATE_DIR = "/etc/ftspark/executor"
+EXECUTOR_TEMPLATE_FILE = "pod-template.json"  # JSON is YAML: Spark reads it as its pod template file
 
 Manifest = dict[str, Any]
 
@@ -77,8 +79,43 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": spec.executor.memory,
         "spark.sql.streaming.checkpointLocation": plan.checkpoint_location,
+        # spec.env reaches executors too, not only the driver.
+        **{f"spark.executorEnv.{e.name}": e.value for e in spec.env},
     }
+    if spec.py_files:
+        conf["spark.submit.pyFiles"] = ",".join(spec.py_files)
+    if spec.executor.pod_template:
+        conf["spark.kubernetes.executor.podTemplateFile"] = (
+            f"{EXECUTOR_TEMPLATE_DIR}/{EXECUTOR_TEMPLATE_FILE}"
+        )
     return {**conf, **spec.spark_conf}
+
+
+def executor_template_config_map(plan: AttemptPlan) -> Manifest | None:
+    """spec.executor.podTemplate as the file Spark reads, in a ConfigMap the driver pod mounts; None if unset.
+
+    Made per attempt, so a spec change never alters the template of a running attempt."""
+    if not plan.spec.executor.pod_template:
+        return None
+    template = {"apiVersion": "v1", "kind": "Pod", **plan.spec.executor.pod_template}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": _executor_template_name(plan),
+            "labels": _labels(plan),
+            "ownerReferences": [_owner(plan)],
+        },
+        "data": {EXECUTOR_TEMPLATE_FILE: json.dumps(template, indent=2, sort_keys=True)},
+    }
+
+
+def _executor_template_name(plan: AttemptPlan) -> str:
+    return executor_template_name(driver_pod_name(plan.job_name, plan.attempt))
+
+
+def executor_template_name(driver_pod: str) -> str:
+    return f"{driver_pod}-executor-template"
 
 
 def driver_service(plan: AttemptPlan) -> Manifest:
@@ -152,6 +189,13 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
             "containers": [container],
         },
     }
+    if spec.executor.pod_template:
+        pod["spec"]["volumes"] = [
+            {"name": "executor-template", "configMap": {"name": _executor_template_name(plan)}}
+        ]
+        container["volumeMounts"] = [
+            {"name": "executor-template", "mountPath": EXECUTOR_TEMPLATE_DIR, "readOnly": True}
+        ]
     return merge_template(pod, spec.driver.pod_template)
 
 

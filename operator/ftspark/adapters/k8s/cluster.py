@@ -18,6 +18,8 @@ from ftspark.domain.driver_pod import (
     AttemptPlan,
     driver_pod,
     driver_service,
+    executor_template_config_map,
+    executor_template_name,
 )
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation, DriverPhase
@@ -88,12 +90,18 @@ class KubeDrivers:
 
     def create(self, plan: AttemptPlan) -> None:
         self._ensure_driver_identity(plan.namespace)
+        template = executor_template_config_map(plan)
+        if (
+            template is not None
+        ):  # before the pod: a missing ConfigMap volume would keep the pod from starting
+            _ignore(409, self._core.create_namespaced_config_map, plan.namespace, template)
         _ignore(409, self._core.create_namespaced_service, plan.namespace, driver_service(plan))
         _ignore(409, self._core.create_namespaced_pod, plan.namespace, driver_pod(plan))
 
     def delete(self, key: JobKey, pod_name: str) -> None:
         _ignore(404, self._core.delete_namespaced_pod, pod_name, key.namespace)
         _ignore(404, self._core.delete_namespaced_service, pod_name, key.namespace)
+        _ignore(404, self._core.delete_namespaced_config_map, executor_template_name(pod_name), key.namespace)
 
     def request_stop(self, key: JobKey, pod_name: str) -> None:
         now = datetime.datetime.now(datetime.UTC).isoformat()

@@ -1,0 +1,97 @@
+"""The driver attempt's manifests: what reaches Spark, the driver and the executors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ftspark.domain.driver_pod import AttemptPlan, driver_pod, executor_template_config_map, spark_conf
+from ftspark.domain.models import JobSpec
+
+
+def plan(**spec: object) -> AttemptPlan:
+    job = JobSpec.model_validate(
+        {
+            "image": "img:1",
+            "mainApplicationFile": "local:///job.py",
+            "checkpoint": {"storage": "s3://bkt/j"},
+            **spec,
+        }
+    )
+    return AttemptPlan(
+        "ns", "job", "0123456789ab", 3, job, "s3://bkt/j/checkpoints/01234567-run-3", "latest-checkpoint"
+    )
+
+
+def test_spark_runs_in_client_mode_against_the_cluster_with_stable_names() -> None:
+    conf = spark_conf(plan())
+    assert conf["spark.master"] == "k8s://https://kubernetes.default.svc"
+    assert conf["spark.kubernetes.driver.pod.name"] == "job-3-driver"
+    assert conf["spark.kubernetes.executor.podNamePrefix"] == "job-3"
+    assert conf["spark.app.id"] == "ftspark-01234567-3"
+    assert conf["spark.sql.streaming.checkpointLocation"] == "s3://bkt/j/checkpoints/01234567-run-3"
+
+
+def test_env_py_files_and_user_conf_reach_spark() -> None:
+    conf = spark_conf(
+        plan(
+            env=[{"name": "MODE", "value": "prod"}],
+            pyFiles=["s3://bkt/lib.zip"],
+            sparkConf={"spark.sql.shuffle.partitions": "4"},
+        )
+    )
+    assert conf["spark.executorEnv.MODE"] == "prod"
+    assert conf["spark.submit.pyFiles"] == "s3://bkt/lib.zip"
+    assert conf["spark.sql.shuffle.partitions"] == "4"
+    driver_env = {
+        e["name"]: e.get("value")
+        for e in driver_pod(plan(env=[{"name": "MODE", "value": "prod"}]))["spec"]["containers"][0]["env"]
+    }
+    assert driver_env["MODE"] == "prod"
+
+
+def test_executor_pod_template_is_mounted_and_named_to_spark() -> None:
+    template: dict[str, Any] = {
+        "metadata": {"labels": {"team": "a"}},
+        "spec": {"tolerations": [{"key": "spot", "operator": "Exists"}]},
+    }
+    attempt = plan(executor={"podTemplate": template})
+    config_map = executor_template_config_map(attempt)
+    assert config_map is not None
+    assert config_map["metadata"]["name"] == "job-3-driver-executor-template"
+    stored = json.loads(config_map["data"]["pod-template.json"])
+    assert stored["spec"]["tolerations"] == template["spec"]["tolerations"]
+    pod = driver_pod(attempt)
+    mount = pod["spec"]["containers"][0]["volumeMounts"][0]
+    assert (
+        spark_conf(attempt)["spark.kubernetes.executor.podTemplateFile"]
+        == f"{mount['mountPath']}/pod-template.json"
+    )
+    assert pod["spec"]["volumes"][0]["configMap"]["name"] == "job-3-driver-executor-template"
+    assert executor_template_config_map(plan()) is None
+
+
+def test_driver_pod_template_merges_over_the_operators_pod() -> None:
+    attempt = plan(
+        driver={
+            "podTemplate": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {
+                    "containers": [
+                        {"name": "driver", "env": [{"name": "EXTRA", "value": "1"}]},
+                        {"name": "sidecar", "image": "s"},
+                    ],
+                    "tolerations": [{"key": "spot", "operator": "Exists"}],
+                },
+            }
+        }
+    )
+    pod = driver_pod(attempt)
+    assert pod["metadata"]["labels"]["team"] == "a"
+    assert pod["metadata"]["labels"]["ftspark.io/job"] == "job"
+    containers = {c["name"]: c for c in pod["spec"]["containers"]}
+    assert containers["driver"]["command"] == ["python", "-m", "ftspark.runtime", "driver"]
+    assert {"name": "EXTRA", "value": "1"} in containers["driver"]["env"]
+    assert any(e["name"] == "FTSPARK_ATTEMPT" for e in containers["driver"]["env"])
+    assert containers["sidecar"]["image"] == "s"
+    assert pod["spec"]["restartPolicy"] == "Never"
