@@ -1,6 +1,5 @@
 # The operator image (not buildable on the development machines, which have no Docker engine; CI elsewhere).
 FROM python:3.11-slim-bookworm
-ARG FTSPARK_VERSION=0.1.0
 WORKDIR /app
 COPY pyproject.toml constraints.txt README.md ./
 COPY operator/ operator/
