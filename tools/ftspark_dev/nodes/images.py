@@ -1,0 +1,187 @@
+"""Image → local entrypoint. The image names in pod specs are placeholders; this table says what runs instead.
+
+| image pattern        | what the "image" provides                          | entrypoint                  |
+|----------------------|----------------------------------------------------|-----------------------------|
+| `ftspark/spark-py:*` | SPARK_HOME = the venv's pyspark, JAVA_HOME,        | Spark's entrypoint.sh,      |
+| `ftspark/ftspark:*`  | PYSPARK_PYTHON = the venv's python, PYTHONPATH =   | emulated (below)            |
+|                      | the repo's operator/ (`ftspark` imports), PATH     |                             |
+|                      | with the venv's bin first                          |                             |
+| `python:*`           | PATH with the venv's bin first, PYTHONPATH as above | command + args             |
+| anything else        | the usual PATH                                     | command + args, or /bin/sh  |
+
+Spark's entrypoint.sh, emulated for the Spark images: args `executor …` become
+`$JAVA_HOME/bin/java $SPARK_JAVA_OPT_* -Xms$SPARK_EXECUTOR_MEMORY -Xmx$SPARK_EXECUTOR_MEMORY -cp <classpath>
+org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend --driver-url … --podName …`, args
+`driver …` become `spark-submit --conf spark.driver.bindAddress=$SPARK_DRIVER_BIND_ADDRESS --deploy-mode
+client …`, anything else runs as given. In every image a leading `python`/`python3` is the venv's
+interpreter, as the real image's python is the one with pyspark and ftspark installed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+import os
+import re
+import shutil
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+VENV_PYTHON = Path(sys.executable)
+_BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+_VENV_PATH = f"{VENV_PYTHON.parent}:{_BASE_PATH}"
+
+
+def spark_home() -> Path:
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("pyspark is not installed in this interpreter")
+    return Path(spec.origin).parent
+
+
+def java_home() -> Path:
+    java = shutil.which("java")
+    if java is None:
+        raise RuntimeError("no java on PATH: the Spark image needs a JDK")
+    return Path(java).resolve().parents[1]
+
+
+Entrypoint = Callable[[Sequence[str], Sequence[str], Mapping[str, str]], list[str]]
+
+
+@dataclass(frozen=True)
+class Image:
+    patterns: tuple[str, ...]
+    env: Callable[[], dict[str, str]]
+    entrypoint: Entrypoint
+
+
+def _python_first(argv: Sequence[str]) -> list[str]:
+    if argv and argv[0] in {"python", "python3", f"python3.{sys.version_info.minor}"}:
+        return [str(VENV_PYTHON), *argv[1:]]
+    return list(argv)
+
+
+def _command_or_shell(command: Sequence[str], args: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    return _python_first([*command, *args]) or ["/bin/sh"]
+
+
+def _spark_entrypoint(command: Sequence[str], args: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    if command:  # a pod's command replaces the image's ENTRYPOINT
+        return _python_first([*command, *args])
+    if args and args[0] == "executor":
+        return _executor(args[1:], env)
+    if args and args[0] == "driver":
+        bind = env.get("SPARK_DRIVER_BIND_ADDRESS", "")
+        submit = Path(env["SPARK_HOME"]) / "bin" / "spark-submit"
+        return [
+            str(submit),
+            "--conf",
+            f"spark.driver.bindAddress={bind}",
+            "--deploy-mode",
+            "client",
+            *args[1:],
+        ]
+    return _python_first(args)
+
+
+def _executor(extra: Sequence[str], env: Mapping[str, str]) -> list[str]:
+    java_opts = [
+        value
+        for _, value in sorted(
+            (int(name.removeprefix("SPARK_JAVA_OPT_")), value)
+            for name, value in env.items()
+            if re.fullmatch(r"SPARK_JAVA_OPT_\d+", name)
+        )
+    ]
+    home = Path(env["SPARK_HOME"])
+    conf_dir = env.get("SPARK_CONF_DIR") or str(home / "conf")
+    classpath = ":".join(
+        part for part in (conf_dir, f"{home / 'jars'}/*", env.get("SPARK_EXTRA_CLASSPATH", "")) if part
+    )
+    memory = env["SPARK_EXECUTOR_MEMORY"]
+    return [
+        str(Path(env["JAVA_HOME"]) / "bin" / "java"),
+        *java_opts,
+        f"-Xms{memory}",
+        f"-Xmx{memory}",
+        "-cp",
+        classpath,
+        "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend",
+        "--driver-url",
+        env["SPARK_DRIVER_URL"],
+        "--executor-id",
+        env["SPARK_EXECUTOR_ID"],
+        "--cores",
+        env["SPARK_EXECUTOR_CORES"],
+        "--app-id",
+        env["SPARK_APPLICATION_ID"],
+        "--hostname",
+        env["SPARK_EXECUTOR_POD_IP"],
+        "--resourceProfileId",
+        env.get("SPARK_RESOURCE_PROFILE_ID", "0"),
+        "--podName",
+        env.get("SPARK_EXECUTOR_POD_NAME", ""),
+        *extra,
+    ]
+
+
+def _spark_env() -> dict[str, str]:
+    return {
+        "PATH": _VENV_PATH,
+        "SPARK_HOME": str(spark_home()),
+        "JAVA_HOME": str(java_home()),
+        "PYSPARK_PYTHON": str(VENV_PYTHON),
+        "PYTHONPATH": str(REPO_ROOT / "operator"),
+    }
+
+
+IMAGES: tuple[Image, ...] = (
+    Image(("ftspark/spark-py:*", "ftspark/ftspark:*"), _spark_env, _spark_entrypoint),
+    Image(
+        ("python:*",),
+        lambda: {"PATH": _VENV_PATH, "PYTHONPATH": str(REPO_ROOT / "operator")},
+        _command_or_shell,
+    ),
+    Image(("*",), lambda: {"PATH": _BASE_PATH}, _command_or_shell),
+)
+
+
+def image_for(name: str) -> Image:
+    for image in IMAGES:
+        if any(fnmatch.fnmatchcase(name, pattern) for pattern in image.patterns):
+            return image
+    raise AssertionError("the last pattern matches every image")
+
+
+_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\$")
+
+
+def expand(value: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' $(VAR) expansion: known variables are replaced, unknown ones kept, $$ escapes a $."""
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group(1)
+        return env.get(name, match.group(0))
+
+    return _REFERENCE.sub(substitute, value)
+
+
+def container_argv(
+    image_name: str, command: Sequence[str], args: Sequence[str], env: Mapping[str, str]
+) -> list[str]:
+    """What a container of image_name runs here, after $(VAR) expansion of command and args."""
+    image = image_for(image_name)
+    expanded_command = [expand(part, env) for part in command]
+    expanded_args = [expand(part, env) for part in args]
+    return image.entrypoint(expanded_command, expanded_args, env)
+
+
+def image_env(image_name: str) -> dict[str, str]:
+    """The environment baked into the "image", under the pod's own variables."""
+    return {"HOME": os.environ.get("HOME", "/root"), **image_for(image_name).env()}
