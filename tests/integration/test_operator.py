@@ -584,3 +584,41 @@ def test_executor_pod_template_is_delivered_to_spark(
     assert pod.spec.volumes[0].config_map.name == "templated-1-driver-executor-template"
     conf = _env(core, ns, "templated-1-driver")["FTSPARK_SPARK_CONF"]
     assert '"spark.kubernetes.executor.podTemplateFile": "/etc/ftspark/executor/pod-template.json"' in conf
+
+
+def test_savepoint_nonce_round_trip_through_the_driver_pod(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    create_job(api_client, ns, job_manifest("snap", bucket))
+    eventually(lambda: pod_names(api_client, ns, "snap") == ["snap-1-driver"], timeout=30, what="driver")
+    set_driver_running(core, ns, "snap-1-driver")
+    eventually(lambda: _phase(api_client, ns, "snap") == "Running", timeout=30, what="Running")
+
+    _patch_spec(api_client, ns, "snap", {"savepointTriggerNonce": 1})
+
+    def asked() -> bool:
+        annotations = core.read_namespaced_pod("snap-1-driver", ns).metadata.annotations or {}
+        return bool(annotations.get("ftspark.io/control") == "savepoint@sp-1-a1")
+
+    eventually(asked, timeout=30, what="the driver is asked for savepoint sp-1-a1")
+    location = f"s3://{bucket}/jobs/snap/savepoints/sp-1-a1"
+    answer = f'{{"id": "sp-1-a1", "location": "{location}", "batches": {{"counts": 12}}}}'
+    core.patch_namespaced_pod(
+        "snap-1-driver", ns, {"metadata": {"annotations": {"ftspark.io/savepoint": answer}}}
+    )
+
+    def recorded() -> list[dict[str, Any]]:
+        savepoints: list[dict[str, Any]] = job_status(api_client, ns, "snap").get("savepoints", [])
+        return savepoints
+
+    taken = eventually(recorded, timeout=30, what="the savepoint in status")[-1]
+    assert (taken["id"], taken["location"], taken["batchId"], taken["triggerNonce"]) == (
+        "sp-1-a1",
+        location,
+        12,
+        1,
+    )
+    assert "SavepointCompleted" in event_reasons(api_client, ns, "snap")
+    assert job_status(api_client, ns, "snap")["handledSavepointNonce"] == 1

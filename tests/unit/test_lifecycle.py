@@ -13,8 +13,10 @@ from ftspark.domain.lifecycle import (
     EmitEvent,
     Observation,
     RecordResult,
+    RequestSavepoint,
     RequestStop,
     RestoreFrom,
+    SavepointReport,
     SubmitAttempt,
     decide,
     invalid_spec,
@@ -43,8 +45,11 @@ def driver(
     reason: str = "",
     message: str = "",
     started_at: datetime | None = None,
+    savepoint: SavepointReport | None = None,
 ) -> DriverObservation:
-    return DriverObservation(attempt, f"job-{attempt}-driver", phase, exit_code, reason, message, started_at)
+    return DriverObservation(
+        attempt, f"job-{attempt}-driver", phase, exit_code, reason, message, started_at, savepoint
+    )
 
 
 def run(
@@ -243,3 +248,34 @@ def test_manual_restore_waits_for_a_spec_change() -> None:
     observation = Observation(2, spec_hash(fixed), spec_hash(spec()), (), None)
     decision = decide(fixed, waiting, observation, T0, lambda: 0.5)
     assert decision.actions[0] == SubmitAttempt(3, "nothing", True)
+
+
+def test_a_new_savepoint_nonce_asks_the_running_driver_once_and_records_the_answer() -> None:
+    job = spec(savepointTriggerNonce=4)
+    running = JobStatus(phase="Running", attempt=2)
+    asked = run(job, running, driver(2, DriverPhase.RUNNING))
+    assert RequestSavepoint("job-2-driver", 2, "sp-4-a2") in asked.actions
+    assert asked.status.savepoint_in_progress is not None
+    assert asked.requeue_after == job.stop_timeout_seconds
+
+    again = run(job, asked.status, driver(2, DriverPhase.RUNNING), at=5)
+    assert not any(isinstance(a, RequestSavepoint) for a in again.actions), "asked once"
+
+    report = SavepointReport(id="sp-4-a2", location="s3://bkt/job/savepoints/sp-4-a2", batch_id=17)
+    done = run(job, asked.status, driver(2, DriverPhase.RUNNING, savepoint=report), at=8)
+    assert done.status.savepoint_in_progress is None
+    assert done.status.handled_savepoint_nonce == 4
+    taken = done.status.savepoints[-1]
+    assert (taken.id, taken.batch_id, taken.trigger_nonce) == ("sp-4-a2", 17, 4)
+    assert any(isinstance(a, EmitEvent) and a.reason == "SavepointCompleted" for a in done.actions)
+    assert kinds(run(job, done.status, driver(2, DriverPhase.RUNNING, savepoint=report), at=9)) == []
+
+
+def test_a_savepoint_without_answer_fails_after_the_stop_timeout_and_is_not_retried() -> None:
+    job = spec(savepointTriggerNonce=1, stopTimeoutSeconds=60)
+    asked = run(job, JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.RUNNING))
+    timed_out = run(job, asked.status, driver(1, DriverPhase.RUNNING), at=60)
+    assert timed_out.status.savepoint_in_progress is None
+    assert timed_out.status.handled_savepoint_nonce == 1
+    assert any(isinstance(a, EmitEvent) and a.reason == "SavepointFailed" for a in timed_out.actions)
+    assert kinds(run(job, timed_out.status, driver(1, DriverPhase.RUNNING), at=61)) == []

@@ -17,7 +17,8 @@ from ftspark.domain.models import JobSpec
 JOB_LABEL = "ftspark.io/job"
 ATTEMPT_LABEL = "ftspark.io/attempt"
 ROLE_LABEL = "ftspark.io/role"
-CONTROL_ANNOTATION = "ftspark.io/control"
+CONTROL_ANNOTATION = "ftspark.io/control"  # operator -> driver: stop@<time>, savepoint@<id>
+SAVEPOINT_ANNOTATION = "ftspark.io/savepoint"  # driver -> operator: the savepoint's outcome (JSON)
 DRIVER_SERVICE_ACCOUNT = "ftspark-driver"
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079

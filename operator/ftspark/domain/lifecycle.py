@@ -34,6 +34,8 @@ from ftspark.domain.models import (
     JobSpec,
     JobStatus,
     Phase,
+    SavepointRef,
+    SavepointRequest,
 )
 from ftspark.domain.restart import on_failure
 
@@ -42,6 +44,7 @@ _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "Creat
 _RESUMABLE: set[Phase] = {"Stopped", "Suspended", "Cancelled"}
 # Watches wake a job on every change of it or its driver pods; this is only a safety net.
 _POLL_SECONDS = 300.0
+_SAVEPOINT_HISTORY = 10
 
 
 class DriverPhase(StrEnum):
@@ -53,6 +56,16 @@ class DriverPhase(StrEnum):
 
 
 @dataclass(frozen=True)
+class SavepointReport:
+    """The driver runtime's answer to a savepoint request (annotation ftspark.io/savepoint on its pod)."""
+
+    id: str
+    location: str = ""
+    batch_id: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class DriverObservation:
     attempt: int
     pod_name: str
@@ -61,6 +74,7 @@ class DriverObservation:
     reason: str = ""
     message: str = ""
     started_at: datetime | None = None
+    savepoint: SavepointReport | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,15 @@ class RequestStop:
 
 
 @dataclass(frozen=True)
+class RequestSavepoint:
+    """Ask the running driver for a savepoint at the next batch boundary; the queries keep running."""
+
+    pod_name: str
+    attempt: int
+    savepoint_id: str
+
+
+@dataclass(frozen=True)
 class RecordResult:
     """FLIP-194: a dirty result first, then clean up the job's resources, then mark the result clean."""
 
@@ -116,7 +139,7 @@ class EmitEvent:
     message: str
 
 
-Action = SubmitAttempt | DeleteDriver | RequestStop | RecordResult | EmitEvent
+Action = SubmitAttempt | DeleteDriver | RequestStop | RequestSavepoint | RecordResult | EmitEvent
 
 
 @dataclass(frozen=True)
@@ -367,19 +390,62 @@ class _Context:
                 self._condition("Degraded", "True", current.reason, current.message or current.reason)
             return self._done(_POLL_SECONDS)
         if current.phase == DriverPhase.RUNNING:
+            self._savepoints(current)
+            waiting = self.spec.stop_timeout_seconds if self.status.savepoint_in_progress else _POLL_SECONDS
             if self.status.phase != "Running":
                 self._update(attempt_started_at=current.started_at or self.now, driver_pod=current.pod_name)
                 self._phase("Running", "Running", f"attempt {current.attempt} is running")
                 self._condition("Ready", "True", "Running", f"attempt {current.attempt} is running")
                 self._condition("Progressing", "False", "Running", "")
                 self._condition("Degraded", "False", "Running", "")
-            return self._done(_POLL_SECONDS)
+            return self._done(waiting)
         if current.phase == DriverPhase.SUCCEEDED:
             self.actions.append(
                 RecordResult("Succeeded", current.message or "the driver finished with exit code 0")
             )
             return self._done(1.0)
         return self._done(1.0)  # terminating: wait for it to go
+
+    def _savepoints(self, driver: DriverObservation) -> None:
+        """savepointTriggerNonce: ask once per new nonce, record the answer, give up after stopTimeout."""
+        pending, report = self.status.savepoint_in_progress, driver.savepoint
+        if pending is not None:
+            if report is not None and report.id == pending.id:
+                self._savepoint_answered(pending, report)
+            elif (self.now - pending.requested_at).total_seconds() >= self.spec.stop_timeout_seconds:
+                message = f"savepoint {pending.id}: no answer within {self.spec.stop_timeout_seconds} s"
+                self.actions.append(EmitEvent("Warning", "SavepointFailed", message))
+                self._update(savepoint_in_progress=None, handled_savepoint_nonce=pending.trigger_nonce)
+            return
+        nonce = self.spec.savepoint_trigger_nonce
+        if nonce is None or nonce == self.status.handled_savepoint_nonce:
+            return
+        savepoint_id = f"sp-{nonce}-a{driver.attempt}"
+        self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, savepoint_id))
+        self._update(
+            savepoint_in_progress=SavepointRequest(
+                id=savepoint_id, trigger_nonce=nonce, requested_at=self.now
+            )
+        )
+
+    def _savepoint_answered(self, pending: SavepointRequest, report: SavepointReport) -> None:
+        self._update(savepoint_in_progress=None, handled_savepoint_nonce=pending.trigger_nonce)
+        if report.error:
+            self.actions.append(
+                EmitEvent("Warning", "SavepointFailed", f"savepoint {report.id}: {report.error}")
+            )
+            return
+        taken = SavepointRef(
+            id=report.id,
+            time=self.now,
+            location=report.location,
+            batch_id=report.batch_id,
+            trigger_nonce=pending.trigger_nonce,
+        )
+        self._update(savepoints=[*self.status.savepoints, taken][-_SAVEPOINT_HISTORY:])
+        self.actions.append(
+            EmitEvent("Normal", "SavepointCompleted", f"savepoint {report.id} at {report.location}")
+        )
 
     def _failed(self, current: DriverObservation | None) -> Decision:
         failure = _failure(current, self.status.attempt, self.now)

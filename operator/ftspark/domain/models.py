@@ -292,6 +292,12 @@ class SavepointRef(_Model):
     trigger_nonce: int | None = Field(default=None, description="The nonce that asked for it, if any.")
 
 
+class SavepointRequest(_Model):
+    id: str = Field(description="Id of the savepoint asked of the driver.")
+    trigger_nonce: int = Field(description="The savepointTriggerNonce it answers.")
+    requested_at: datetime = Field(description="When the driver was asked.")
+
+
 class Failure(_Model):
     reason: str = Field(description="Why the attempt ended, e.g. DriverError, OOMKilled, NodeLost.")
     message: str = Field(default="", description="The driver's termination message or the observed cause.")
@@ -331,6 +337,12 @@ class JobStatus(_Model):
         default=None, description="The newest completed checkpoint."
     )
     savepoints: list[SavepointRef] = Field(default_factory=list, description="Savepoints taken, newest last.")
+    savepoint_in_progress: SavepointRequest | None = Field(
+        default=None, description="A savepoint the driver was asked for and has not answered yet."
+    )
+    handled_savepoint_nonce: int | None = Field(
+        default=None, description="The last savepointTriggerNonce acted upon (taken, or failed)."
+    )
     last_failure: Failure | None = Field(default=None, description="The most recent failed attempt.")
     restarts: RestartState = Field(default_factory=RestartState, description="Restart strategy bookkeeping.")
     attempt_started_at: datetime | None = Field(

@@ -43,6 +43,9 @@ class Drivers(Protocol):
     def request_stop(self, key: JobKey, pod_name: str) -> None:
         """Ask the driver runtime for a stop with a final checkpoint."""
 
+    def request_savepoint(self, key: JobKey, pod_name: str, savepoint_id: str) -> None:
+        """Ask the driver runtime for a savepoint; it answers on its pod (DriverObservation.savepoint)."""
+
     def delete_all(self, key: JobKey) -> None:
         """Remove every pod and service of the job (cleanup after a final result)."""
 

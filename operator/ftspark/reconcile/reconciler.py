@@ -19,6 +19,7 @@ from ftspark.domain.lifecycle import (
     EmitEvent,
     Observation,
     RecordResult,
+    RequestSavepoint,
     RequestStop,
     SubmitAttempt,
     decide,
@@ -150,6 +151,8 @@ class Reconciler:
                 self._drivers.delete(key, pod)
             case RequestStop(pod_name=pod):
                 self._drivers.request_stop(key, pod)
+            case RequestSavepoint(pod_name=pod, savepoint_id=savepoint_id):
+                self._drivers.request_savepoint(key, pod, savepoint_id)
             case RecordResult(state=state, message=message):
                 entry = JobResultEntry(
                     job=key,

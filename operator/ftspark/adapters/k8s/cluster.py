@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import json
 from typing import Any, Literal
 
 from kubernetes import client
@@ -15,6 +17,7 @@ from ftspark.domain.driver_pod import (
     DRIVER_SERVICE_ACCOUNT,
     JOB_LABEL,
     ROLE_LABEL,
+    SAVEPOINT_ANNOTATION,
     AttemptPlan,
     driver_pod,
     driver_service,
@@ -22,7 +25,7 @@ from ftspark.domain.driver_pod import (
     executor_template_name,
 )
 from ftspark.domain.ha import JobKey
-from ftspark.domain.lifecycle import DriverObservation, DriverPhase
+from ftspark.domain.lifecycle import DriverObservation, DriverPhase, SavepointReport
 from ftspark.ports.cluster import JobResource
 
 # What Spark's driver (and our runtime in it) does in its namespace: executor pods and their services and
@@ -104,8 +107,13 @@ class KubeDrivers:
         _ignore(404, self._core.delete_namespaced_config_map, executor_template_name(pod_name), key.namespace)
 
     def request_stop(self, key: JobKey, pod_name: str) -> None:
-        now = datetime.datetime.now(datetime.UTC).isoformat()
-        body = {"metadata": {"annotations": {CONTROL_ANNOTATION: f"stop@{now}"}}}
+        self._control(key, pod_name, f"stop@{datetime.datetime.now(datetime.UTC).isoformat()}")
+
+    def request_savepoint(self, key: JobKey, pod_name: str, savepoint_id: str) -> None:
+        self._control(key, pod_name, f"savepoint@{savepoint_id}")
+
+    def _control(self, key: JobKey, pod_name: str, request: str) -> None:
+        body = {"metadata": {"annotations": {CONTROL_ANNOTATION: request}}}
         _ignore(404, self._core.patch_namespaced_pod, pod_name, key.namespace, body)
 
     def delete_all(self, key: JobKey) -> None:
@@ -150,7 +158,29 @@ class KubeDrivers:
         self._identities_ensured.add(namespace)
 
 
+def _savepoint_report(pod: client.V1Pod) -> SavepointReport | None:
+    """The runtime's answer: {"id", "location", "batches": {query: batch}} or {"id", "error"}."""
+    raw = (pod.metadata.annotations or {}).get(SAVEPOINT_ANNOTATION)
+    if not raw:
+        return None
+    try:
+        answer = json.loads(raw)
+        batches = answer.get("batches") or {}
+        return SavepointReport(
+            id=str(answer["id"]),
+            location=str(answer.get("location", "")),
+            batch_id=min((int(b) for b in batches.values()), default=0),
+            error=str(answer.get("error", "")),
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        return SavepointReport(id="", error=f"unreadable savepoint answer {raw!r}: {error}")
+
+
 def _observe(pod: client.V1Pod) -> DriverObservation:
+    return dataclasses.replace(_observe_phase(pod), savepoint=_savepoint_report(pod))
+
+
+def _observe_phase(pod: client.V1Pod) -> DriverObservation:
     attempt = int(pod.metadata.labels.get(ATTEMPT_LABEL, "0"))
     name = pod.metadata.name
     statuses = pod.status.container_statuses or []
