@@ -16,7 +16,7 @@ help:
 	@echo "make cluster-bin  build etcd/kube-* once into ~/.cache/ftspark (cached by version)"
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
 	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts) as a table"
-	@echo "make crds         regenerate crds/ (and the chart's copy) from the pydantic models"
+	@echo "make crds         regenerate crds/, the chart's copy, docs/reference.md and deploy/ from the models"
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -50,9 +50,11 @@ unit: $(VENV)/.installed
 integration: $(VENV)/.installed cluster-bin
 	$(PY) -m pytest tests/integration tests/contract
 
-crds: $(VENV)/.installed
+crds: $(VENV)/.installed helm-bin
 	$(PY) -m ftspark.crd > crds/ftspark.io_faulttolerantsparkjobs.yaml
 	cp crds/ftspark.io_faulttolerantsparkjobs.yaml helm/ftspark-operator/crds/
+	$(PY) -m ftspark_dev.reference
+	$(PY) -m ftspark_dev.bundle "$$(tools/helm/build.sh)"
 
 dev-cluster: $(VENV)/.installed cluster-bin
 	$(PY) -m ftspark_dev.cluster
