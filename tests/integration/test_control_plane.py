@@ -10,6 +10,7 @@ from kubernetes.client.rest import ApiException
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.operators import job_manifest
 from tests.waiting import eventually
 
 CRD_FILE = REPO_ROOT / "crds" / "ftspark.io_faulttolerantsparkjobs.yaml"
@@ -54,32 +55,24 @@ def test_kubectl_explain_shows_field_descriptions(control_plane: ControlPlane, i
     assert "Completed checkpoints whose pointers are kept" in text
 
 
-def _job(name: str, **spec: object) -> dict[str, object]:
-    return {
-        "apiVersion": f"{API_GROUP}/{API_VERSION}",
-        "kind": "FaultTolerantSparkJob",
-        "metadata": {"name": name},
-        "spec": {
-            "image": "ftspark/spark:4.0.5",
-            "mainApplicationFile": "local:///opt/app/job.py",
-            "checkpoint": {"storage": "s3://bucket/jobs/wordcount"},
-            **spec,
-        },
-    }
-
-
 def test_schema_defaults_and_rejects_bad_fields(
     installed_crd: str, api_client: client.ApiClient, namespace: str
 ) -> None:
     objects = client.CustomObjectsApi(api_client)
-    created = objects.create_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, _job("good"))
+    created = objects.create_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, job_manifest("good", "bucket")
+    )
     assert created["spec"]["upgradeMode"] == "last-state"
     assert created["spec"]["restartStrategy"]["exponentialDelay"]["backoffMultiplier"] == 2.0
     assert created["spec"]["checkpoint"]["retained"] == 3
 
     with pytest.raises(ApiException) as bad_storage:
         objects.create_namespaced_custom_object(
-            API_GROUP, API_VERSION, namespace, PLURAL, _job("bad-storage", checkpoint={"storage": "/tmp/x"})
+            API_GROUP,
+            API_VERSION,
+            namespace,
+            PLURAL,
+            job_manifest("bad-storage", "bucket", checkpoint={"storage": "/tmp/x"}),
         )
     assert bad_storage.value.status == 422
     assert "spec.checkpoint.storage" in json.loads(bad_storage.value.body)["message"]
@@ -90,8 +83,9 @@ def test_schema_defaults_and_rejects_bad_fields(
             API_VERSION,
             namespace,
             PLURAL,
-            _job(
+            job_manifest(
                 "bad-backoff",
+                "bucket",
                 restartStrategy={"exponentialDelay": {"initialBackoffSeconds": 60, "maxBackoffSeconds": 5}},
             ),
         )

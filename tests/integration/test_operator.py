@@ -214,6 +214,14 @@ def _only_driver(api: client.ApiClient, namespace: str, job: str, attempt: int) 
     return pod_names(api, namespace, job) == [f"{job}-{attempt}-driver"]
 
 
+def _start_running(api: client.ApiClient, namespace: str, name: str, bucket: str, **spec: Any) -> None:
+    """Create a job, wait for its first driver, report it running (as a kubelet would), wait for Running."""
+    create_job(api, namespace, job_manifest(name, bucket, **spec))
+    eventually(partial(_only_driver, api, namespace, name, 1), timeout=30, what=f"{name}'s first driver")
+    set_driver_running(client.CoreV1Api(api), namespace, f"{name}-1-driver")
+    eventually(lambda: _phase(api, namespace, name) == "Running", timeout=30, what=f"{name} Running")
+
+
 def _phase(api: client.ApiClient, namespace: str, name: str) -> str | None:
     phase: str | None = job_status(api, namespace, name).get("phase")
     return phase
@@ -229,10 +237,7 @@ def test_stop_with_checkpoint_then_resume(
 ) -> None:
     ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
     fleet.start()
-    create_job(api_client, ns, job_manifest("stream", bucket))
-    eventually(lambda: pod_names(api_client, ns, "stream") == ["stream-1-driver"], timeout=30, what="driver")
-    set_driver_running(core, ns, "stream-1-driver")
-    eventually(lambda: _phase(api_client, ns, "stream") == "Running", timeout=30, what="Running")
+    _start_running(api_client, ns, "stream", bucket)
 
     _patch_spec(api_client, ns, "stream", {"desiredState": "stopped"})
 
@@ -262,12 +267,9 @@ def test_stop_with_checkpoint_then_resume(
 def test_stop_that_times_out_is_escalated_to_cancel(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:
-    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    ns = fleet.watch_namespace
     fleet.start()
-    create_job(api_client, ns, job_manifest("stuck", bucket, stopTimeoutSeconds=2))
-    eventually(lambda: pod_names(api_client, ns, "stuck") == ["stuck-1-driver"], timeout=30, what="driver")
-    set_driver_running(core, ns, "stuck-1-driver")
-    eventually(lambda: _phase(api_client, ns, "stuck") == "Running", timeout=30, what="Running")
+    _start_running(api_client, ns, "stuck", bucket, stopTimeoutSeconds=2)
     asked = time.monotonic()
     _patch_spec(api_client, ns, "stuck", {"desiredState": "stopped"})
     eventually(
@@ -453,12 +455,7 @@ def test_operator_restart_adopts_the_running_driver_and_a_lost_driver_is_replace
 ) -> None:
     ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
     first = fleet.start()
-    create_job(api_client, ns, job_manifest("adopted", bucket))
-    eventually(
-        lambda: pod_names(api_client, ns, "adopted") == ["adopted-1-driver"], timeout=30, what="driver"
-    )
-    set_driver_running(core, ns, "adopted-1-driver")
-    eventually(lambda: _phase(api_client, ns, "adopted") == "Running", timeout=30, what="Running")
+    _start_running(api_client, ns, "adopted", bucket)
 
     fleet.replicas[first].kill()
     second = fleet.start()
@@ -520,17 +517,12 @@ def _metric(text: str, name: str) -> float | None:
 
 
 def test_metrics_and_probes(fleet: OperatorFleet, api_client: client.ApiClient, bucket: str) -> None:
-    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    ns = fleet.watch_namespace
     first = fleet.start()
     eventually(lambda: fleet.leader(api_client) == first, timeout=30, what="leader")
     second = fleet.start()
     eventually(lambda: fleet.probe(second, "/readyz")[0] == 200, timeout=30, what="standby serving")
-    create_job(api_client, ns, job_manifest("observed", bucket))
-    eventually(
-        lambda: pod_names(api_client, ns, "observed") == ["observed-1-driver"], timeout=30, what="driver"
-    )
-    set_driver_running(core, ns, "observed-1-driver")
-    eventually(lambda: _phase(api_client, ns, "observed") == "Running", timeout=30, what="Running")
+    _start_running(api_client, ns, "observed", bucket)
 
     leader_page = fleet.probe(first, "/metrics")[1]
     assert _metric(leader_page, "ftspark_leader") == 1
@@ -591,10 +583,7 @@ def test_savepoint_nonce_round_trip_through_the_driver_pod(
 ) -> None:
     ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
     fleet.start()
-    create_job(api_client, ns, job_manifest("snap", bucket))
-    eventually(lambda: pod_names(api_client, ns, "snap") == ["snap-1-driver"], timeout=30, what="driver")
-    set_driver_running(core, ns, "snap-1-driver")
-    eventually(lambda: _phase(api_client, ns, "snap") == "Running", timeout=30, what="Running")
+    _start_running(api_client, ns, "snap", bucket)
 
     _patch_spec(api_client, ns, "snap", {"savepointTriggerNonce": 1})
 

@@ -10,11 +10,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ftspark import API_GROUP, API_VERSION, KIND
+from ftspark import API_GROUP, API_VERSION, JOB_LABEL, KIND
 from ftspark.domain.lifecycle import RestoreFrom, driver_pod_name
 from ftspark.domain.models import JobSpec
 
-JOB_LABEL = "ftspark.io/job"
 ATTEMPT_LABEL = "ftspark.io/attempt"
 ROLE_LABEL = "ftspark.io/role"
 CONTROL_ANNOTATION = "ftspark.io/control"  # operator -> driver: stop@<time>, savepoint@<id>

@@ -12,10 +12,13 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark.domain.driver_pod import JOB_LABEL, ROLE_LABEL
+from ftspark import API_GROUP, API_VERSION, JOB_LABEL, PLURAL
+from ftspark.adapters.k8s.configmap_stores import STORE_LABEL
+from ftspark.domain.driver_pod import ROLE_LABEL
 from ftspark.domain.ha import JobKey
 from ftspark.reconcile.queue import WorkQueue
+
+CHECKPOINT_STATUS_DELAY = 5.0
 
 
 def connection_info(configuration: client.Configuration) -> kopf.ConnectionInfo:
@@ -54,5 +57,17 @@ def build_registry(queue: WorkQueue[JobKey], configuration: client.Configuration
     )
     def driver_changed(*, namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
         queue.add(JobKey(namespace=namespace or "", name=labels[JOB_LABEL]))
+
+    @kopf.on.event(
+        "",
+        "v1",
+        "configmaps",
+        labels={STORE_LABEL: "checkpoints", JOB_LABEL: kopf.PRESENT},
+        registry=registry,
+    )
+    def checkpoint_reported(*, namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
+        # A driver reports every micro-batch: refresh the job's status (latest checkpoint, its age in metrics)
+        # at most every few seconds, not once per batch.
+        queue.add_after(JobKey(namespace=namespace or "", name=labels[JOB_LABEL]), CHECKPOINT_STATUS_DELAY)
 
     return registry

@@ -10,12 +10,11 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
+from ftspark import API_GROUP, API_VERSION, JOB_LABEL, KIND, PLURAL
 from ftspark.domain.driver_pod import (
     ATTEMPT_LABEL,
     CONTROL_ANNOTATION,
     DRIVER_SERVICE_ACCOUNT,
-    JOB_LABEL,
     ROLE_LABEL,
     SAVEPOINT_ANNOTATION,
     AttemptPlan,

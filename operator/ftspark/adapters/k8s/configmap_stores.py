@@ -20,6 +20,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from ftspark import JOB_LABEL
 from ftspark.adapters.records import (
     DEFAULT_PAYLOAD_THRESHOLD,
     ConflictError,
@@ -32,7 +33,6 @@ from ftspark.adapters.records import (
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.stores import StoreUnavailableError
 
-JOB_LABEL = "ftspark.io/job"
 STORE_LABEL = "ftspark.io/store"
 RESULT_LABEL = "ftspark.io/result"
 FENCE_ANNOTATION_PREFIX = "ftspark.io/fence-"
