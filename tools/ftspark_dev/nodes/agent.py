@@ -430,12 +430,15 @@ class NodeAgent:
         raise KeyError(f"pod {namespace}/{name} runs on none of this agent's nodes")
 
     def log(self, namespace: str, name: str, container: str | None = None) -> str:
-        """The newest log of a container (the pod's first by default)."""
-        runner = self.runner(namespace, name)
-        chosen = container or runner.containers[0].name
-        directory = runner.log_dir / chosen
-        logs = sorted(directory.glob("*.log"), key=lambda p: int(p.stem))
-        return logs[-1].read_text(errors="replace") if logs else ""
+        """The newest log of a container (any, by default) of a pod that ran here, even if it is deleted."""
+        logs = [
+            path
+            for node in self.nodes
+            for path in node.root.glob(f"logs/{namespace}_{name}_*/{container or '*'}/*.log")
+        ]
+        if not logs:
+            raise KeyError(f"no logs of pod {namespace}/{name} on this agent's nodes")
+        return max(logs, key=lambda path: path.stat().st_mtime).read_text(errors="replace")
 
     # -- faults --------------------------------------------------------------------------------------------
 
