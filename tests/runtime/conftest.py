@@ -260,11 +260,12 @@ class RuntimeJob:
         annotations: dict[str, str] = pod.metadata.annotations or {}
         return annotations
 
-    def wait_for_output(self, files: int, timeout: float) -> float:
-        """Seconds until the sink holds the counts of `files` input files; fails on a dead driver."""
+    def wait_for_output(self, files: int, timeout: float, before: dict[str, int] | None = None) -> float:
+        """Seconds until the sink holds the counts of `files` input files (on top of the counts `before`
+        it, for a job started from a savepoint); fails on a dead driver."""
         started = time.monotonic()
         expected = expected_counts(files)
-        while self.output.counts() != expected:
+        while {**(before or {}), **self.output.counts()} != expected:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise AssertionError(f"driver exited with {self.process.returncode}:\n{self.log()}")

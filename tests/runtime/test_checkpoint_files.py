@@ -109,7 +109,14 @@ def test_savepoint_copies_what_the_batch_needs_and_restores_verified(store: Obje
         f"state/0/{p}/{v}.{k}" for p in (0, 1) for v, k in [(3, "snapshot"), (4, "delta"), (6, "delta")]
     } <= files
     assert not {"state/0/0/2.delta", "state/0/0/3.delta", "offsets/6", "sources/0/6"} & files
-    assert {"metadata", "offsets/5", "commits/5", "sources/0/2.compact", "state/0/_metadata/schema"} <= files
+    assert {
+        "metadata",
+        "offsets/4",
+        "offsets/5",
+        "commits/5",
+        "sources/0/2.compact",
+        "state/0/_metadata/schema",
+    } <= files
 
     fork = f"s3a://{bucket}/other-job/q"
     assert savepoint.restore(store, target, "q", fork) == 5

@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from ftspark.runtime.checkpoint import CheckpointDir
+from ftspark.runtime.objects import ObjectStore
+from ftspark.runtime.session import spark_uri
 from tests.runtime.conftest import RuntimeJob, expected_counts, write_input
 
 KILLS = 20
@@ -22,6 +25,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(make_job: Any) ->
     files = 4
     write_input(job.input, files)
     first_batch_after_start: list[float] = []
+    in_flight = 0  # kills that hit a batch between its offsets and its commit
     for kill in range(KILLS):
         runs_before = sum(job.output.runs().values())
         started = time.monotonic()
@@ -33,6 +37,9 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(make_job: Any) ->
             first_batch_after_start.append(time.monotonic() - started)
             time.sleep(rng.uniform(0.0, 3.0))
         job.kill()
+        checkpoint = CheckpointDir(ObjectStore(job.s3.client()), f"{spark_uri(job.checkpoint_root)}/query-0")
+        logged, committed = checkpoint.batches("offsets"), checkpoint.batches("commits")
+        in_flight += bool(logged) and logged[-1] not in committed
         write_input(job.input, 2, first_file=files)  # new input keeps arriving while the driver is down
         files += 2
 
@@ -48,7 +55,8 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(make_job: Any) ->
     runs = job.output.runs()
     rerun_batches = sum(n - 1 for n in runs.values())
     print(
-        f"\nexactly once: {KILLS} SIGKILLs, {files * 20} records in {files} files, {len(runs)} batches; "
+        f"\nexactly once: {KILLS} SIGKILLs ({in_flight} with a batch in flight), {files * 20} records "
+        f"in {files} files, {len(runs)} batches; "
         f"lost {lost}, duplicated {duplicated}; batch re-runs {rerun_batches}, records re-processed "
         f"{job.output.reprocessed_records()}; first committed batch after a start (attempts that got "
         f"there: {len(first_batch_after_start)}): "

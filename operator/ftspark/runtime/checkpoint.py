@@ -59,12 +59,10 @@ class CheckpointDir:
         return self.store.exists(join(self.location, "metadata"))
 
     def problems(self, batch: int) -> list[str]:
-        """Why batch cannot be restored (offsets, commit or state version batch + 1 damaged); [] if it can."""
-        found = [
-            f"{log}/{batch} {problem}"
-            for log in ("offsets", "commits")
-            if (problem := self._log_problem(f"{log}/{batch}"))
-        ]
+        """Why batch cannot be restored (its logs or state version batch + 1 damaged); [] if it can."""
+        # Spark restarts with the previous batch's offsets as the committed ones: they must be readable too.
+        logs = [f"offsets/{batch}", f"commits/{batch}", *([f"offsets/{batch - 1}"] if batch > 0 else [])]
+        found = [f"{name} {problem}" for name in logs if (problem := self._log_problem(name))]
         state = self.store.list(join(self.location, "state"))
         for partition, versions in _state_versions(state).items():
             try:
@@ -85,6 +83,8 @@ class CheckpointDir:
     def files_for(self, batch: int) -> list[str]:
         """The files a restart after batch needs, relative to the directory (what a savepoint copies)."""
         files = ["metadata", f"offsets/{batch}", f"commits/{batch}"]
+        if batch > 0:  # Spark resumes with the previous batch's offsets as the committed ones
+            files.append(f"offsets/{batch - 1}")
         for name in self.store.list(join(self.location, "sources")):
             match = _SOURCE_FILE.match(name.rsplit("/", 1)[-1])
             if match and int(match.group(1)) <= batch:
