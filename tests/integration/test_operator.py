@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -611,3 +612,51 @@ def test_savepoint_nonce_round_trip_through_the_driver_pod(
     )
     assert "SavepointCompleted" in event_reasons(api_client, ns, "snap")
     assert job_status(api_client, ns, "snap")["handledSavepointNonce"] == 1
+
+
+def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    _start_running(
+        api_client, ns, "local", bucket, localRecovery={"enabled": True, "hostPath": "/mnt/ftspark"}
+    )
+    uid = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        API_GROUP, API_VERSION, ns, PLURAL, "local"
+    )["metadata"]["uid"]
+    for index, node in enumerate(
+        ("node-a", "node-b"), start=1
+    ):  # what Spark's allocator creates, as bound pods
+        labels = {
+            "spark-app-selector": f"ftspark-{uid[:8]}-1",
+            "spark-role": "executor",
+            "spark-exec-id": str(index),
+        }
+        core.create_namespaced_pod(
+            ns,
+            client.V1Pod(
+                metadata=client.V1ObjectMeta(name=f"local-1-exec-{index}", labels=labels),
+                spec=client.V1PodSpec(
+                    node_name=node, containers=[client.V1Container(name="executor", image="x")]
+                ),
+            ),
+        )
+    set_driver_running(core, ns, "local-1-driver")  # a driver status change wakes the job
+
+    def placement() -> list[str] | None:
+        nodes: list[str] | None = (job_status(api_client, ns, "local").get("placement") or {}).get("nodes")
+        return nodes
+
+    assert eventually(placement, timeout=30, what="placement recorded") == ["node-a", "node-b"]
+
+    set_driver_exited(core, ns, "local-1-driver", 137, "killed")
+    eventually(partial(_only_driver, api_client, ns, "local", 2), timeout=30, what="attempt 2")
+    template = json.loads(
+        core.read_namespaced_config_map("local-2-driver-executor-template", ns).data["pod-template.json"]
+    )
+    preference = template["spec"]["affinity"]["nodeAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ][0]
+    assert preference["preference"]["matchExpressions"][0]["values"] == ["node-a", "node-b"]
+    assert template["spec"]["volumes"][0]["hostPath"]["path"] == "/mnt/ftspark"

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
-from ftspark.domain.driver_pod import AttemptPlan, driver_pod, executor_template_config_map, spark_conf
+from ftspark.domain.driver_pod import (
+    AttemptPlan,
+    driver_pod,
+    executor_pod_template,
+    executor_template_config_map,
+    spark_conf,
+)
 from ftspark.domain.models import JobSpec
 
 
@@ -95,3 +102,26 @@ def test_driver_pod_template_merges_over_the_operators_pod() -> None:
     assert any(e["name"] == "FTSPARK_ATTEMPT" for e in containers["driver"]["env"])
     assert containers["sidecar"]["image"] == "s"
     assert pod["spec"]["restartPolicy"] == "Never"
+
+
+def test_local_recovery_template_mounts_the_node_dir_and_prefers_the_old_nodes() -> None:
+    attempt = replace(
+        plan(localRecovery={"enabled": True, "hostPath": "/mnt/state"}), local_state_nodes=("n1", "n2")
+    )
+    template = executor_pod_template(attempt)
+    assert template is not None
+    volume = template["spec"]["volumes"][0]
+    assert volume["name"].startswith("spark-local-dir-"), "Spark uses it as the executor's local dir"
+    assert volume["hostPath"] == {"path": "/mnt/state", "type": "DirectoryOrCreate"}
+    assert template["spec"]["containers"][0]["volumeMounts"][0]["mountPath"] == "/mnt/state"
+    preferred = template["spec"]["affinity"]["nodeAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert preferred[0]["preference"]["matchExpressions"][0]["values"] == ["n1", "n2"]
+
+    strict = replace(plan(localRecovery={"enabled": True, "affinity": "required"}), local_state_nodes=("n1",))
+    required = executor_pod_template(strict)
+    assert required is not None
+    terms = required["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["n1"]
+    assert "affinity" not in (executor_pod_template(plan(localRecovery={"enabled": True})) or {})["spec"]

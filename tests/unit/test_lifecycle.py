@@ -279,3 +279,23 @@ def test_a_savepoint_without_answer_fails_after_the_stop_timeout_and_is_not_retr
     assert timed_out.status.handled_savepoint_nonce == 1
     assert any(isinstance(a, EmitEvent) and a.reason == "SavepointFailed" for a in timed_out.actions)
     assert kinds(run(job, timed_out.status, driver(1, DriverPhase.RUNNING), at=61)) == []
+
+
+def test_local_recovery_remembers_executor_nodes_and_sends_the_next_attempt_back() -> None:
+    job = spec(localRecovery={"enabled": True})
+    running = JobStatus(phase="Running", attempt=1)
+    observation = Observation(
+        1, spec_hash(job), spec_hash(job), (driver(1, DriverPhase.RUNNING),), None, ("n2", "n1")
+    )
+    seen = decide(job, running, observation, T0, lambda: 0.5)
+    assert seen.status.placement is not None
+    assert seen.status.placement.nodes == ["n1", "n2"]
+    more = Observation(1, spec_hash(job), spec_hash(job), (driver(1, DriverPhase.RUNNING),), None, ("n3",))
+    assert decide(job, seen.status, more, T0, lambda: 0.5).status.placement.nodes == ["n1", "n2", "n3"]  # type: ignore[union-attr]
+
+    failed = run(job, seen.status, driver(1, DriverPhase.FAILED, exit_code=137))
+    restarted = run(job, failed.status, at=60)
+    assert restarted.actions[0] == SubmitAttempt(2, "latest-checkpoint", False, ("n1", "n2"))
+
+    without = spec()
+    assert run(without, failed.status, at=60).actions[0] == SubmitAttempt(2, "latest-checkpoint", False, ())

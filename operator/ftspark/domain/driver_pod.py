@@ -23,6 +23,8 @@ DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 UI_PORT = 4040
 EXECUTOR_TEMPLATE_DIR = "/etc/ftspark/executor"
+LOCAL_STATE_VOLUME = "spark-local-dir-ftspark"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 EXECUTOR_TEMPLATE_FILE = "pod-template.json"  # JSON is YAML: Spark reads it as its pod template file
 
 Manifest = dict[str, Any]
@@ -38,6 +40,7 @@ class AttemptPlan:
     checkpoint_location: str
     restore_from: RestoreFrom
     restore_batch_id: int | None = None  # the newest verified checkpoint; later batches are rolled back
+    local_state_nodes: tuple[str, ...] = ()  # localRecovery: nodes holding the previous executors' state
 
 
 def _owner(plan: AttemptPlan) -> Manifest:
@@ -56,6 +59,11 @@ def _labels(plan: AttemptPlan) -> dict[str, str]:
     return {JOB_LABEL: plan.job_name, ATTEMPT_LABEL: str(plan.attempt), ROLE_LABEL: "driver"}
 
 
+def spark_app_id(job_uid: str, attempt: int) -> str:
+    """Spark labels every executor pod spark-app-selector=<this>, so an attempt's executors can be found."""
+    return f"ftspark-{job_uid[:8]}-{attempt}"
+
+
 def spark_conf(plan: AttemptPlan) -> dict[str, str]:
     """Spark settings that make a client-mode driver inside our pod drive executors on Kubernetes."""
     spec = plan.spec
@@ -64,7 +72,7 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         "spark.master": "k8s://https://kubernetes.default.svc",
         "spark.submit.deployMode": "client",
         "spark.app.name": plan.job_name,
-        "spark.app.id": f"ftspark-{plan.job_uid[:8]}-{plan.attempt}",
+        "spark.app.id": spark_app_id(plan.job_uid, plan.attempt),
         "spark.kubernetes.namespace": plan.namespace,
         "spark.kubernetes.driver.pod.name": pod,
         "spark.kubernetes.executor.podNamePrefix": f"{plan.job_name}-{plan.attempt}",
@@ -84,20 +92,60 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
     }
     if spec.py_files:
         conf["spark.submit.pyFiles"] = ",".join(spec.py_files)
-    if spec.executor.pod_template:
+    if executor_pod_template(plan) is not None:
         conf["spark.kubernetes.executor.podTemplateFile"] = (
             f"{EXECUTOR_TEMPLATE_DIR}/{EXECUTOR_TEMPLATE_FILE}"
         )
     return {**conf, **spec.spark_conf}
 
 
+def executor_pod_template(plan: AttemptPlan) -> Manifest | None:
+    """The user's executor template, plus what localRecovery needs: the node-local directory as Spark's local
+    dir (Spark uses volumes named spark-local-dir-*), and node affinity to where the state already is."""
+    spec = plan.spec
+    recovery = spec.local_recovery
+    if not recovery.enabled:
+        return copy.deepcopy(spec.executor.pod_template) or None
+    ours: Manifest = {
+        "spec": {
+            "volumes": [
+                {
+                    "name": LOCAL_STATE_VOLUME,
+                    "hostPath": {"path": recovery.host_path, "type": "DirectoryOrCreate"},
+                }
+            ],
+            "containers": [
+                {
+                    "name": "executor",
+                    "volumeMounts": [{"name": LOCAL_STATE_VOLUME, "mountPath": recovery.host_path}],
+                }
+            ],
+        }
+    }
+    if plan.local_state_nodes:
+        term: Manifest = {
+            "matchExpressions": [
+                {"key": HOSTNAME_LABEL, "operator": "In", "values": list(plan.local_state_nodes)}
+            ]
+        }
+        required: Manifest = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+        preferred: Manifest = {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]
+        }
+        ours["spec"]["affinity"] = {
+            "nodeAffinity": required if recovery.affinity == "required" else preferred
+        }
+    return merge_template(ours, spec.executor.pod_template)
+
+
 def executor_template_config_map(plan: AttemptPlan) -> Manifest | None:
-    """spec.executor.podTemplate as the file Spark reads, in a ConfigMap the driver pod mounts; None if unset.
+    """The executor pod template as the file Spark reads, in a ConfigMap the driver pod mounts; None if none.
 
     Made per attempt, so a spec change never alters the template of a running attempt."""
-    if not plan.spec.executor.pod_template:
+    pod_template = executor_pod_template(plan)
+    if pod_template is None:
         return None
-    template = {"apiVersion": "v1", "kind": "Pod", **plan.spec.executor.pod_template}
+    template = {"apiVersion": "v1", "kind": "Pod", **pod_template}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -189,7 +237,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
             "containers": [container],
         },
     }
-    if spec.executor.pod_template:
+    if executor_pod_template(plan) is not None:
         pod["spec"]["volumes"] = [
             {"name": "executor-template", "configMap": {"name": _executor_template_name(plan)}}
         ]

@@ -34,6 +34,7 @@ from ftspark.domain.models import (
     JobSpec,
     JobStatus,
     Phase,
+    Placement,
     SavepointRef,
     SavepointRequest,
 )
@@ -84,6 +85,7 @@ class Observation:
     submitted_spec_hash: str | None
     drivers: tuple[DriverObservation, ...] = ()
     result: JobResultEntry | None = None
+    executor_nodes: tuple[str, ...] = ()  # nodes running the current attempt's executors
 
 
 # -- actions (carried out in order by the reconciler's actuator) --
@@ -98,6 +100,7 @@ class SubmitAttempt:
     attempt: int
     restore_from: RestoreFrom
     fresh_checkpoints: bool = False
+    local_state_nodes: tuple[str, ...] = ()  # localRecovery: where the previous executors kept state
 
 
 @dataclass(frozen=True)
@@ -239,7 +242,16 @@ class _Context:
         if self.stale or self.current:
             return self._done(1.0)  # never start an attempt while an earlier driver pod still exists
         attempt = self.status.attempt + 1
-        self.actions.append(SubmitAttempt(attempt, restore_from, fresh))
+        placement = self.status.placement
+        nodes = (
+            tuple(placement.nodes)
+            if placement
+            and self.spec.local_recovery.enabled
+            and not fresh
+            and restore_from == "latest-checkpoint"
+            else ()
+        )
+        self.actions.append(SubmitAttempt(attempt, restore_from, fresh, nodes))
         self._update(
             attempt=attempt,
             driver_pod=None,
@@ -391,6 +403,7 @@ class _Context:
             return self._done(_POLL_SECONDS)
         if current.phase == DriverPhase.RUNNING:
             self._savepoints(current)
+            self._remember_placement(current.attempt)
             waiting = self.spec.stop_timeout_seconds if self.status.savepoint_in_progress else _POLL_SECONDS
             if self.status.phase != "Running":
                 self._update(attempt_started_at=current.started_at or self.now, driver_pod=current.pod_name)
@@ -405,6 +418,16 @@ class _Context:
             )
             return self._done(1.0)
         return self._done(1.0)  # terminating: wait for it to go
+
+    def _remember_placement(self, attempt: int) -> None:
+        """Every node that ran one of this attempt's executors (executors come and go within an attempt)."""
+        if not self.obs.executor_nodes:
+            return
+        placement = self.status.placement
+        known = set(placement.nodes) if placement and placement.attempt == attempt else set()
+        if not known.issuperset(self.obs.executor_nodes):
+            nodes = sorted(known | set(self.obs.executor_nodes))
+            self._update(placement=Placement(attempt=attempt, nodes=nodes))
 
     def _savepoints(self, driver: DriverObservation) -> None:
         """savepointTriggerNonce: ask once per new nonce, record the answer, give up after stopTimeout."""

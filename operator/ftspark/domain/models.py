@@ -298,6 +298,11 @@ class SavepointRequest(_Model):
     requested_at: datetime = Field(description="When the driver was asked.")
 
 
+class Placement(_Model):
+    attempt: int = Field(ge=0, description="The attempt whose executors ran there.")
+    nodes: list[str] = Field(default_factory=list, description="Nodes that ran its executors (local state).")
+
+
 class Failure(_Model):
     reason: str = Field(description="Why the attempt ended, e.g. DriverError, OOMKilled, NodeLost.")
     message: str = Field(default="", description="The driver's termination message or the observed cause.")
@@ -345,6 +350,10 @@ class JobStatus(_Model):
     )
     last_failure: Failure | None = Field(default=None, description="The most recent failed attempt.")
     restarts: RestartState = Field(default_factory=RestartState, description="Restart strategy bookkeeping.")
+    placement: Placement | None = Field(
+        default=None,
+        description="Where the executors ran: localRecovery sends the next attempt's back there.",
+    )
     attempt_started_at: datetime | None = Field(
         default=None, description="When the current driver started running."
     )

@@ -46,6 +46,9 @@ class Drivers(Protocol):
     def request_savepoint(self, key: JobKey, pod_name: str, savepoint_id: str) -> None:
         """Ask the driver runtime for a savepoint; it answers on its pod (DriverObservation.savepoint)."""
 
+    def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
+        """Nodes that run executors of the Spark application (sorted, distinct)."""
+
     def delete_all(self, key: JobKey) -> None:
         """Remove every pod and service of the job (cleanup after a final result)."""
 

@@ -9,13 +9,14 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from ftspark.domain.driver_pod import AttemptPlan
+from ftspark.domain.driver_pod import AttemptPlan, spark_app_id
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobGraph, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
     Action,
     Decision,
     DeleteDriver,
+    DriverPhase,
     EmitEvent,
     Observation,
     RecordResult,
@@ -86,12 +87,20 @@ class Reconciler:
             self._record(job, decision, None)
             return None
         graph = self._graphs.get(key)
+        drivers = tuple(self._drivers.observe(key))
+        running = [d for d in drivers if d.phase == DriverPhase.RUNNING and d.attempt == status.attempt]
+        executor_nodes = (
+            tuple(self._drivers.executor_nodes(key, spark_app_id(job.uid, status.attempt)))
+            if spec.local_recovery.enabled and running
+            else ()
+        )
         observation = Observation(
             generation=job.generation,
             spec_hash=spec_hash(spec),
             submitted_spec_hash=graph.spec_hash if graph is not None and graph.uid == job.uid else None,
-            drivers=tuple(self._drivers.observe(key)),
+            drivers=drivers,
             result=self._results.get(job.uid),
+            executor_nodes=executor_nodes,
         )
         decision = decide(spec, status, observation, now, self._uniform)
         try:
@@ -214,6 +223,7 @@ class Reconciler:
                 if reuse or action.restore_from != "latest-checkpoint"
                 else "nothing",
                 restore_batch_id=restore_batch,
+                local_state_nodes=action.local_state_nodes,
             )
         )
 

@@ -115,6 +115,11 @@ class KubeDrivers:
         body = {"metadata": {"annotations": {CONTROL_ANNOTATION: request}}}
         _ignore(404, self._core.patch_namespaced_pod, pod_name, key.namespace, body)
 
+    def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
+        selector = f"spark-app-selector={spark_app_id},spark-role=executor"
+        pods = self._core.list_namespaced_pod(key.namespace, label_selector=selector).items
+        return sorted({pod.spec.node_name for pod in pods if pod.spec.node_name})
+
     def delete_all(self, key: JobKey) -> None:
         selector = f"{JOB_LABEL}={key.name}"
         self._core.delete_collection_namespaced_pod(key.namespace, label_selector=selector)
