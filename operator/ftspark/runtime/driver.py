@@ -57,7 +57,8 @@ class Driver:
     def __init__(self, config: RuntimeConfig, ending: Ending) -> None:
         self.config = config
         self.ending = ending
-        self.objects = ObjectStore(s3_client(config.spark_conf))
+        self._s3 = s3_client(config.spark_conf)
+        self.objects = ObjectStore(self._s3)
         self.queries = Queries(config.checkpoint_root, self._prepare)
         self._checkpoints: CheckpointStore | None = None
         self._reporter: PointerReporter | None = None
@@ -88,7 +89,7 @@ class Driver:
         try:
             stores = configmap_stores(
                 api,
-                S3BlobStore(s3_client(cfg.spark_conf)),
+                S3BlobStore(self._s3),
                 results_namespace=cfg.results_namespace,
                 namespace=cfg.job.namespace,
             )
@@ -259,6 +260,7 @@ class Driver:
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs every callback at INFO
     if len(argv) < 2 or argv[0] != "driver":
         print("usage: python -m ftspark.runtime driver <mainApplicationFile> [args...]", file=sys.stderr)
         return int(Exit.BAD_INPUT)
