@@ -3,6 +3,7 @@ the real scheduler places them by node affinity and the node agent runs them as 
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
@@ -123,10 +124,14 @@ def test_spark_executors_run_as_pods_on_the_node_their_template_names(
     for pod in seen.values():
         assert pod.spec.node_name == target.name
         assert pod.status.pod_ip == target.ip
+        created = pod.metadata.creation_timestamp
         started = pod.status.container_statuses[0].state.running.started_at
-        delay = (started - pod.metadata.creation_timestamp).total_seconds()
-        print(f"executor {pod.metadata.name}: created → process started {delay:.0f} s")
-        assert "Successfully registered with driver" in agent.log(namespace, pod.metadata.name)
+        log = agent.log(namespace, pod.metadata.name)
+        registered = next(line for line in log.splitlines() if "Successfully registered with driver" in line)
+        # Spark logs local time as "yy/MM/dd HH:mm:ss".
+        at = datetime.datetime.strptime(registered[:17], "%y/%m/%d %H:%M:%S").astimezone(datetime.UTC)
+        to_start, to_register = (started - created).total_seconds(), (at - started).total_seconds()
+        print(f"{pod.metadata.name}: created → started {to_start:.0f} s → registered {to_register:.0f} s")
     print(next(line for line in output.splitlines() if line.startswith("executors registered")))
     # spark.stop() deletes its executors; the agent stopped their JVMs and finalized the pods.
     eventually(

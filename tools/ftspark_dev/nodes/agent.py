@@ -126,11 +126,9 @@ class Node:
         """Shut down: SIGTERM every pod process, SIGKILL after grace_seconds, optionally delete the Node."""
         signal_marked(self.view.marker, signal.SIGTERM)
         deadline = time.monotonic() + grace_seconds
-        while time.monotonic() < deadline and any(not r.done.is_set() for r in list(self.runners.values())):
+        while time.monotonic() < deadline and any(r.has_processes() for r in list(self.runners.values())):
             time.sleep(0.1)
         self.kill()
-        for thread in self._threads:
-            thread.join(timeout=_WATCH_SECONDS + 5)
         if delete:
             with contextlib.suppress(ApiException):
                 self.agent.core.delete_node(self.name)

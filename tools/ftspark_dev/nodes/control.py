@@ -1,4 +1,4 @@
-"""The running agent's fault-injection API over a Unix socket, for the CLI: one JSON request, one JSON answer."""
+"""The running agent's fault injection over a Unix socket, for the CLI: one JSON request, one answer."""
 
 from __future__ import annotations
 

@@ -167,6 +167,10 @@ class PodRunner(threading.Thread):
         self._delete_grace = grace if self._delete_grace is None else min(grace, self._delete_grace)
         self._wake.set()
 
+    def has_processes(self) -> bool:
+        containers = self.init_containers + self.containers
+        return any(c.process is not None and c.process.poll() is None for c in containers)
+
     def kill(self) -> None:
         """A crash: SIGKILL every process of the pod, as the OOM killer or a `kill -9` would."""
         signal_marked(f"{self.node.marker}{self.uid}/", signal.SIGKILL)
