@@ -1,0 +1,396 @@
+package io.ftspark.localrecovery;
+
+import static io.ftspark.localrecovery.LocalRecoveryStats.Counter;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.URI;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.FileTime;
+import java.util.Comparator;
+import java.util.HashSet;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Stream;
+import java.util.zip.CRC32C;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.EtagSource;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FileStatus;
+import org.apache.hadoop.fs.RawLocalFileSystem;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * The node-local copies: {@code <root>/<scheme>/<authority>/<path>}, each with a record {@code <file>.lrmeta}
+ * ({@code <length> <crc32c> <primary identity>}). A copy is written under a unique staging name, renamed into
+ * place, then its record is written; a reader trusts a copy only if the record matches the primary's current
+ * FileStatus and the copy's own checksum. Nothing is fsynced: the checksum catches what a crash leaves behind.
+ * Every local failure is counted and swallowed: the primary is always the truth.
+ */
+final class LocalStore {
+  private static final Logger LOG = LoggerFactory.getLogger(LocalStore.class);
+  private static final String RECORD = ".lrmeta";
+  private static final String STAGING = ".lrpart";
+  private static final long STALE_STAGING_MS = 3_600_000;
+  private static final int BUFFER = 1 << 16;
+  private static final AtomicLong failures = new AtomicLong();
+
+  interface IOSupplier<T> {
+    T get() throws IOException;
+  }
+
+  private final Path root;
+  private final RawLocalFileSystem local = new RawLocalFileSystem();
+
+  LocalStore(Path root, Configuration conf) throws IOException {
+    this.root = root;
+    local.initialize(URI.create("file:///"), conf);
+  }
+
+  /** Where the copy of a (qualified) remote path lives. */
+  Path fileFor(org.apache.hadoop.fs.Path remote) {
+    URI uri = remote.toUri();
+    String authority = uri.getAuthority() == null ? "_" : uri.getAuthority();
+    return root.resolve(uri.getScheme()).resolve(authority).resolve(uri.getPath().replaceFirst("^/+", ""));
+  }
+
+  /**
+   * The verified local copy of a primary file, or else the primary's bytes, copied here on the way (a miss or a
+   * bad copy is replaced transparently).
+   */
+  FSDataInputStream open(
+      org.apache.hadoop.fs.Path remote, FileStatus primary, IOSupplier<FSDataInputStream> openPrimary)
+      throws IOException {
+    Path file = fileFor(remote);
+    FSDataInputStream verified = verified(file, primary);
+    if (verified != null) {
+      LocalRecoveryStats.add(Counter.localHits, 1);
+      LocalRecoveryStats.add(Counter.bytesReadLocal, primary.getLen());
+      return verified;
+    }
+    LocalRecoveryStats.add(Counter.bytesReadPrimary, primary.getLen());
+    Staging copy = stage(remote);
+    if (!copy.isOpen()) {
+      return openPrimary.get();
+    }
+    byte[] buffer = new byte[BUFFER];
+    try (InputStream in = openPrimary.get()) {
+      for (int n = in.read(buffer); n >= 0; n = in.read(buffer)) {
+        copy.write(buffer, 0, n);
+      }
+    } catch (IOException | RuntimeException e) {
+      copy.abort();
+      throw e;
+    }
+    if (copy.commit(() -> primary)) {
+      try {
+        return local.open(toHadoop(file));
+      } catch (IOException e) {
+        failed("open of the fetched copy", file, e);
+      }
+    }
+    LocalRecoveryStats.add(Counter.bytesReadPrimary, primary.getLen());
+    return openPrimary.get();
+  }
+
+  /** A local copy being written next to a primary write; inert if the local dir fails. */
+  Staging stage(org.apache.hadoop.fs.Path remote) {
+    return new Staging(fileFor(remote));
+  }
+
+  /** Copies a local source file that was just uploaded as {@code remote}. */
+  void put(org.apache.hadoop.fs.Path remote, Path source, IOSupplier<FileStatus> primary) {
+    Staging copy = stage(remote);
+    if (!copy.isOpen()) {
+      return;
+    }
+    byte[] buffer = new byte[BUFFER];
+    try (InputStream in = Files.newInputStream(source)) {
+      for (int n = in.read(buffer); n >= 0; n = in.read(buffer)) {
+        copy.write(buffer, 0, n);
+      }
+    } catch (IOException | RuntimeException e) {
+      copy.abort();
+      failed("read of the uploaded source", source, e);
+      return;
+    }
+    copy.commit(primary);
+  }
+
+  /** The primary was renamed: move the copy along (re-identified), or drop what no longer matches. */
+  void renamed(org.apache.hadoop.fs.Path src, org.apache.hadoop.fs.Path dst, IOSupplier<FileStatus> dstStatus) {
+    Path from = fileFor(src);
+    Path to = fileFor(dst);
+    try {
+      Record record = Files.isRegularFile(from) && StateFiles.isTracked(dst) ? Record.read(from) : null;
+      if (record == null) {
+        delete(src);
+        delete(dst);
+        return;
+      }
+      Files.createDirectories(to.getParent());
+      Files.move(from, to, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+      Files.deleteIfExists(recordOf(from));
+      touch(to);
+      FileStatus status = dstStatus.get();
+      if (status.getLen() != record.length) {
+        throw new IOException("renamed primary has " + status.getLen() + " bytes, local copy " + record.length);
+      }
+      new Record(record.length, record.crc, identity(status)).write(to);
+    } catch (IOException | RuntimeException e) {
+      failed("rename", to, e);
+      delete(src);
+      delete(dst);
+    }
+  }
+
+  /** Prunes the copy of a deleted primary file, or all copies under a deleted directory. */
+  void delete(org.apache.hadoop.fs.Path remote) {
+    Path file = fileFor(remote);
+    try {
+      if (Files.isDirectory(file)) {
+        try (Stream<Path> tree = Files.walk(file)) {
+          for (Path p : (Iterable<Path>) tree.sorted(Comparator.reverseOrder())::iterator) {
+            if (Files.isRegularFile(p) && isData(p.getFileName().toString())) {
+              LocalRecoveryStats.add(Counter.localFilesPruned, 1);
+            }
+            Files.deleteIfExists(p);
+          }
+        }
+      } else if (Files.deleteIfExists(file)) {
+        LocalRecoveryStats.add(Counter.localFilesPruned, 1);
+      }
+      Files.deleteIfExists(recordOf(file));
+    } catch (IOException | RuntimeException e) {
+      failed("delete", file, e);
+    }
+  }
+
+  /**
+   * Reconciles a local directory with a listing of its primary: copies of files that are gone there are
+   * pruned (Spark's maintenance deletes old versions from any executor; the copies on other nodes go here).
+   * Copies finalized after the listing started are kept: their primary may be newer than the listing.
+   */
+  void sweep(org.apache.hadoop.fs.Path dir, FileStatus[] listing, long listedAt) {
+    Path localDir = fileFor(dir);
+    if (!Files.isDirectory(localDir)) {
+      return;
+    }
+    Set<String> names = new HashSet<>();
+    for (FileStatus status : listing) {
+      names.add(status.getPath().getName());
+    }
+    try (DirectoryStream<Path> entries = Files.newDirectoryStream(localDir, Files::isRegularFile)) {
+      for (Path entry : entries) {
+        String name = entry.getFileName().toString();
+        long modified = Files.getLastModifiedTime(entry).toMillis();
+        boolean orphan =
+            name.endsWith(STAGING)
+                ? modified < listedAt - STALE_STAGING_MS
+                : !names.contains(name.endsWith(RECORD) ? name.substring(0, name.length() - RECORD.length()) : name)
+                    && modified < listedAt;
+        if (orphan && Files.deleteIfExists(entry) && isData(name)) {
+          LocalRecoveryStats.add(Counter.localFilesPruned, 1);
+        }
+      }
+    } catch (IOException | RuntimeException e) {
+      failed("sweep", localDir, e);
+    }
+  }
+
+  void writeStats(boolean force) {
+    LocalRecoveryStats.writeTo(root, force);
+  }
+
+  /** The copy, opened and checked against its record and the primary; null (counted) if it cannot serve. */
+  private FSDataInputStream verified(Path file, FileStatus primary) {
+    Record record;
+    try {
+      record = Files.isRegularFile(file) ? Record.read(file) : null;
+    } catch (IOException | RuntimeException e) {
+      record = null;
+    }
+    if (record == null) {
+      LocalRecoveryStats.add(Counter.localMisses, 1);
+      return null;
+    }
+    if (record.length != primary.getLen() || !record.identity.equals(identity(primary))) {
+      LocalRecoveryStats.add(Counter.localStale, 1);
+      return null;
+    }
+    FSDataInputStream in = null;
+    try {
+      // One descriptor for the check and the reads: a concurrent replacement cannot slip in between.
+      in = local.open(toHadoop(file), BUFFER);
+      CRC32C crc = new CRC32C();
+      byte[] buffer = new byte[BUFFER];
+      long length = 0;
+      for (int n = in.read(buffer); n >= 0; n = in.read(buffer)) {
+        crc.update(buffer, 0, n);
+        length += n;
+      }
+      if (length == record.length && crc.getValue() == record.crc) {
+        in.seek(0);
+        return in;
+      }
+      LOG.warn("Local copy {} is corrupt ({} bytes, expected {}); reading the primary", file, length, record.length);
+    } catch (IOException | RuntimeException e) {
+      LOG.warn("Local copy {} is unreadable; reading the primary", file, e);
+    }
+    closeQuietly(in);
+    LocalRecoveryStats.add(Counter.localCorrupt, 1);
+    return null;
+  }
+
+  /** The primary's version: its ETag where it has one (S3), else its modification time. */
+  static String identity(FileStatus status) {
+    String etag = status instanceof EtagSource ? ((EtagSource) status).getEtag() : null;
+    return etag != null && !etag.isEmpty() ? "etag:" + etag : "mtime:" + status.getModificationTime();
+  }
+
+  private static boolean isData(String name) {
+    return !name.endsWith(RECORD) && !name.endsWith(STAGING);
+  }
+
+  private static Path recordOf(Path file) {
+    return file.resolveSibling(file.getFileName() + RECORD);
+  }
+
+  private static org.apache.hadoop.fs.Path toHadoop(Path file) {
+    return new org.apache.hadoop.fs.Path(file.toUri());
+  }
+
+  /** Marks a local copy's finalization time, which sweep() compares with listings. */
+  private static void touch(Path file) throws IOException {
+    Files.setLastModifiedTime(file, FileTime.fromMillis(System.currentTimeMillis()));
+  }
+
+  private static void closeQuietly(AutoCloseable c) {
+    try {
+      if (c != null) {
+        c.close();
+      }
+    } catch (Exception ignored) {
+      // Nothing left to do with a copy we are abandoning.
+    }
+  }
+
+  private void failed(String what, Path file, Exception e) {
+    LocalRecoveryStats.add(Counter.localWriteFailures, 1);
+    long n = failures.incrementAndGet();
+    // Logged on the 1st, 2nd, 4th, 8th, ... failure: a full disk fails every file.
+    if (Long.bitCount(n) == 1) {
+      LOG.warn("Local recovery copy failed ({}, {} failures so far): {}", what, n, file, e);
+    }
+    writeStats(false);
+  }
+
+  private record Record(long length, long crc, String identity) {
+    static Record read(Path file) throws IOException {
+      String[] fields;
+      try {
+        fields = Files.readString(recordOf(file), StandardCharsets.UTF_8).trim().split(" ", 3);
+      } catch (NoSuchFileException e) {
+        return null;
+      }
+      return new Record(Long.parseLong(fields[0]), Long.parseLong(fields[1], 16), fields[2]);
+    }
+
+    void write(Path file) throws IOException {
+      Path temp = file.resolveSibling("." + file.getFileName() + "." + UUID.randomUUID() + STAGING);
+      Files.writeString(temp, length + " " + Long.toHexString(crc) + " " + identity, StandardCharsets.UTF_8);
+      Files.move(temp, recordOf(file), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+    }
+  }
+
+  /** A copy in the making: bytes go to a staging file; commit() puts it in place once the primary is complete. */
+  final class Staging {
+    private final Path target;
+    private final Path temp;
+    private final CRC32C crc = new CRC32C();
+    private OutputStream out;
+    private long length;
+    private long nanos;
+
+    private Staging(Path target) {
+      this.target = target;
+      this.temp = target.resolveSibling("." + target.getFileName() + "." + UUID.randomUUID() + STAGING);
+      long start = System.nanoTime();
+      try {
+        Files.createDirectories(target.getParent());
+        out = Files.newOutputStream(temp);
+      } catch (IOException | RuntimeException e) {
+        failed("create", temp, e);
+      }
+      nanos += System.nanoTime() - start;
+    }
+
+    boolean isOpen() {
+      return out != null;
+    }
+
+    void write(byte[] b, int off, int len) {
+      if (out == null) {
+        return;
+      }
+      long start = System.nanoTime();
+      try {
+        out.write(b, off, len);
+        crc.update(b, off, len);
+        length += len;
+      } catch (IOException | RuntimeException e) {
+        abort();
+        failed("write", temp, e);
+      }
+      nanos += System.nanoTime() - start;
+    }
+
+    /** Called only after the primary is complete; {@code primary} gives its status, or null if not needed yet. */
+    boolean commit(IOSupplier<FileStatus> primary) {
+      if (out == null) {
+        return false;
+      }
+      long start = System.nanoTime();
+      try {
+        out.close();
+        out = null;
+        FileStatus status = primary.get();
+        if (status != null && status.getLen() != length) {
+          throw new IOException("primary has " + status.getLen() + " bytes, local copy " + length);
+        }
+        Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        touch(target);
+        new Record(length, crc.getValue(), status == null ? "-" : identity(status)).write(target);
+        LocalRecoveryStats.add(Counter.localFilesWritten, 1);
+        LocalRecoveryStats.add(Counter.localBytesWritten, length);
+        return true;
+      } catch (IOException | RuntimeException e) {
+        abort();
+        failed("commit", target, e);
+        return false;
+      } finally {
+        nanos += System.nanoTime() - start;
+        LocalRecoveryStats.add(Counter.localWriteNanos, nanos);
+        writeStats(false);
+      }
+    }
+
+    void abort() {
+      closeQuietly(out);
+      out = null;
+      try {
+        Files.deleteIfExists(temp);
+      } catch (IOException e) {
+        // A leftover staging file is pruned by a later sweep.
+      }
+    }
+  }
+}

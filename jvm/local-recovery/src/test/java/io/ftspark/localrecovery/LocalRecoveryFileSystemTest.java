@@ -1,0 +1,309 @@
+package io.ftspark.localrecovery;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.attribute.FileTime;
+import java.util.EnumSet;
+import java.util.HashMap;
+import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.CreateFlag;
+import org.apache.hadoop.fs.FSDataInputStream;
+import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileContext;
+import org.apache.hadoop.fs.Options;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.RawLocalFileSystem;
+import org.apache.hadoop.fs.permission.FsPermission;
+import org.apache.hadoop.util.Progressable;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+/** The wrapper around the local filesystem as its "primary": file:// stands in for s3a://. */
+class LocalRecoveryFileSystemTest {
+  @TempDir java.nio.file.Path tmp;
+  private java.nio.file.Path localDir;
+  private Path partition;
+  private LocalRecoveryFileSystem fs;
+  private Map<String, Long> before;
+
+  @BeforeEach
+  void setUp() throws IOException {
+    localDir = tmp.resolve("node-local");
+    partition = new Path(tmp.resolve("primary/ckpt/state/0/1").toUri());
+    fs = open(RawLocalFileSystem.class, localDir.toString());
+    before = LocalRecoveryStats.snapshot();
+  }
+
+  @AfterEach
+  void tearDown() throws IOException {
+    fs.close();
+  }
+
+  private Configuration conf(Class<?> delegate, String dir) {
+    Configuration conf = new Configuration(false);
+    conf.set(LocalRecoveryFileSystem.DELEGATE_IMPL, delegate.getName());
+    conf.set(LocalRecoveryFileSystem.DIR, dir);
+    return conf;
+  }
+
+  private LocalRecoveryFileSystem open(Class<?> delegate, String dir) throws IOException {
+    LocalRecoveryFileSystem wrapper = new LocalRecoveryFileSystem();
+    wrapper.initialize(URI.create("file:///"), conf(delegate, dir));
+    return wrapper;
+  }
+
+  private long delta(String counter) {
+    return LocalRecoveryStats.snapshot().get(counter) - before.get(counter);
+  }
+
+  private java.nio.file.Path primaryFile(Path path) {
+    return java.nio.file.Path.of(path.toUri());
+  }
+
+  private java.nio.file.Path localCopy(Path path) {
+    return localDir.resolve("file/_" + path.toUri().getPath());
+  }
+
+  private static byte[] content(int size, int seed) {
+    byte[] bytes = new byte[size];
+    for (int i = 0; i < size; i++) {
+      bytes[i] = (byte) (i * 31 + seed);
+    }
+    return bytes;
+  }
+
+  private void write(Path path, byte[] bytes) throws IOException {
+    try (FSDataOutputStream out = fs.create(path, true)) {
+      out.write(bytes);
+    }
+  }
+
+  private byte[] read(Path path) throws IOException {
+    try (FSDataInputStream in = fs.open(path)) {
+      return in.readAllBytes();
+    }
+  }
+
+  @Test
+  void writtenFileIsServedLocally() throws IOException {
+    Path sst = new Path(partition, "SSTs/000001-a.sst");
+    byte[] bytes = content(200_000, 1);
+    write(sst, bytes);
+    assertArrayEquals(bytes, Files.readAllBytes(localCopy(sst)));
+    assertEquals(1, delta("localFilesWritten"));
+    assertEquals(bytes.length, delta("localBytesWritten"));
+
+    assertArrayEquals(bytes, read(sst));
+    assertEquals(1, delta("localHits"));
+    assertEquals(bytes.length, delta("bytesReadLocal"));
+    assertEquals(0, delta("bytesReadPrimary"));
+  }
+
+  @Test
+  void untrackedFilesGetNoCopy() throws IOException {
+    Path offsets = new Path(partition.getParent().getParent().getParent(), "offsets/7");
+    write(offsets, content(100, 2));
+    assertArrayEquals(content(100, 2), read(offsets));
+    assertFalse(Files.exists(localCopy(offsets)));
+    assertEquals(0, delta("localFilesWritten") + delta("localMisses") + delta("localHits"));
+  }
+
+  @Test
+  void missingCopyIsFetchedFromThePrimary() throws IOException {
+    Path zip = new Path(partition, "3.zip");
+    Files.createDirectories(primaryFile(zip).getParent());
+    Files.write(primaryFile(zip), content(5000, 3));
+
+    assertArrayEquals(content(5000, 3), read(zip));
+    assertEquals(1, delta("localMisses"));
+    assertEquals(5000, delta("bytesReadPrimary"));
+    assertArrayEquals(content(5000, 3), read(zip));
+    assertEquals(1, delta("localHits"));
+    assertEquals(5000, delta("bytesReadPrimary"));
+  }
+
+  @Test
+  void corruptCopyIsReplaced() throws IOException {
+    Path changelog = new Path(partition, "4.changelog");
+    byte[] bytes = content(10_000, 4);
+    write(changelog, bytes);
+    byte[] damaged = bytes.clone();
+    damaged[1234] ^= 1;
+    Files.write(localCopy(changelog), damaged);
+
+    assertArrayEquals(bytes, read(changelog));
+    assertEquals(1, delta("localCorrupt"));
+    assertEquals(bytes.length, delta("bytesReadPrimary"));
+    assertArrayEquals(bytes, Files.readAllBytes(localCopy(changelog)));
+    assertArrayEquals(bytes, read(changelog));
+    assertEquals(1, delta("localHits"));
+  }
+
+  @Test
+  void copyOfAnOverwrittenPrimaryIsNotServed() throws IOException {
+    Path zip = new Path(partition, "5.zip");
+    write(zip, content(3000, 5));
+    // The batch ran again elsewhere: same name, same size, other bytes.
+    Files.write(primaryFile(zip), content(3000, 6));
+    Files.setLastModifiedTime(primaryFile(zip), FileTime.fromMillis(System.currentTimeMillis() + 5000));
+
+    assertArrayEquals(content(3000, 6), read(zip));
+    assertEquals(1, delta("localStale"));
+    assertArrayEquals(content(3000, 6), Files.readAllBytes(localCopy(zip)));
+  }
+
+  @Test
+  void failedPrimaryCloseLeavesNoCopy() throws IOException {
+    LocalRecoveryFileSystem failing = open(FailingCloseFileSystem.class, localDir.toString());
+    Path sst = new Path(partition, "SSTs/000002-b.sst");
+    FSDataOutputStream out = failing.create(sst, true);
+    out.write(content(1000, 7));
+    assertThrows(IOException.class, out::close);
+    assertFalse(Files.exists(localCopy(sst)));
+    try (var staging = Files.list(localCopy(sst).getParent())) {
+      assertEquals(0, staging.count());
+    }
+    assertEquals(0, delta("localFilesWritten"));
+  }
+
+  @Test
+  void brokenLocalDirNeverFailsAWrite() throws IOException {
+    java.nio.file.Path notADir = tmp.resolve("a-file");
+    Files.write(notADir, new byte[1]);
+    LocalRecoveryFileSystem broken = open(RawLocalFileSystem.class, notADir.resolve("local").toString());
+    Path zip = new Path(partition, "6.zip");
+    try (FSDataOutputStream out = broken.create(zip, true)) {
+      out.write(content(4000, 8));
+    }
+    assertArrayEquals(content(4000, 8), Files.readAllBytes(primaryFile(zip)));
+    assertTrue(delta("localWriteFailures") >= 1);
+    try (FSDataInputStream in = broken.open(zip)) {
+      assertArrayEquals(content(4000, 8), in.readAllBytes());
+    }
+    assertEquals(1, delta("localMisses"));
+  }
+
+  @Test
+  void fileContextWritesThroughTempAndRename() throws IOException {
+    // Spark's default CheckpointFileManager: FileContext create of .<name>.<uuid>.tmp, then rename OVERWRITE.
+    Configuration conf = conf(RawLocalFileSystem.class, localDir.toString());
+    conf.set("fs.AbstractFileSystem.file.impl", LocalRecoveryFs.class.getName());
+    FileContext fc = FileContext.getFileContext(URI.create("file:///"), conf);
+    Path zip = new Path(partition, "7.zip");
+    Path temp = new Path(partition, ".7.zip.0f4c5a4e-1b7e-4a5e-9f3b-2a1c3d4e5f60.tmp");
+    fc.mkdir(partition, FsPermission.getDirDefault(), true);
+    try (FSDataOutputStream out = fc.create(temp, EnumSet.of(CreateFlag.CREATE, CreateFlag.OVERWRITE))) {
+      out.write(content(8000, 9));
+    }
+    fc.rename(temp, zip, Options.Rename.OVERWRITE);
+    assertFalse(Files.exists(localCopy(temp)));
+    assertArrayEquals(content(8000, 9), Files.readAllBytes(localCopy(zip)));
+
+    try (FSDataInputStream in = fc.open(zip)) {
+      assertArrayEquals(content(8000, 9), in.readAllBytes());
+    }
+    assertEquals(1, delta("localHits"));
+    fc.delete(zip, false);
+    assertFalse(Files.exists(localCopy(zip)));
+  }
+
+  @Test
+  void copyFromAndToLocalFile() throws IOException {
+    // RocksDBFileManager's upload and download of SST files.
+    java.nio.file.Path source = tmp.resolve("rocksdb/000009.sst");
+    Files.createDirectories(source.getParent());
+    Files.write(source, content(70_000, 10));
+    Path sst = new Path(partition, "SSTs/000009-c.sst");
+    fs.copyFromLocalFile(new Path(source.toUri()), sst);
+    assertArrayEquals(content(70_000, 10), Files.readAllBytes(localCopy(sst)));
+
+    java.nio.file.Path restored = tmp.resolve("restore/000009.sst");
+    fs.copyToLocalFile(sst, new Path(restored.toUri()));
+    assertArrayEquals(content(70_000, 10), Files.readAllBytes(restored));
+    assertEquals(1, delta("localHits"));
+    assertEquals(0, delta("bytesReadPrimary"));
+  }
+
+  @Test
+  void deleteAndListingPruneCopies() throws IOException, InterruptedException {
+    Path kept = new Path(partition, "SSTs/000010-d.sst");
+    Path deleted = new Path(partition, "SSTs/000011-e.sst");
+    Path goneElsewhere = new Path(partition, "SSTs/000012-f.sst");
+    for (Path p : new Path[] {kept, deleted, goneElsewhere}) {
+      write(p, content(100, 11));
+    }
+    fs.delete(deleted, false);
+    assertFalse(Files.exists(localCopy(deleted)));
+
+    Files.delete(primaryFile(goneElsewhere)); // another node's maintenance
+    Thread.sleep(20);
+    fs.listStatus(new Path(partition, "SSTs"));
+    assertFalse(Files.exists(localCopy(goneElsewhere)));
+    assertTrue(Files.exists(localCopy(kept)));
+    assertEquals(2, delta("localFilesPruned"));
+
+    fs.delete(partition, true);
+    assertFalse(Files.exists(localCopy(kept)));
+  }
+
+  @Test
+  void deletedPrimaryIsNotServedFromACopy() throws IOException {
+    Path delta = new Path(partition, "8.delta");
+    write(delta, content(100, 12));
+    Files.delete(primaryFile(delta));
+    assertThrows(FileNotFoundException.class, () -> read(delta));
+    assertFalse(Files.exists(localCopy(delta)));
+  }
+
+  @Test
+  void statsFileIsWrittenAtClose() throws IOException {
+    write(new Path(partition, "9.snapshot"), content(10, 13));
+    fs.close();
+    java.nio.file.Path stats = localDir.resolve("_stats/" + ProcessHandle.current().pid() + ".json");
+    String json = Files.readString(stats, UTF_8);
+    assertTrue(json.contains("\"localFilesWritten\": "), json);
+  }
+
+  /** A primary whose close() fails, like an S3 upload that does not complete. */
+  public static class FailingCloseFileSystem extends RawLocalFileSystem {
+    @Override
+    public FSDataOutputStream create(
+        Path f,
+        FsPermission permission,
+        boolean overwrite,
+        int bufferSize,
+        short replication,
+        long blockSize,
+        Progressable progress)
+        throws IOException {
+      OutputStream real = super.create(f, permission, overwrite, bufferSize, replication, blockSize, progress);
+      return new FSDataOutputStream(
+          new OutputStream() {
+            @Override
+            public void write(int b) throws IOException {
+              real.write(b);
+            }
+
+            @Override
+            public void close() throws IOException {
+              real.close();
+              throw new IOException("upload failed");
+            }
+          },
+          null);
+    }
+  }
+}
