@@ -12,6 +12,7 @@ import shutil
 import ssl
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -280,6 +281,16 @@ class ControlPlane:
 
     def process(self, name: str) -> ManagedProcess:
         return self._processes[name]
+
+    def restart_apiserver(self, down_seconds: float = 0.0) -> None:
+        """Fault injection: kube-apiserver crashes (SIGKILL), stays down, and comes back on the same port."""
+        apiserver = self._processes["kube-apiserver"]
+        apiserver.kill()
+        time.sleep(down_seconds)
+        apiserver.start()
+        wait_until_healthy(
+            apiserver, f"{self.server}/readyz", timeout=_START_TIMEOUT, ssl_context=self._admin_ssl_context()
+        )
 
     def kubectl(
         self, *args: str, kubeconfig: Path | None = None, check: bool = True, stdin: str | None = None

@@ -38,7 +38,8 @@ class OperatorFleet:
     replicas: dict[str, ManagedProcess] = field(default_factory=dict)
     probe_ports: dict[str, int] = field(default_factory=dict)
 
-    def start(self, identity: str | None = None) -> str:
+    def start(self, identity: str | None = None, kubeconfig: Path | None = None) -> str:
+        """Start a replica; kubeconfig overrides the fleet's (e.g. one through an ApiProxy)."""
         identity = identity or f"operator-{uuid.uuid4().hex[:6]}"
         self.probe_ports[identity] = free_port()
         env = {
@@ -57,7 +58,7 @@ class OperatorFleet:
                 f"--identity={identity}",
                 f"--namespace={self.namespace}",
                 f"--watch-namespaces={self.watch_namespace}",
-                f"--kubeconfig={self.kubeconfig or self.control_plane.kubeconfig}",
+                f"--kubeconfig={kubeconfig or self.kubeconfig or self.control_plane.kubeconfig}",
                 f"--s3-endpoint={self.s3.endpoint}",
                 f"--lease-duration={self.lease_duration}",
                 f"--renew-deadline={self.renew_deadline}",

@@ -67,6 +67,7 @@ class ManagedProcess:
         if process is None or process.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGCONT)  # a paused process could not act on SIGTERM
             os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(grace_seconds)
@@ -74,6 +75,11 @@ class ManagedProcess:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+    def signal(self, signum: signal.Signals) -> None:
+        """Send signum to the process group (SIGSTOP/SIGCONT pause and resume it)."""
+        if self.running():
+            os.killpg(self.pid, signum)
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import boto3
+from botocore.config import Config
 
 from ftspark_dev.processes import ManagedProcess, free_port, wait_until_healthy
 
@@ -44,13 +46,21 @@ class S3Server:
         self._process.stop()
         shutil.rmtree(self.log_dir, ignore_errors=True)
 
-    def client(self) -> S3Client:
+    def pause(self) -> None:
+        """Fault injection, an S3 outage: the server stops answering (SIGSTOP); requests hang and time out."""
+        self._process.signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._process.signal(signal.SIGCONT)
+
+    def client(self, config: Config | None = None) -> S3Client:
         return boto3.client(
             "s3",
             endpoint_url=self.endpoint,
             aws_access_key_id=ACCESS_KEY,
             aws_secret_access_key=SECRET_KEY,
             region_name=REGION,
+            config=config,
         )
 
     def __enter__(self) -> S3Server:

@@ -137,6 +137,16 @@ def run(cfg: OperatorConfig) -> int:
     )
     if cfg.probe_port:
         serve(cfg.probe_port, healthy=lambda: lease_health(elector, cfg), ready=lambda: True)
+
+    def renew_watchdog() -> None:
+        # The elector gives up at its renew deadline, but only between calls: a call hung in the network (a
+        # partition swallowing packets) would keep it acting past the deadline. Nothing is allowed to.
+        while not stop.wait(0.2):
+            since = elector.seconds_since_renew()
+            if since is not None and since > cfg.renew_deadline:
+                lose_leadership_fast()
+
+    threading.Thread(target=renew_watchdog, name="renew-watchdog", daemon=True).start()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     elector.run(stop)

@@ -1,0 +1,117 @@
+"""Faults the operator must ride out: an API server restart, an S3 outage, the leader cut off from the API."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+from kubernetes import client
+
+from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.faults import ApiProxy
+from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
+from ftspark_dev.s3server import S3Server
+from tests.waiting import eventually
+
+
+@pytest.fixture
+def fleet(
+    control_plane: ControlPlane, s3_server: S3Server, api_client: client.ApiClient, tmp_path: Path
+) -> Iterator[OperatorFleet]:
+    control_plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
+    core = client.CoreV1Api(api_client)
+    names = [f"t-{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    for name in names:
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    operators = OperatorFleet(control_plane, s3_server, names[0], names[1], tmp_path)
+    yield operators
+    operators.stop_all()
+    for name in names:
+        core.delete_namespace(name)
+
+
+def _create(api: client.ApiClient, namespace: str, name: str, bucket: str) -> None:
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, job_manifest(name, bucket)
+    )
+
+
+def test_partitioned_leader_stops_acting_and_the_standby_takes_over(
+    fleet: OperatorFleet, control_plane: ControlPlane, api_client: client.ApiClient, tmp_path: Path
+) -> None:
+    proxy = ApiProxy(control_plane.apiserver_port)
+    try:
+        cut_off = fleet.start(
+            "cut-off", kubeconfig=proxy.kubeconfig(control_plane.kubeconfig, tmp_path / "p.kubeconfig")
+        )
+        eventually(
+            lambda: fleet.leader(api_client) == "cut-off", timeout=30, what="the proxied replica leads"
+        )
+        standby = fleet.start("standby")
+        time.sleep(1)
+        partitioned_at = time.monotonic()
+        proxy.partition()
+        process = fleet.replicas[cut_off]
+        eventually(
+            lambda: not process.running(), timeout=fleet.renew_deadline + 10, what="the cut-off leader exits"
+        )
+        stopped = time.monotonic() - partitioned_at
+        eventually(lambda: fleet.leader(api_client) == standby, timeout=30, what="the standby leads")
+        took_over = time.monotonic() - partitioned_at
+        print(
+            f"partition -> old leader stopped acting in {stopped:.1f} s, standby leads in {took_over:.1f} s"
+        )
+        assert stopped <= fleet.renew_deadline + fleet.retry_period + 2  # a request may be in flight
+        assert took_over >= stopped, "never two acting leaders"
+    finally:
+        proxy.close()
+
+
+def test_operator_rides_out_an_api_server_restart(
+    fleet: OperatorFleet, control_plane: ControlPlane, api_client: client.ApiClient, s3_server: S3Server
+) -> None:
+    bucket = f"f-{uuid.uuid4().hex[:8]}"
+    s3_server.client().create_bucket(Bucket=bucket)
+    # Production timings: a restart of a few seconds fits in the renew deadline, so the leader keeps leading.
+    fleet.lease_duration, fleet.renew_deadline, fleet.retry_period = 15, 10.0, 2.0
+    leader = fleet.start()
+    ns = fleet.watch_namespace
+    _create(api_client, ns, "before", bucket)
+    eventually(lambda: pod_names(api_client, ns, "before") == ["before-1-driver"], timeout=30, what="driver")
+
+    control_plane.restart_apiserver(
+        down_seconds=2
+    )  # shorter than the renew deadline: the leader keeps leading
+    _create(api_client, ns, "after", bucket)
+    eventually(
+        lambda: pod_names(api_client, ns, "after") == ["after-1-driver"],
+        timeout=60,
+        what=lambda: f"reconciling after the restart\n{fleet.logs()}",
+    )
+    assert fleet.replicas[leader].running()
+    assert pod_names(api_client, ns, "before") == ["before-1-driver"], "nothing was submitted twice"
+
+
+def test_s3_outage_times_out_and_recovers(s3_server: S3Server) -> None:
+    bucket = f"o-{uuid.uuid4().hex[:8]}"
+    s3 = s3_server.client()
+    s3.create_bucket(Bucket=bucket)
+    impatient = s3_server.client(
+        config=Config(connect_timeout=1, read_timeout=1, retries={"max_attempts": 1})
+    )
+    s3_server.pause()
+    try:
+        started = time.monotonic()
+        with pytest.raises((BotoCoreError, ClientError)):
+            impatient.put_object(Bucket=bucket, Key="k", Body=b"v")
+        assert time.monotonic() - started < 10
+    finally:
+        s3_server.resume()
+    s3.put_object(Bucket=bucket, Key="k", Body=b"v")
+    assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
