@@ -5,14 +5,20 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
-from kubernetes import client
+from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.adapters.k8s.configmap_stores import configmap_stores
+from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
+from ftspark.adapters.memory.stores import MemoryBlobStore
+from ftspark.ports.leadership import LeaderElectionRecord, LockUnavailableError
+from ftspark.ports.stores import StoreUnavailableError
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.faults import ApiProxy
 from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
@@ -115,3 +121,33 @@ def test_s3_outage_times_out_and_recovers(s3_server: S3Server) -> None:
         s3_server.resume()
     s3.put_object(Bucket=bucket, Key="k", Body=b"v")
     assert s3.get_object(Bucket=bucket, Key="k")["Body"].read() == b"v"
+
+
+def test_calls_through_a_partition_time_out_instead_of_hanging(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    proxy = ApiProxy(control_plane.apiserver_port)
+    try:
+        configuration = client.Configuration()
+        config.load_kube_config(
+            config_file=str(proxy.kubeconfig(control_plane.kubeconfig, tmp_path / "p.kubeconfig")),
+            client_configuration=configuration,
+        )
+        configuration.retries = 0
+        api = client.ApiClient(configuration)
+        lock = KubernetesLeaseLock(api, namespace=namespace, name="lock", identity="me", request_timeout=1.0)
+        record = LeaderElectionRecord("me", 15, datetime.now(UTC), datetime.now(UTC), 0)
+        version = lock.create(record)
+        stores = configmap_stores(api, MemoryBlobStore(), results_namespace=namespace, request_timeout=1.0)
+        proxy.partition()
+        for call in (
+            lambda: lock.update(record, version),
+            lambda: lock.get(),
+            lambda: stores.results.entries(),
+        ):
+            started = time.monotonic()
+            with pytest.raises((LockUnavailableError, StoreUnavailableError)):
+                call()
+            assert time.monotonic() - started < 5, "a bounded call, not a hang"
+    finally:
+        proxy.close()

@@ -21,6 +21,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ftspark import JOB_LABEL
+from ftspark.adapters.k8s import request_timeout as k8s_request_timeout
 from ftspark.adapters.records import (
     DEFAULT_PAYLOAD_THRESHOLD,
     ConflictError,
@@ -55,7 +56,7 @@ class ConfigMapRecords:
         self._core = client.CoreV1Api(api)
         self._results_namespace = results_namespace
         self._namespace = namespace
-        self._timeout = request_timeout
+        self._timeout = k8s_request_timeout(request_timeout)
 
     def read(self, rid: RecordId) -> Record | None:
         namespace, name = self._locate(rid)

@@ -12,6 +12,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from ftspark.adapters.k8s import request_timeout as k8s_request_timeout
 from ftspark.ports.leadership import ConflictError, LeaderElectionRecord, LockUnavailableError
 
 
@@ -37,7 +38,7 @@ class KubernetesLeaseLock:
         self._namespace = namespace
         self._name = name
         self._identity = identity
-        self._timeout = request_timeout
+        self._timeout = k8s_request_timeout(request_timeout)
 
     @property
     def identity(self) -> str:
