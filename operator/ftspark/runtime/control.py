@@ -27,11 +27,13 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from pyspark import SparkContext
 
+from ftspark.adapters.k8s import request_timeout
 from ftspark.domain.driver_pod import CONTROL_ANNOTATION
 
 log = logging.getLogger(__name__)
 
 SAVEPOINT_ANNOTATION = "ftspark.io/savepoint"
+_TIMEOUT = request_timeout(10.0)
 Action = Literal["stop", "savepoint", "stop-savepoint"]
 _ACTIONS: tuple[Action, ...] = ("stop", "savepoint", "stop-savepoint")
 
@@ -77,7 +79,7 @@ class ControlWatcher:
     def annotate(self, key: str, value: str) -> None:
         body = {"metadata": {"annotations": {key: value}}}
         try:
-            self._core.patch_namespaced_pod(self._pod, self._namespace, body, _request_timeout=10)
+            self._core.patch_namespaced_pod(self._pod, self._namespace, body, _request_timeout=_TIMEOUT)
         except (ApiException, urllib3.exceptions.HTTPError) as error:
             log.warning("cannot annotate pod %s: %s", self._pod, error)
 
@@ -85,7 +87,7 @@ class ControlWatcher:
         handled = failure = ""
         while not self._stop.wait(self._interval):
             try:
-                pod = self._core.read_namespaced_pod(self._pod, self._namespace, _request_timeout=10)
+                pod = self._core.read_namespaced_pod(self._pod, self._namespace, _request_timeout=_TIMEOUT)
             except (ApiException, urllib3.exceptions.HTTPError) as error:
                 if str(error) != failure:  # once per kind of failure, not every interval
                     failure = str(error)
