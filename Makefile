@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test bench lint types unit integration cluster-bin helm-bin dev-cluster crds argocd deploy docs lock clean
+.PHONY: help demo test bench lint types unit integration cluster-bin helm-bin spark-jars dev-cluster crds argocd deploy docs lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
@@ -33,6 +33,9 @@ cluster-bin:
 helm-bin:
 	tools/helm/build.sh
 
+spark-jars:
+	tools/spark_jars.sh
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check operator tests tools e2e
 	$(VENV)/bin/ruff format --check operator tests tools e2e
@@ -41,7 +44,7 @@ lint: $(VENV)/.installed
 types: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
-test: $(VENV)/.installed cluster-bin helm-bin lint types
+test: $(VENV)/.installed cluster-bin helm-bin spark-jars lint types
 	$(PY) -m pytest
 
 unit: $(VENV)/.installed
@@ -62,7 +65,7 @@ dev-cluster: $(VENV)/.installed cluster-bin
 bench: $(VENV)/.installed cluster-bin
 	$(PY) -m ftspark_dev.bench
 
-demo: $(VENV)/.installed cluster-bin
+demo: $(VENV)/.installed cluster-bin spark-jars
 	$(PY) -m ftspark_dev.demo
 
 deploy: $(VENV)/.installed helm-bin

@@ -22,6 +22,7 @@ DRIVER_SERVICE_ACCOUNT = "ftspark-driver"
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 UI_PORT = 4040
+IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"  # the runtime prefers KUBERNETES_SERVICE_HOST/PORT
 EXECUTOR_TEMPLATE_DIR = "/etc/ftspark/executor"
 LOCAL_STATE_VOLUME = "spark-local-dir-ftspark"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -69,7 +70,7 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
     spec = plan.spec
     pod = driver_pod_name(plan.job_name, plan.attempt)
     conf = {
-        "spark.master": "k8s://https://kubernetes.default.svc",
+        "spark.master": IN_CLUSTER_MASTER,
         "spark.submit.deployMode": "client",
         "spark.app.name": plan.job_name,
         "spark.app.id": spark_app_id(plan.job_uid, plan.attempt),

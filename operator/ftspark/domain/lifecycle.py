@@ -43,6 +43,7 @@ from ftspark.domain.restart import on_failure
 # Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
 _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
 _RESUMABLE: set[Phase] = {"Stopped", "Suspended", "Cancelled"}
+NODE_LOST = "NodeLost"  # a driver pod whose node stopped reporting
 # Watches wake a job on every change of it or its driver pods; this is only a safety net.
 _POLL_SECONDS = 300.0
 _SAVEPOINT_HISTORY = 10
@@ -108,6 +109,9 @@ class DeleteDriver:
     pod_name: str
     attempt: int
     reason: str
+    # The pod's node is lost: no kubelet will ever finish a graceful deletion, so remove the object at once.
+    # Safe: the old driver, if it still runs behind a partition, cannot renew its Lease and is fenced out.
+    force: bool = False
 
 
 @dataclass(frozen=True)
@@ -233,8 +237,13 @@ class _Context:
         return Decision(self.status, tuple(self.actions), requeue_after)
 
     def _delete_current(self, reason: str) -> None:
-        if self.current and self.current.phase != DriverPhase.TERMINATING:
-            self.actions.append(DeleteDriver(self.current.pod_name, self.current.attempt, reason))
+        if self.current is not None:
+            self._delete(self.current, reason)
+
+    def _delete(self, driver: DriverObservation, reason: str) -> None:
+        lost = driver.reason == NODE_LOST
+        if driver.phase != DriverPhase.TERMINATING or lost:
+            self.actions.append(DeleteDriver(driver.pod_name, driver.attempt, reason, force=lost))
 
     def _submit(
         self, restore_from: RestoreFrom, *, fresh: bool = False, reason: str, message: str
@@ -267,10 +276,7 @@ class _Context:
     # the dispatch
     def decide(self) -> Decision:
         for driver in self.stale:
-            if driver.phase != DriverPhase.TERMINATING:
-                self.actions.append(
-                    DeleteDriver(driver.pod_name, driver.attempt, "superseded by a later attempt")
-                )
+            self._delete(driver, "superseded by a later attempt")
         if self.obs.result is not None:
             return self._finished(self.obs.result)
         if self.status.result is not None:
@@ -417,6 +423,7 @@ class _Context:
                 RecordResult("Succeeded", current.message or "the driver finished with exit code 0")
             )
             return self._done(1.0)
+        self._delete_current("node lost")  # only acts for a pod on a lost node: it would never go
         return self._done(1.0)  # terminating: wait for it to go
 
     def _remember_placement(self, attempt: int) -> None:

@@ -38,7 +38,8 @@ class Drivers(Protocol):
 
         Objects that already exist are left as they are."""
 
-    def delete(self, key: JobKey, pod_name: str) -> None: ...
+    def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
+        """force: remove the object now (grace 0), for a pod whose node will never confirm the deletion."""
 
     def request_stop(self, key: JobKey, pod_name: str) -> None:
         """Ask the driver runtime for a stop with a final checkpoint."""

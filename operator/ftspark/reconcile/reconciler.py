@@ -156,8 +156,8 @@ class Reconciler:
             case SubmitAttempt():
                 assert spec is not None, "an invalid spec is never submitted"
                 self._submit(job, spec, graph, action)
-            case DeleteDriver(pod_name=pod):
-                self._drivers.delete(key, pod)
+            case DeleteDriver(pod_name=pod, force=force):
+                self._drivers.delete(key, pod, force=force)
             case RequestStop(pod_name=pod):
                 self._drivers.request_stop(key, pod)
             case RequestSavepoint(pod_name=pod, savepoint_id=savepoint_id):

@@ -32,7 +32,6 @@ from ftspark.domain.driver_pod import CONTROL_ANNOTATION
 
 log = logging.getLogger(__name__)
 
-SAVEPOINT_ANNOTATION = "ftspark.io/savepoint"
 _TIMEOUT = request_timeout(10.0)
 Action = Literal["stop", "savepoint", "stop-savepoint"]
 _ACTIONS: tuple[Action, ...] = ("stop", "savepoint", "stop-savepoint")

@@ -22,12 +22,13 @@ from kubernetes import client, config
 
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.domain.driver_pod import SAVEPOINT_ANNOTATION
 from ftspark.domain.fencing import Epoch
 from ftspark.ports.stores import CheckpointStore
 from ftspark.runtime import savepoint
 from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
 from ftspark.runtime.config import ConfigError, RuntimeConfig
-from ftspark.runtime.control import SAVEPOINT_ANNOTATION, ControlRequest, ControlWatcher, stop_at_boundary
+from ftspark.runtime.control import ControlRequest, ControlWatcher, stop_at_boundary
 from ftspark.runtime.fencing import DriverLease
 from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
 from ftspark.runtime.reporting import PointerReporter, ProgressListener

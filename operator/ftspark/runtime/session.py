@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
+from ftspark.domain.driver_pod import IN_CLUSTER_MASTER
+
 CHECKPOINT_OPTION = "checkpointlocation"
 
 
@@ -28,7 +31,19 @@ def spark_uri(uri: str) -> str:
     return "s3a://" + uri.removeprefix("s3://") if uri.startswith("s3://") else uri
 
 
-def spark_settings(conf: Mapping[str, str], checkpoint_root: str, jars_dir: Path) -> dict[str, str]:
+def in_cluster_master(master: str, env: Mapping[str, str]) -> str:
+    """The API server as this pod reaches it. The operator writes the portable in-cluster name; where the
+    kubelet says otherwise (KUBERNETES_SERVICE_HOST/PORT, always set in pods) that address wins, as Spark's
+    own docs advise: it also works without cluster DNS."""
+    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT", "443")
+    if master == IN_CLUSTER_MASTER and host:
+        return f"k8s://https://{host}:{port}"
+    return master
+
+
+def spark_settings(
+    conf: Mapping[str, str], checkpoint_root: str, jars_dir: Path, env: Mapping[str, str] = os.environ
+) -> dict[str, str]:
     settings = {
         # S3A's jars on the JVM's own classpath (no shipping of the 500 MB SDK bundle to executors: the
         # image has them at the same path).
@@ -37,6 +52,8 @@ def spark_settings(conf: Mapping[str, str], checkpoint_root: str, jars_dir: Path
         **conf,
         "spark.sql.streaming.checkpointLocation": spark_uri(checkpoint_root),
     }
+    if "spark.master" in settings:
+        settings["spark.master"] = in_cluster_master(settings["spark.master"], env)
     return settings
 
 

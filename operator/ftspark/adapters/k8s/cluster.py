@@ -24,7 +24,7 @@ from ftspark.domain.driver_pod import (
     executor_template_name,
 )
 from ftspark.domain.ha import JobKey
-from ftspark.domain.lifecycle import DriverObservation, DriverPhase, SavepointReport
+from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
 from ftspark.ports.cluster import JobResource
 
 # What Spark's driver (and our runtime in it) does in its namespace: executor pods and their services and
@@ -100,8 +100,9 @@ class KubeDrivers:
         _ignore(409, self._core.create_namespaced_service, plan.namespace, driver_service(plan))
         _ignore(409, self._core.create_namespaced_pod, plan.namespace, driver_pod(plan))
 
-    def delete(self, key: JobKey, pod_name: str) -> None:
-        _ignore(404, self._core.delete_namespaced_pod, pod_name, key.namespace)
+    def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
+        grace = 0 if force else None
+        _ignore(404, self._core.delete_namespaced_pod, pod_name, key.namespace, grace_period_seconds=grace)
         _ignore(404, self._core.delete_namespaced_service, pod_name, key.namespace)
         _ignore(404, self._core.delete_namespaced_config_map, executor_template_name(pod_name), key.namespace)
 
@@ -184,13 +185,25 @@ def _observe(pod: client.V1Pod) -> DriverObservation:
     return dataclasses.replace(_observe_phase(pod), savepoint=_savepoint_report(pod))
 
 
+def _on_lost_node(pod: client.V1Pod) -> bool:
+    """The node controller marks a lost node's pods Ready=False and leaves the containers' own `ready` as the
+    kubelet last wrote it: both at once mean nobody is reporting for this pod any more."""
+    ready = next((c for c in pod.status.conditions or [] if c.type == "Ready"), None)
+    containers_ready = [s.ready for s in pod.status.container_statuses or []]
+    return ready is not None and ready.status == "False" and bool(containers_ready) and all(containers_ready)
+
+
 def _observe_phase(pod: client.V1Pod) -> DriverObservation:
     attempt = int(pod.metadata.labels.get(ATTEMPT_LABEL, "0"))
     name = pod.metadata.name
     statuses = pod.status.container_statuses or []
     state = next((s.state for s in statuses if s.name == "driver"), statuses[0].state if statuses else None)
+    lost = _on_lost_node(pod)
     if pod.metadata.deletion_timestamp is not None:
-        return DriverObservation(attempt, name, DriverPhase.TERMINATING)
+        return DriverObservation(attempt, name, DriverPhase.TERMINATING, reason=NODE_LOST if lost else "")
+    if lost:
+        message = f"node {pod.spec.node_name} stopped reporting; the driver is presumed lost"
+        return DriverObservation(attempt, name, DriverPhase.FAILED, None, NODE_LOST, message)
     if state is not None and state.terminated is not None:
         done = state.terminated
         phase = DriverPhase.SUCCEEDED if done.exit_code == 0 else DriverPhase.FAILED
