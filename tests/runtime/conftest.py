@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +28,10 @@ from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import driver_pod_name
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from ftspark_dev.windowed_counts import EXAMPLE, Output, expected_counts
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "examples" / "windowed_counts.py"
-RECORDS_PER_FILE = 20
-KEYS = 3
+
 OPERATOR = Epoch(scope="operator", term=1, holder="test-operator")
 
 
@@ -44,63 +42,6 @@ def s3a_jars() -> Path:
         [str(REPO / "tools" / "spark_jars.sh")], check=True, capture_output=True, text=True, timeout=900
     )
     return Path(done.stdout.strip())
-
-
-def write_input(folder: Path, files: int, first_file: int = 0) -> None:
-    """Files of RECORDS_PER_FILE records `<id>,<key>,<epoch seconds>`: ids and times count up."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for n in range(first_file, first_file + files):
-        lines = [
-            f"{i},k{i % KEYS},{1_700_000_000 + i}"
-            for i in range(n * RECORDS_PER_FILE, (n + 1) * RECORDS_PER_FILE)
-        ]
-        staged = folder / f".part-{n:05d}.txt"
-        staged.write_text("\n".join(lines) + "\n")
-        staged.rename(folder / f"part-{n:05d}.txt")  # the file source must never see half a file
-
-
-def expected_counts(files: int) -> dict[str, int]:
-    counts: Counter[str] = Counter()
-    for i in range(files * RECORDS_PER_FILE):
-        window = (1_700_000_000 + i) // 10 * 10
-        counts[f"{window}/k{i % KEYS}"] += 1
-    return dict(counts)
-
-
-@dataclass
-class Output:
-    """What the example's sink wrote: per-batch counts and how often each batch ran."""
-
-    folder: Path
-
-    def batches(self) -> dict[int, dict[str, int]]:
-        found = {}
-        for path in self.folder.glob("batch-*.json"):
-            found[int(path.stem.removeprefix("batch-"))] = json.loads(path.read_text())
-        return dict(sorted(found.items()))
-
-    def counts(self) -> dict[str, int]:
-        """Update mode: a batch carries the new totals of the groups it changed; later batches win."""
-        totals: dict[str, int] = {}
-        for rows in self.batches().values():
-            totals.update(rows)
-        return totals
-
-    def records_per_batch(self) -> dict[int, int]:
-        totals: dict[str, int] = {}
-        records = {}
-        for batch, rows in self.batches().items():
-            records[batch] = sum(count - totals.get(group, 0) for group, count in rows.items())
-            totals.update(rows)
-        return records
-
-    def runs(self) -> Counter[int]:
-        return Counter(int(p.name.split("-", 1)[0]) for p in (self.folder / "runs").iterdir())
-
-    def reprocessed_records(self) -> int:
-        """Records that went through the sink more than once (a batch that ran again)."""
-        per_batch = self.records_per_batch()
-        return sum((runs - 1) * per_batch.get(batch, 0) for batch, runs in self.runs().items())
 
 
 @dataclass

@@ -13,7 +13,8 @@ import pytest
 from ftspark.runtime.checkpoint import CheckpointDir
 from ftspark.runtime.objects import ObjectStore
 from ftspark.runtime.session import spark_uri
-from tests.runtime.conftest import RuntimeJob, expected_counts, write_input
+from ftspark_dev.windowed_counts import expected_counts, write_input
+from tests.runtime.conftest import RuntimeJob
 
 KILLS = 20
 

@@ -17,7 +17,8 @@ from ftspark.adapters.k8s.lease_lock import format_micro_time
 from ftspark.domain.fencing import Epoch
 from ftspark.runtime.fencing import lease_name
 from ftspark.runtime.termination import Exit
-from tests.runtime.conftest import OPERATOR, RuntimeJob, write_input
+from ftspark_dev.windowed_counts import write_input
+from tests.runtime.conftest import OPERATOR, RuntimeJob
 
 
 def _running(job: RuntimeJob) -> None:

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from ftspark.runtime.control import SAVEPOINT_ANNOTATION
-from tests.runtime.conftest import RuntimeJob, write_input
+from ftspark.domain.driver_pod import SAVEPOINT_ANNOTATION
+from ftspark_dev.windowed_counts import write_input
+from tests.runtime.conftest import RuntimeJob
 
 
 def _savepoint_result(job: RuntimeJob, savepoint_id: str, timeout: float = 60) -> dict[str, Any]:

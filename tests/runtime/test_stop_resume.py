@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.runtime.conftest import RuntimeJob, expected_counts, write_input
+from ftspark_dev.windowed_counts import expected_counts, write_input
+from tests.runtime.conftest import RuntimeJob
 
 
 @pytest.mark.slow

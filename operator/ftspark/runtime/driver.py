@@ -70,6 +70,7 @@ class Driver:
 
     def run(self, main_file: str, args: list[str]) -> None:
         cfg = self.config
+        main_file = main_file.removeprefix("local://")  # Spark's name for a file inside the image
         if not Path(main_file).is_file():
             self.ending.set(Exit.BAD_INPUT, "MainFileMissing", f"main application file {main_file} not found")
             return
