@@ -54,6 +54,11 @@ def spark_settings(
     }
     if "spark.master" in settings:
         settings["spark.master"] = in_cluster_master(settings["spark.master"], env)
+    pod_ip = env.get("SPARK_DRIVER_BIND_ADDRESS")
+    if pod_ip and settings.get("spark.master", "").startswith("k8s://"):
+        # Executors reach the driver at its pod IP: a pod's hostname resolves only inside that pod.
+        settings.setdefault("spark.driver.host", pod_ip)
+        settings.setdefault("spark.driver.bindAddress", pod_ip)
     return settings
 
 

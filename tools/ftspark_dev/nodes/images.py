@@ -99,9 +99,14 @@ def _executor(extra: Sequence[str], env: Mapping[str, str]) -> list[str]:
     ]
     home = Path(env["SPARK_HOME"])
     conf_dir = env.get("SPARK_CONF_DIR") or str(home / "conf")
-    classpath = ":".join(
-        part for part in (conf_dir, f"{home / 'jars'}/*", env.get("SPARK_EXTRA_CLASSPATH", "")) if part
+    # As entrypoint.sh: spark.executor.extraClassPath arrives as SPARK_CLASSPATH and comes first.
+    parts = (
+        env.get("SPARK_CLASSPATH", ""),
+        env.get("SPARK_EXTRA_CLASSPATH", ""),
+        conf_dir,
+        f"{home / 'jars'}/*",
     )
+    classpath = ":".join(part for part in parts if part)
     memory = env["SPARK_EXECUTOR_MEMORY"]
     return [
         str(Path(env["JAVA_HOME"]) / "bin" / "java"),
