@@ -14,6 +14,7 @@ import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.FileUtil;
 import org.apache.hadoop.fs.FilterFileSystem;
 import org.apache.hadoop.fs.FutureDataInputStreamBuilder;
 import org.apache.hadoop.fs.Options;
@@ -39,7 +40,7 @@ import org.apache.hadoop.util.Progressable;
  * succeeded, and its failures never reach the caller. Reads: one getFileStatus of the primary (no data bytes),
  * then the local copy if it matches, else the primary's bytes, copied locally on the way. FilterFileSystem
  * forwards several entry points straight to the delegate (copyFromLocalFile, copyToLocalFile, openFile,
- * primitiveCreate, createNonRecursive), so each of those Spark uses is intercepted here. Writers this class does
+ * primitiveCreate, createNonRecursive), so each of those is intercepted here. Writers this class does
  * not see (createFile builders) cannot do harm: a copy serves only if it matches the primary's current ETag or
  * modification time.
  */
@@ -168,7 +169,11 @@ public class LocalRecoveryFileSystem extends FilterFileSystem {
     return new FSDataOutputStream(new TeeStream(primary, copy, status), null);
   }
 
-  /** RocksDB uploads its SST and log files with copyFromLocalFile (S3A's own upload): copy the source too. */
+  /**
+   * RocksDB uploads its SST and log files with copyFromLocalFile. S3A's own upload goes through the SDK's async
+   * transfer manager and this class would not see the bytes; state files go through create() instead, which
+   * tees the local copy (and works with S3 servers the async client trips over, such as moto).
+   */
   @Override
   public void copyFromLocalFile(boolean delSrc, Path src, Path dst) throws IOException {
     copyFromLocalFile(delSrc, true, src, dst);
@@ -176,10 +181,10 @@ public class LocalRecoveryFileSystem extends FilterFileSystem {
 
   @Override
   public void copyFromLocalFile(boolean delSrc, boolean overwrite, Path src, Path dst) throws IOException {
-    super.copyFromLocalFile(delSrc, overwrite, src, dst);
-    if (tracked(dst) && !delSrc) {
-      Path target = makeQualified(dst);
-      store.put(target, Paths.get(src.toUri().getPath()), () -> fs.getFileStatus(target));
+    if (StateFiles.isTracked(dst)) {
+      FileUtil.copy(getLocal(getConf()), src, this, dst, delSrc, overwrite, getConf());
+    } else {
+      super.copyFromLocalFile(delSrc, overwrite, src, dst);
     }
   }
 

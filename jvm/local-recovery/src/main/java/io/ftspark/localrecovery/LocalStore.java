@@ -106,25 +106,6 @@ final class LocalStore {
     return new Staging(fileFor(remote));
   }
 
-  /** Copies a local source file that was just uploaded as {@code remote}. */
-  void put(org.apache.hadoop.fs.Path remote, Path source, IOSupplier<FileStatus> primary) {
-    Staging copy = stage(remote);
-    if (!copy.isOpen()) {
-      return;
-    }
-    byte[] buffer = new byte[BUFFER];
-    try (InputStream in = Files.newInputStream(source)) {
-      for (int n = in.read(buffer); n >= 0; n = in.read(buffer)) {
-        copy.write(buffer, 0, n);
-      }
-    } catch (IOException | RuntimeException e) {
-      copy.abort();
-      failed("read of the uploaded source", source, e);
-      return;
-    }
-    copy.commit(primary);
-  }
-
   /** The primary was renamed: move the copy along (re-identified), or drop what no longer matches. */
   void renamed(org.apache.hadoop.fs.Path src, org.apache.hadoop.fs.Path dst, IOSupplier<FileStatus> dstStatus) {
     Path from = fileFor(src);

@@ -17,10 +17,10 @@ import org.apache.hadoop.fs.Path;
  * Versioned files are rewritten when a batch runs again, so a local copy is only ever served if it matches the
  * primary's current size and identity (ETag or modification time). offsets/, commits/, sources/ and metadata
  * never qualify: they are tiny and some are rewritten. Spark's CheckpointFileManager writes versioned files to
- * {@code .<name>.<uuid>.tmp} and renames them, so those temporary names qualify too.
+ * {@code .<name>.<uuid>[.TID<task>].tmp} and renames them, so those temporary names qualify too.
  */
 final class StateFiles {
-  private static final Pattern SPARK_TEMP = Pattern.compile("^\\.(.+)\\.[0-9a-fA-F-]{36}\\.tmp$");
+  private static final Pattern SPARK_TEMP = Pattern.compile("^\\.(.+)\\.[0-9a-fA-F-]{36}(\\.TID\\d+)?\\.tmp$");
 
   private StateFiles() {}
 

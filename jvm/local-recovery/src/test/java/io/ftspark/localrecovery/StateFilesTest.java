@@ -18,6 +18,7 @@ class StateFilesTest {
     "s3a://b/ck/state/3/199/7.snapshot, true",
     "s3a://b/ck/state/0/1/left-keyToNumValues/7.delta, true",
     "s3a://b/ck/state/0/1/.7.zip.0f4c5a4e-1b7e-4a5e-9f3b-2a1c3d4e5f60.tmp, true",
+    "s3a://b/ck/state/0/1/.7.zip.0f4c5a4e-1b7e-4a5e-9f3b-2a1c3d4e5f60.TID12.tmp, true",
     "s3a://b/ck/state/0/1/.7.zip.crc, false",
     "s3a://b/ck/state/0/1/metadata, false",
     "s3a://b/ck/state/0/_metadata/metadata, false",

@@ -1,0 +1,226 @@
+"""One node's life of a stateful streaming job with task-local recovery (jvm/local-recovery), for the tests in
+tests/localrecovery/ and the measurement in localrecovery_bench.
+
+`run_job(spec)` starts a fresh PySpark driver (local master: the executors live in the driver's JVM) as a
+child process: a new JVM, so Spark's RocksDB provider has to restore its state from the checkpoint, which is
+the recovery path the wrapper accelerates. The child processes what is new in the input folder (trigger
+availableNow) and writes a result file: the wrapper's counters, the bytes S3A read, and when the first batch
+committed.
+
+Input files hold lines `<first id>,<count>`; Spark expands each into the ids first..first+count-1. The query
+groups by `id % keys` and keeps count(*) and sum(id) per group, plus, for the measurement, max() of a
+`payload_bytes` long pseudo-random string (the state's bulk).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as sf
+
+from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY
+
+LOCAL_RECOVERY_FS = "io.ftspark.localrecovery.LocalRecoveryFileSystem"
+LOCAL_RECOVERY_AFS = "io.ftspark.localrecovery.LocalRecoveryFs"
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+TOOLS = Path(__file__).resolve().parents[1]
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    endpoint: str  # the S3 server
+    checkpoint: str  # s3a://bucket/prefix
+    input: str  # local folder of range files
+    result: str  # where the child writes its JSON result
+    s3a_jars: str  # tools/spark_jars.sh
+    jar: str  # tools/local_recovery_jar.sh
+    local_dir: str | None  # the node-local dir; None: plain S3A, no wrapper
+    keys: int
+    output: str | None = None  # folder for per-batch results; None: count the rows only
+    changelog: bool = False
+    payload_bytes: int = 0
+    max_files_per_trigger: int = 1
+    partitions: int = 2
+    driver_memory: str = "1g"
+
+
+def spark_conf(spec: JobSpec) -> dict[str, str]:
+    s3a = "spark.hadoop.fs.s3a."
+    conf = {
+        "spark.master": "local[2]",
+        "spark.driver.memory": spec.driver_memory,
+        "spark.ui.enabled": "false",
+        "spark.driver.extraClassPath": f"{spec.s3a_jars}/*:{spec.jar}",
+        "spark.sql.shuffle.partitions": str(spec.partitions),
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+        CHANGELOG: str(spec.changelog).lower(),
+        f"{s3a}endpoint": spec.endpoint,
+        f"{s3a}endpoint.region": REGION,
+        f"{s3a}path.style.access": "true",
+        f"{s3a}connection.ssl.enabled": "false",
+        f"{s3a}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        f"{s3a}access.key": ACCESS_KEY,
+        f"{s3a}secret.key": SECRET_KEY,
+    }
+    if spec.local_dir is not None:
+        conf |= {
+            f"{s3a}impl": LOCAL_RECOVERY_FS,
+            "spark.hadoop.fs.AbstractFileSystem.s3a.impl": LOCAL_RECOVERY_AFS,
+            "spark.hadoop.fs.ftspark.local-recovery.delegate.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "spark.hadoop.fs.ftspark.local-recovery.dir": spec.local_dir,
+        }
+    return conf
+
+
+def write_ranges(folder: Path, name: str, ranges: list[tuple[int, int]]) -> None:
+    """One input file; staged and renamed, so the file source never sees half of it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    staged = folder / f".{name}"
+    staged.write_text("".join(f"{first},{count}\n" for first, count in ranges))
+    staged.rename(folder / name)
+
+
+def expected_totals(ranges: list[tuple[int, int]], keys: int) -> dict[str, list[int]]:
+    counts: Counter[int] = Counter()
+    sums: Counter[int] = Counter()
+    for first, count in ranges:
+        for i in range(first, first + count):
+            counts[i % keys] += 1
+            sums[i % keys] += i
+    return {str(key): [counts[key], sums[key]] for key in counts}
+
+
+def totals(output: Path) -> dict[str, list[int]]:
+    """Update mode: each batch holds the new totals of the groups it changed; later batches win."""
+    merged: dict[str, list[int]] = {}
+    for path in sorted(output.glob("batch-*.json"), key=lambda p: int(p.stem.removeprefix("batch-"))):
+        merged.update(json.loads(path.read_text()))
+    return merged
+
+
+def run_job(spec: JobSpec, log: Path, timeout: float = 600) -> dict[str, Any]:
+    """Runs the child driver to the end and returns its result."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(TOOLS), os.environ.get("PYTHONPATH")])),
+        "PYSPARK_PYTHON": sys.executable,
+    }
+    with log.open("wb") as out:
+        child = subprocess.Popen(
+            # setpriv: the JVM dies with the test run that started it.
+            ["setpriv", "--pdeathsig", "KILL", "--", sys.executable, "-m", "ftspark_dev.localrecovery"],
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        assert child.stdin is not None
+        child.stdin.write(json.dumps(asdict(spec)).encode())
+        child.stdin.close()
+        try:
+            code = child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            raise AssertionError(f"job still running after {timeout} s; log {log}") from None
+    if code != 0:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+        raise AssertionError(f"job exited with {code}:\n{tail}")
+    result: dict[str, Any] = json.loads(Path(spec.result).read_text())
+    return result
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+def main() -> None:
+    spec = JobSpec(**json.loads(sys.stdin.read()))
+    started = time.time()
+    builder = SparkSession.builder.appName("ftspark-local-recovery")
+    for key, value in spark_conf(spec).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    session_ready = time.time()
+
+    ranges = (
+        spark.readStream.schema("first LONG, count LONG")
+        .option("maxFilesPerTrigger", spec.max_files_per_trigger)
+        .csv(spec.input)
+    )
+    ids = ranges.select(sf.explode(sf.sequence("first", sf.col("first") + sf.col("count") - 1)).alias("id"))
+    aggregates = [sf.count(sf.lit(1)).alias("n"), sf.sum("id").alias("total")]
+    if spec.payload_bytes:
+        # sha2 hex strings of the id: cheap to make, barely compressible by RocksDB's LZ4.
+        salted = [
+            sf.concat(sf.col("id").cast("string"), sf.lit(f"/{i}"))
+            for i in range(spec.payload_bytes // 128 + 1)
+        ]
+        parts = [sf.sha2(value, 512) for value in salted]
+        ids = ids.withColumn("payload", sf.substring(sf.concat(*parts), 1, spec.payload_bytes))
+        aggregates.append(sf.max("payload").alias("payload"))
+    grouped = ids.groupBy((sf.col("id") % spec.keys).alias("key")).agg(*aggregates)
+
+    def sink(batch: Any, batch_id: int) -> None:
+        if spec.output is None:
+            batch.count()
+            return
+        rows = {str(row["key"]): [row["n"], row["total"]] for row in batch.collect()}
+        Path(spec.output).mkdir(parents=True, exist_ok=True)
+        (Path(spec.output) / f"batch-{batch_id}.json").write_text(json.dumps(rows))
+
+    query_started = time.time()
+    query = (
+        grouped.writeStream.outputMode("update")
+        .option("checkpointLocation", spec.checkpoint)
+        .foreachBatch(sink)
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    progress = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    first_commit = None
+    if progress:
+        first_commit = _epoch(progress[0]["timestamp"]) + progress[0]["durationMs"]["triggerExecution"] / 1000
+    jvm = spark._jvm
+    assert jvm is not None
+    # Hadoop's own per-scheme counters: every byte the S3A client read, state files or not.
+    statistics = jvm.org.apache.hadoop.fs.FileSystem.getAllStatistics()
+    s3a_read = sum(s.getBytesRead() for s in statistics if s.getScheme() == "s3a")
+    stats = json.loads(jvm.io.ftspark.localrecovery.LocalRecoveryStats.json())
+    result = {
+        "stats": stats,
+        "s3aBytesRead": s3a_read,
+        "sessionSeconds": session_ready - started,
+        "firstCommitSeconds": None if first_commit is None else first_commit - query_started,
+        "batches": [
+            {
+                "batchId": p["batchId"],
+                "rows": p["numInputRows"],
+                "durationMs": p["durationMs"],
+                "state": [
+                    {**op.get("customMetrics", {}), "rows": op["numRowsTotal"]} for op in p["stateOperators"]
+                ],
+            }
+            for p in progress
+        ],
+    }
+    Path(spec.result).write_text(json.dumps(result, indent=1))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
