@@ -1,0 +1,141 @@
+"""A whole ftspark installation on this machine, for the end-to-end suite and `make demo`: the real control
+plane (with the ServiceAccount admission plugin, so pods get their tokens), three process-backed nodes, S3,
+the CRD, and two operator replicas.
+
+Real Spark runs on it: the operator creates the driver pod, our runtime in it runs spark-submit in client
+mode, Spark's Kubernetes backend creates executor pods, the real scheduler places them and the node agent runs
+them as JVMs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.nodes import NodeAgent
+from ftspark_dev.operators import OperatorFleet
+from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from ftspark_dev.windowed_counts import EXAMPLE
+
+OPERATOR_NAMESPACE, JOBS_NAMESPACE = "ftspark-system", "jobs"
+
+
+@dataclass
+class World:
+    plane: ControlPlane
+    nodes: NodeAgent
+    s3: S3Server
+    api: client.ApiClient
+    fleet: OperatorFleet
+    bucket: str
+    jars: Path
+    work: Path
+
+    def job(self, name: str, input_dir: Path, output_dir: Path, **spec: Any) -> dict[str, Any]:
+        s3a = "spark.hadoop.fs.s3a."
+        env = {
+            # Short driver-Lease timings: a killed driver's successor waits for the Lease to expire.
+            "FTSPARK_LEASE_DURATION": "3",
+            "FTSPARK_LEASE_RENEW_DEADLINE": "2",
+            "FTSPARK_LEASE_RETRY_PERIOD": "0.5",
+            "FTSPARK_SPARK_JARS_DIR": str(self.jars),
+            "FTSPARK_RESULTS_NAMESPACE": OPERATOR_NAMESPACE,
+        }
+        return {
+            "apiVersion": f"{API_GROUP}/{API_VERSION}",
+            "kind": "FaultTolerantSparkJob",
+            "metadata": {"name": name},
+            "spec": {
+                "image": "ftspark/spark-py:4.0.5",
+                "mainApplicationFile": f"local://{EXAMPLE}",
+                "arguments": [str(input_dir), str(output_dir)],
+                "checkpoint": {"storage": f"s3://{self.bucket}/jobs/{name}"},
+                "driver": {"memory": "768m"},
+                "executor": {"instances": 1, "memory": "768m"},
+                "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 10, "delaySeconds": 1}},
+                "stopTimeoutSeconds": 120,
+                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "sparkConf": {
+                    "spark.sql.shuffle.partitions": "2",
+                    "spark.ui.enabled": "false",
+                    f"{s3a}endpoint": self.s3.endpoint,
+                    f"{s3a}endpoint.region": REGION,
+                    f"{s3a}path.style.access": "true",
+                    f"{s3a}connection.ssl.enabled": "false",
+                    f"{s3a}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+                    f"{s3a}access.key": ACCESS_KEY,
+                    f"{s3a}secret.key": SECRET_KEY,
+                },
+                **spec,
+            },
+        }
+
+    def create(self, body: dict[str, Any]) -> None:
+        client.CustomObjectsApi(self.api).create_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, body
+        )
+
+    def patch(self, name: str, spec: dict[str, Any]) -> None:
+        client.CustomObjectsApi(self.api).patch_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name, {"spec": spec}
+        )
+
+    def status(self, name: str) -> dict[str, Any]:
+        body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
+        )
+        status: dict[str, Any] = body.get("status") or {}
+        return status
+
+    def drivers(self, name: str) -> list[client.V1Pod]:
+        pods = client.CoreV1Api(self.api).list_namespaced_pod(
+            JOBS_NAMESPACE, label_selector=f"ftspark.io/job={name},ftspark.io/role=driver"
+        )
+        return sorted(pods.items, key=lambda p: p.metadata.name)
+
+    def events(self, name: str) -> list[str]:
+        found = client.CoreV1Api(self.api).list_namespaced_event(
+            JOBS_NAMESPACE, field_selector=f"involvedObject.name={name}"
+        )
+        return [e.reason for e in sorted(found.items, key=lambda e: e.metadata.creation_timestamp)]
+
+
+@contextlib.contextmanager
+def running_world() -> Iterator[World]:
+    fetched = subprocess.run(
+        [str(REPO_ROOT / "tools" / "spark_jars.sh")], check=True, capture_output=True, text=True, timeout=900
+    )
+    jars = Path(fetched.stdout.strip())
+    work = Path(tempfile.mkdtemp(prefix="ftspark-world-"))
+    with ControlPlane(service_account_admission=True) as plane, S3Server() as s3:
+        plane.start_controllers()
+        plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
+        plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")
+        api = config.new_client_from_config(config_file=str(plane.kubeconfig))
+        for name in (OPERATOR_NAMESPACE, JOBS_NAMESPACE):
+            client.CoreV1Api(api).create_namespace(
+                client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
+            )
+        bucket = f"ftspark-{uuid.uuid4().hex[:8]}"
+        s3.client().create_bucket(Bucket=bucket)
+        nodes = NodeAgent(plane.kubeconfig, nodes=3, prefix="node").start()
+        fleet = OperatorFleet(plane, s3, OPERATOR_NAMESPACE, JOBS_NAMESPACE, work / "operators")
+        try:
+            fleet.start("operator-a")
+            fleet.start("operator-b")
+            yield World(plane, nodes, s3, api, fleet, bucket, jars, work)
+        finally:
+            fleet.stop_all()
+            nodes.stop()
+            shutil.rmtree(work, ignore_errors=True)
