@@ -47,6 +47,7 @@ NODE_LOST = "NodeLost"  # a driver pod whose node stopped reporting
 # Watches wake a job on every change of it or its driver pods; this is only a safety net.
 _POLL_SECONDS = 300.0
 _SAVEPOINT_HISTORY = 10
+_SIGNALLED = 128
 
 
 class DriverPhase(StrEnum):
@@ -510,6 +511,8 @@ def _failure(driver: DriverObservation | None, attempt: int, now: datetime) -> F
     if driver is None:
         return Failure(reason="DriverLost", message="the driver pod disappeared", attempt=attempt, time=now)
     reason = driver.reason if driver.reason and driver.reason not in {"Error", "Completed"} else "DriverError"
+    if reason == "DriverError" and driver.exit_code is not None and driver.exit_code > _SIGNALLED:
+        reason = "DriverKilled"  # 128 + n: ended by signal n (137: SIGKILL, e.g. a kill or the OOM killer)
     message = driver.message or f"the driver exited with code {driver.exit_code}"
     return Failure(reason=reason, message=message, exit_code=driver.exit_code, attempt=attempt, time=now)
 
