@@ -125,3 +125,17 @@ def test_local_recovery_template_mounts_the_node_dir_and_prefers_the_old_nodes()
     terms = required["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["n1"]
     assert "affinity" not in (executor_pod_template(plan(localRecovery={"enabled": True})) or {})["spec"]
+
+
+def test_local_recovery_puts_the_filesystem_wrapper_in_front_of_s3a() -> None:
+    attempt = plan(localRecovery={"enabled": True, "hostPath": "/mnt/state"})
+    conf = spark_conf(attempt)
+    assert conf["spark.hadoop.fs.s3a.impl"] == "io.ftspark.localrecovery.LocalRecoveryFileSystem"
+    assert (
+        conf["spark.hadoop.fs.ftspark.local-recovery.delegate.impl"]
+        == "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    )
+    assert conf["spark.hadoop.fs.ftspark.local-recovery.dir"] == "/mnt/state/state"
+    env = {e["name"]: e.get("value") for e in driver_pod(attempt)["spec"]["containers"][0]["env"]}
+    assert env["FTSPARK_LOCAL_RECOVERY_JAR"].endswith("ftspark-local-recovery.jar")
+    assert "spark.hadoop.fs.s3a.impl" not in spark_conf(plan())

@@ -25,6 +25,11 @@ UI_PORT = 4040
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"  # the runtime prefers KUBERNETES_SERVICE_HOST/PORT
 EXECUTOR_TEMPLATE_DIR = "/etc/ftspark/executor"
 LOCAL_STATE_VOLUME = "spark-local-dir-ftspark"
+LOCAL_RECOVERY_FS = "io.ftspark.localrecovery.LocalRecoveryFileSystem"
+LOCAL_RECOVERY_AFS = "io.ftspark.localrecovery.LocalRecoveryFs"
+LOCAL_RECOVERY_JAR = (
+    "/opt/ftspark/jars/ftspark-local-recovery.jar"  # in the Spark image; spec.env may override
+)
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 EXECUTOR_TEMPLATE_FILE = "pod-template.json"  # JSON is YAML: Spark reads it as its pod template file
 
@@ -97,7 +102,19 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         conf["spark.kubernetes.executor.podTemplateFile"] = (
             f"{EXECUTOR_TEMPLATE_DIR}/{EXECUTOR_TEMPLATE_FILE}"
         )
+    if spec.local_recovery.enabled:
+        conf |= local_recovery_conf(f"{spec.local_recovery.host_path}/state")
     return {**conf, **spec.spark_conf}
+
+
+def local_recovery_conf(local_dir: str) -> dict[str, str]:
+    """S3A behind jvm/local-recovery's FileSystem: state files also kept, verified, in local_dir."""
+    return {
+        "spark.hadoop.fs.s3a.impl": LOCAL_RECOVERY_FS,
+        "spark.hadoop.fs.AbstractFileSystem.s3a.impl": LOCAL_RECOVERY_AFS,
+        "spark.hadoop.fs.ftspark.local-recovery.delegate.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.ftspark.local-recovery.dir": local_dir,
+    }
 
 
 def executor_pod_template(plan: AttemptPlan) -> Manifest | None:
@@ -207,6 +224,11 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         # Executors reach the driver at its pod IP: works without cluster DNS, and on every cluster.
         {"name": "SPARK_DRIVER_BIND_ADDRESS", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": "FTSPARK_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        *(
+            [{"name": "FTSPARK_LOCAL_RECOVERY_JAR", "value": LOCAL_RECOVERY_JAR}]
+            if spec.local_recovery.enabled
+            else []
+        ),
         *({"name": e.name, "value": e.value} for e in spec.env),
     ]
     container = {

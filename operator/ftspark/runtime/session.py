@@ -44,11 +44,13 @@ def in_cluster_master(master: str, env: Mapping[str, str]) -> str:
 def spark_settings(
     conf: Mapping[str, str], checkpoint_root: str, jars_dir: Path, env: Mapping[str, str] = os.environ
 ) -> dict[str, str]:
+    # localRecovery's FileSystem (jvm/local-recovery) joins S3A where the job asks for it.
+    classpath = ":".join(filter(None, (f"{jars_dir}/*", env.get("FTSPARK_LOCAL_RECOVERY_JAR", ""))))
     settings = {
         # S3A's jars on the JVM's own classpath (no shipping of the 500 MB SDK bundle to executors: the
         # image has them at the same path).
-        "spark.driver.extraClassPath": f"{jars_dir}/*",
-        "spark.executor.extraClassPath": f"{jars_dir}/*",
+        "spark.driver.extraClassPath": classpath,
+        "spark.executor.extraClassPath": classpath,
         **conf,
         "spark.sql.streaming.checkpointLocation": spark_uri(checkpoint_root),
     }
