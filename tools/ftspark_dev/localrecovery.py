@@ -46,7 +46,7 @@ class JobSpec:
     result: str  # where the child writes its JSON result
     s3a_jars: str  # tools/spark_jars.sh
     jar: str  # tools/local_recovery_jar.sh
-    local_dir: str | None  # the node-local dir; None: plain S3A, no wrapper
+    local_dir: str | None  # the node-local dir; None: the wrapper as a pass-through (no local copies)
     keys: int
     output: str | None = None  # folder for per-batch results; None: count the rows only
     changelog: bool = False
@@ -74,13 +74,15 @@ def spark_conf(spec: JobSpec) -> dict[str, str]:
         f"{s3a}access.key": ACCESS_KEY,
         f"{s3a}secret.key": SECRET_KEY,
     }
+    # Always the wrapper: stock S3A uploads RocksDB's files with the SDK's async client, which fails against
+    # moto (HTTP 100 taken for the response); the wrapper uploads state files through create().
+    conf |= {
+        f"{s3a}impl": LOCAL_RECOVERY_FS,
+        "spark.hadoop.fs.AbstractFileSystem.s3a.impl": LOCAL_RECOVERY_AFS,
+        "spark.hadoop.fs.ftspark.local-recovery.delegate.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+    }
     if spec.local_dir is not None:
-        conf |= {
-            f"{s3a}impl": LOCAL_RECOVERY_FS,
-            "spark.hadoop.fs.AbstractFileSystem.s3a.impl": LOCAL_RECOVERY_AFS,
-            "spark.hadoop.fs.ftspark.local-recovery.delegate.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-            "spark.hadoop.fs.ftspark.local-recovery.dir": spec.local_dir,
-        }
+        conf["spark.hadoop.fs.ftspark.local-recovery.dir"] = spec.local_dir
     return conf
 
 
