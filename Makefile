@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test bench lint types unit integration cluster-bin helm-bin spark-jars dev-cluster crds argocd deploy docs lock clean
+.PHONY: help demo test bench lint types unit integration cluster-bin helm-bin spark-jars local-recovery-jar dev-cluster crds argocd deploy docs lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
@@ -36,6 +36,10 @@ helm-bin:
 spark-jars:
 	tools/spark_jars.sh
 
+# Task-local recovery's FileSystem (jvm/local-recovery): Maven build with its JUnit tests, cached by source hash.
+local-recovery-jar:
+	tools/local_recovery_jar.sh
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check operator tests tools e2e
 	$(VENV)/bin/ruff format --check operator tests tools e2e
@@ -44,7 +48,7 @@ lint: $(VENV)/.installed
 types: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
-test: $(VENV)/.installed cluster-bin helm-bin spark-jars lint types
+test: $(VENV)/.installed cluster-bin helm-bin spark-jars local-recovery-jar lint types
 	$(PY) -m pytest
 
 unit: $(VENV)/.installed
