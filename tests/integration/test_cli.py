@@ -7,14 +7,8 @@ from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.cli import main
-from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import job_manifest
-
-
-@pytest.fixture(scope="module")
-def crd(control_plane: ControlPlane) -> None:
-    control_plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
-    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")
 
 
 def test_cli_steers_the_gitops_way(

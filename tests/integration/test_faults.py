@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,27 +18,11 @@ from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.memory.stores import MemoryBlobStore
 from ftspark.ports.leadership import LeaderElectionRecord, LockUnavailableError
 from ftspark.ports.stores import StoreUnavailableError
-from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.faults import ApiProxy
 from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
 from ftspark_dev.s3server import S3Server
 from tests.waiting import eventually
-
-
-@pytest.fixture
-def fleet(
-    control_plane: ControlPlane, s3_server: S3Server, api_client: client.ApiClient, tmp_path: Path
-) -> Iterator[OperatorFleet]:
-    control_plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
-    core = client.CoreV1Api(api_client)
-    names = [f"t-{uuid.uuid4().hex[:10]}" for _ in range(2)]
-    for name in names:
-        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    operators = OperatorFleet(control_plane, s3_server, names[0], names[1], tmp_path)
-    yield operators
-    operators.stop_all()
-    for name in names:
-        core.delete_namespace(name)
 
 
 def _create(api: client.ApiClient, namespace: str, name: str, bucket: str) -> None:
@@ -80,10 +63,8 @@ def test_partitioned_leader_stops_acting_and_the_standby_takes_over(
 
 
 def test_operator_rides_out_an_api_server_restart(
-    fleet: OperatorFleet, control_plane: ControlPlane, api_client: client.ApiClient, s3_server: S3Server
+    fleet: OperatorFleet, control_plane: ControlPlane, api_client: client.ApiClient, bucket: str
 ) -> None:
-    bucket = f"f-{uuid.uuid4().hex[:8]}"
-    s3_server.client().create_bucket(Bucket=bucket)
     # Production timings: a restart of a few seconds fits in the renew deadline, so the leader keeps leading.
     fleet.lease_duration, fleet.renew_deadline, fleet.retry_period = 15, 10.0, 2.0
     leader = fleet.start()

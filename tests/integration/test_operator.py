@@ -5,10 +5,8 @@ from __future__ import annotations
 import datetime
 import json
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +17,7 @@ from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobKey
-from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import (
     OperatorFleet,
     condition,
@@ -32,34 +30,6 @@ from ftspark_dev.operators import (
 )
 from ftspark_dev.s3server import S3Server
 from tests.waiting import eventually
-
-
-@pytest.fixture(scope="module")
-def crd(control_plane: ControlPlane) -> None:
-    control_plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
-    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")
-
-
-@pytest.fixture
-def bucket(s3_server: S3Server) -> str:
-    name = f"jobs-{uuid.uuid4().hex[:8]}"
-    s3_server.client().create_bucket(Bucket=name)
-    return name
-
-
-@pytest.fixture
-def fleet(
-    crd: None, control_plane: ControlPlane, s3_server: S3Server, api_client: client.ApiClient, tmp_path: Path
-) -> Iterator[OperatorFleet]:
-    core = client.CoreV1Api(api_client)
-    names = [f"t-{uuid.uuid4().hex[:10]}" for _ in range(2)]
-    for name in names:
-        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    operators = OperatorFleet(control_plane, s3_server, names[0], names[1], tmp_path)
-    yield operators
-    operators.stop_all()
-    for name in names:
-        core.delete_namespace(name)
 
 
 def create_job(api: client.ApiClient, namespace: str, body: dict[str, object]) -> None:

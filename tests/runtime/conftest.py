@@ -27,7 +27,7 @@ from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import driver_pod_name
 from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from ftspark_dev.s3server import S3Server
 from ftspark_dev.windowed_counts import EXAMPLE, Output, expected_counts
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,19 +99,12 @@ class RuntimeJob:
         )
 
     def spark_conf(self) -> dict[str, str]:
-        s3a = "spark.hadoop.fs.s3a."
         return {
             "spark.master": "local[2]",
             "spark.driver.memory": "1g",
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
-            f"{s3a}endpoint": self.s3.endpoint,
-            f"{s3a}endpoint.region": REGION,
-            f"{s3a}path.style.access": "true",
-            f"{s3a}connection.ssl.enabled": "false",
-            f"{s3a}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-            f"{s3a}access.key": ACCESS_KEY,
-            f"{s3a}secret.key": SECRET_KEY,
+            **self.s3.spark_conf(),
         }
 
     def start(self, *, pod: bool = True, **extra_env: str) -> subprocess.Popen[bytes]:

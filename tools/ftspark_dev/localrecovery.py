@@ -29,10 +29,9 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as sf
 
-from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY
+from ftspark.domain.driver_pod import local_recovery_conf
+from ftspark_dev.s3server import spark_s3a_conf
 
-LOCAL_RECOVERY_FS = "io.ftspark.localrecovery.LocalRecoveryFileSystem"
-LOCAL_RECOVERY_AFS = "io.ftspark.localrecovery.LocalRecoveryFs"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 TOOLS = Path(__file__).resolve().parents[1]
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -57,7 +56,6 @@ class JobSpec:
 
 
 def spark_conf(spec: JobSpec) -> dict[str, str]:
-    s3a = "spark.hadoop.fs.s3a."
     conf = {
         "spark.master": "local[2]",
         "spark.driver.memory": spec.driver_memory,
@@ -66,23 +64,12 @@ def spark_conf(spec: JobSpec) -> dict[str, str]:
         "spark.sql.shuffle.partitions": str(spec.partitions),
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
         CHANGELOG: str(spec.changelog).lower(),
-        f"{s3a}endpoint": spec.endpoint,
-        f"{s3a}endpoint.region": REGION,
-        f"{s3a}path.style.access": "true",
-        f"{s3a}connection.ssl.enabled": "false",
-        f"{s3a}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-        f"{s3a}access.key": ACCESS_KEY,
-        f"{s3a}secret.key": SECRET_KEY,
+        **spark_s3a_conf(spec.endpoint),
+        # Always the wrapper: stock S3A uploads RocksDB's files with the SDK's async client, which fails
+        # against moto (HTTP 100 taken for the response); the wrapper uploads state files through create().
+        # Without a local dir it keeps no copies.
+        **local_recovery_conf(spec.local_dir),
     }
-    # Always the wrapper: stock S3A uploads RocksDB's files with the SDK's async client, which fails against
-    # moto (HTTP 100 taken for the response); the wrapper uploads state files through create().
-    conf |= {
-        f"{s3a}impl": LOCAL_RECOVERY_FS,
-        "spark.hadoop.fs.AbstractFileSystem.s3a.impl": LOCAL_RECOVERY_AFS,
-        "spark.hadoop.fs.ftspark.local-recovery.delegate.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-    }
-    if spec.local_dir is not None:
-        conf["spark.hadoop.fs.ftspark.local-recovery.dir"] = spec.local_dir
     return conf
 
 

@@ -23,6 +23,20 @@ SECRET_KEY = "ftspark-test-secret"
 REGION = "us-east-1"
 
 
+def spark_s3a_conf(endpoint: str) -> dict[str, str]:
+    """Spark settings that point S3A at a server of ours on loopback."""
+    s3a = "spark.hadoop.fs.s3a."
+    return {
+        f"{s3a}endpoint": endpoint,
+        f"{s3a}endpoint.region": REGION,
+        f"{s3a}path.style.access": "true",
+        f"{s3a}connection.ssl.enabled": "false",
+        f"{s3a}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        f"{s3a}access.key": ACCESS_KEY,
+        f"{s3a}secret.key": SECRET_KEY,
+    }
+
+
 @dataclass
 class S3Server:
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ftspark-s3-")))
@@ -52,6 +66,9 @@ class S3Server:
 
     def resume(self) -> None:
         self._process.signal(signal.SIGCONT)
+
+    def spark_conf(self) -> dict[str, str]:
+        return spark_s3a_conf(self.endpoint)
 
     def client(self, config: Config | None = None) -> S3Client:
         return boto3.client(

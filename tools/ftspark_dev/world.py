@@ -25,7 +25,7 @@ from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.nodes import NodeAgent
 from ftspark_dev.operators import OperatorFleet
-from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from ftspark_dev.s3server import S3Server
 from ftspark_dev.windowed_counts import EXAMPLE
 
 OPERATOR_NAMESPACE, JOBS_NAMESPACE = "ftspark-system", "jobs"
@@ -43,7 +43,6 @@ class World:
     work: Path
 
     def job(self, name: str, input_dir: Path, output_dir: Path, **spec: Any) -> dict[str, Any]:
-        s3a = "spark.hadoop.fs.s3a."
         env = {
             # Short driver-Lease timings: a killed driver's successor waits for the Lease to expire.
             "FTSPARK_LEASE_DURATION": "3",
@@ -69,13 +68,7 @@ class World:
                 "sparkConf": {
                     "spark.sql.shuffle.partitions": "2",
                     "spark.ui.enabled": "false",
-                    f"{s3a}endpoint": self.s3.endpoint,
-                    f"{s3a}endpoint.region": REGION,
-                    f"{s3a}path.style.access": "true",
-                    f"{s3a}connection.ssl.enabled": "false",
-                    f"{s3a}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-                    f"{s3a}access.key": ACCESS_KEY,
-                    f"{s3a}secret.key": SECRET_KEY,
+                    **self.s3.spark_conf(),
                 },
                 **spec,
             },

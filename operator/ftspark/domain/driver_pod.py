@@ -107,14 +107,16 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
     return {**conf, **spec.spark_conf}
 
 
-def local_recovery_conf(local_dir: str) -> dict[str, str]:
-    """S3A behind jvm/local-recovery's FileSystem: state files also kept, verified, in local_dir."""
-    return {
+def local_recovery_conf(local_dir: str | None) -> dict[str, str]:
+    """S3A behind jvm/local-recovery's FileSystem; state files also kept, verified, in local_dir if given."""
+    conf = {
         "spark.hadoop.fs.s3a.impl": LOCAL_RECOVERY_FS,
         "spark.hadoop.fs.AbstractFileSystem.s3a.impl": LOCAL_RECOVERY_AFS,
         "spark.hadoop.fs.ftspark.local-recovery.delegate.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-        "spark.hadoop.fs.ftspark.local-recovery.dir": local_dir,
     }
+    if local_dir is not None:
+        conf["spark.hadoop.fs.ftspark.local-recovery.dir"] = local_dir
+    return conf
 
 
 def executor_pod_template(plan: AttemptPlan) -> Manifest | None:

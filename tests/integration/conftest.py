@@ -1,0 +1,44 @@
+"""Fixtures for tests that run real operator processes: the CRD, a bucket, and a fleet of replicas."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from ftspark import API_GROUP, PLURAL
+from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.operators import OperatorFleet
+from ftspark_dev.s3server import S3Server
+
+
+@pytest.fixture(scope="session")
+def crd(control_plane: ControlPlane) -> None:
+    control_plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
+    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")
+
+
+@pytest.fixture
+def bucket(s3_server: S3Server) -> str:
+    name = f"jobs-{uuid.uuid4().hex[:8]}"
+    s3_server.client().create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def fleet(
+    crd: None, control_plane: ControlPlane, s3_server: S3Server, api_client: client.ApiClient, tmp_path: Path
+) -> Iterator[OperatorFleet]:
+    """Operator replicas (none started yet) for an operator namespace and a jobs namespace of their own."""
+    core = client.CoreV1Api(api_client)
+    names = [f"t-{uuid.uuid4().hex[:10]}" for _ in range(2)]
+    for name in names:
+        core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    operators = OperatorFleet(control_plane, s3_server, names[0], names[1], tmp_path)
+    yield operators
+    operators.stop_all()
+    for name in names:
+        core.delete_namespace(name)
