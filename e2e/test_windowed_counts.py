@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from ftspark_dev.tour import FaultTour
 from ftspark_dev.world import World
 
 
+@pytest.mark.timeout(1800)  # five faults, each recovered by real Spark on 2 cores
 def test_windowed_counts_survive_every_fault_exactly_once(world: World, tmp_path: Path) -> None:
     tour = FaultTour(world, tmp_path)
     tour.start()

@@ -20,6 +20,7 @@ KILLS = 20
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # 20 restarts of a real Spark driver: minutes, more on a busy machine
 def test_sigkill_at_random_points_loses_and_duplicates_nothing(make_job: Any) -> None:
     rng = random.Random(4)
     job: RuntimeJob = make_job()
