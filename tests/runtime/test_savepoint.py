@@ -31,6 +31,16 @@ def test_fork_from_savepoint_continues_like_the_original(make_job: Any) -> None:
     write_input(original.input, 5)
     original.start()
     original.wait_for_output(5, timeout=120)
+    # The sink writes a batch's output before Spark commits it: wait for the commit (its pointer), so that
+    # the latest committed batch the savepoint takes is the last one the output shows.
+    last_output = max(original.output.batches())
+    deadline = time.monotonic() + 60
+    while (
+        max((p.batch_id for p in original.stores().checkpoints.pointers(original.key)), default=-1)
+        < last_output
+    ):
+        assert time.monotonic() < deadline, "the last batch was never committed"
+        time.sleep(0.2)
     started = time.monotonic()
     original.request("savepoint@sp-1")
     result = _savepoint_result(original, "sp-1")
