@@ -60,3 +60,11 @@ def s3_server() -> Iterator[S3Server]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def bucket(s3_server: S3Server) -> str:
+    """A fresh bucket on the S3 server."""
+    name = f"b-{uuid.uuid4().hex[:12]}"
+    s3_server.client().create_bucket(Bucket=name)
+    return name

@@ -22,13 +22,6 @@ def crd(control_plane: ControlPlane) -> None:
 
 
 @pytest.fixture
-def bucket(s3_server: S3Server) -> str:
-    name = f"jobs-{uuid.uuid4().hex[:8]}"
-    s3_server.client().create_bucket(Bucket=name)
-    return name
-
-
-@pytest.fixture
 def fleet(
     crd: None, control_plane: ControlPlane, s3_server: S3Server, api_client: client.ApiClient, tmp_path: Path
 ) -> Iterator[OperatorFleet]:

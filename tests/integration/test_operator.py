@@ -155,9 +155,7 @@ def test_standby_takes_over_after_the_leader_is_killed(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:
     ns = fleet.watch_namespace
-    first = fleet.start()
-    eventually(lambda: fleet.leader(api_client) == first, timeout=30, what="first leader")
-    second = fleet.start()
+    first, second = _leader_and_standby(fleet, api_client)
     time.sleep(1)
     killed_at = time.monotonic()
     fleet.replicas[first].kill()
@@ -179,6 +177,13 @@ def _patch_spec(api: client.ApiClient, namespace: str, name: str, spec: dict[str
     client.CustomObjectsApi(api).patch_namespaced_custom_object(
         API_GROUP, API_VERSION, namespace, PLURAL, name, {"spec": spec}
     )
+
+
+def _leader_and_standby(fleet: OperatorFleet, api: client.ApiClient) -> tuple[str, str]:
+    """Two replicas: the first started leads, the second stands by."""
+    first = fleet.start()
+    eventually(lambda: fleet.leader(api) == first, timeout=30, what="first leader")
+    return first, fleet.start()
 
 
 def _only_driver(api: client.ApiClient, namespace: str, job: str, attempt: int) -> bool:
@@ -278,9 +283,7 @@ def test_sigterm_hands_leadership_over_within_two_seconds(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:
     ns = fleet.watch_namespace
-    first = fleet.start()
-    eventually(lambda: fleet.leader(api_client) == first, timeout=30, what="first leader")
-    second = fleet.start()
+    first, second = _leader_and_standby(fleet, api_client)
     time.sleep(1)
     stopped_at = time.monotonic()
     fleet.replicas[first].stop()  # SIGTERM: stop reconciling, release the Lease, exit 0
@@ -489,9 +492,7 @@ def _metric(text: str, name: str) -> float | None:
 
 def test_metrics_and_probes(fleet: OperatorFleet, api_client: client.ApiClient, bucket: str) -> None:
     ns = fleet.watch_namespace
-    first = fleet.start()
-    eventually(lambda: fleet.leader(api_client) == first, timeout=30, what="leader")
-    second = fleet.start()
+    first, second = _leader_and_standby(fleet, api_client)
     eventually(lambda: fleet.probe(second, "/readyz")[0] == 200, timeout=30, what="standby serving")
     _start_running(api_client, ns, "observed", bucket)
 

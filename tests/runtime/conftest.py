@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,13 +219,6 @@ class RuntimeJob:
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.kill()
-
-
-@pytest.fixture
-def bucket(s3_server: S3Server) -> str:
-    name = f"b-{uuid.uuid4().hex[:12]}"
-    s3_server.client().create_bucket(Bucket=name)
-    return name
 
 
 @pytest.fixture
