@@ -77,15 +77,20 @@ def test_chart_service_account_runs_the_operator_and_nothing_more(
         client.CustomObjectsApi(api_client).create_namespaced_custom_object(
             API_GROUP, API_VERSION, jobs_ns, PLURAL, job_manifest("charted", bucket)
         )
+
+        def phase() -> object:
+            body = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+                API_GROUP, API_VERSION, jobs_ns, PLURAL, "charted"
+            )
+            return body.get("status", {}).get("phase")
+
+        # The pod is created before the status is recorded (act, then record): wait for both.
         eventually(
-            lambda: pod_names(api_client, jobs_ns, "charted") == ["charted-1-driver"],
+            lambda: pod_names(api_client, jobs_ns, "charted") == ["charted-1-driver"]
+            and phase() == "Submitting",
             timeout=30,
             what=lambda: f"the operator works with the chart's rights\n{fleet.logs()}",
         )
-        body = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
-            API_GROUP, API_VERSION, jobs_ns, PLURAL, "charted"
-        )
-        assert body["status"]["phase"] == "Submitting"
     finally:
         fleet.stop_all()
 
