@@ -46,9 +46,10 @@ def driver(
     message: str = "",
     started_at: datetime | None = None,
     savepoint: SavepointReport | None = None,
+    rollbacks: tuple[str, ...] = (),
 ) -> DriverObservation:
     return DriverObservation(
-        attempt, f"job-{attempt}-driver", phase, exit_code, reason, message, started_at, savepoint
+        attempt, f"job-{attempt}-driver", phase, exit_code, reason, message, started_at, savepoint, rollbacks
     )
 
 
@@ -269,6 +270,23 @@ def test_a_new_savepoint_nonce_asks_the_running_driver_once_and_records_the_answ
     assert (taken.id, taken.batch_id, taken.trigger_nonce) == ("sp-4-a2", 17, 4)
     assert any(isinstance(a, EmitEvent) and a.reason == "SavepointCompleted" for a in done.actions)
     assert kinds(run(job, done.status, driver(2, DriverPhase.RUNNING, savepoint=report), at=9)) == []
+
+
+def test_a_checkpoint_rollback_is_reported_once_per_attempt() -> None:
+    job = spec()
+    rolled = ("s3://b/q: rolled back from batch 7 to 6 (offsets/7 unreadable)",)
+    first = run(job, JobStatus(phase="Running", attempt=3), driver(3, DriverPhase.RUNNING, rollbacks=rolled))
+    events = [a for a in first.actions if isinstance(a, EmitEvent)]
+    assert [(e.type, e.reason, e.message) for e in events] == [("Warning", "CheckpointRolledBack", rolled[0])]
+    assert first.status.last_rollback is not None
+    assert (first.status.last_rollback.attempt, first.status.last_rollback.message) == (3, rolled[0])
+
+    again = run(job, first.status, driver(3, DriverPhase.RUNNING, rollbacks=rolled), at=5)
+    assert not [a for a in again.actions if isinstance(a, EmitEvent)], "reported once"
+    later = run(
+        job, again.status.model_copy(update={"attempt": 4}), driver(4, DriverPhase.RUNNING, rollbacks=rolled)
+    )
+    assert any(isinstance(a, EmitEvent) and a.reason == "CheckpointRolledBack" for a in later.actions)
 
 
 def test_a_savepoint_without_answer_fails_after_the_stop_timeout_and_is_not_retried() -> None:

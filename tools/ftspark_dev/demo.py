@@ -30,8 +30,10 @@ def main() -> None:
         )
         print(world.plane.kubectl("get", "nodes", "-o", "wide").stdout)
 
-        tour = FaultTour(world, Path(work), files=30)
-        _step("submitting examples/windowed_counts.py as a FaultTolerantSparkJob, feeding it a file a second")
+        tour = FaultTour(world, Path(work))
+        _step(
+            "submitting examples/windowed_counts.py as a FaultTolerantSparkJob, feeding it a file every 2 s"
+        )
         tour.start()
         print(world.plane.kubectl("get", "pods", "-n", JOBS_NAMESPACE, "-o", "wide").stdout)
 

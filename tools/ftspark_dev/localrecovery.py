@@ -30,6 +30,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as sf
 
 from ftspark.domain.driver_pod import local_recovery_conf
+from ftspark.runtime.session import extra_classpath
 from ftspark_dev.s3server import spark_s3a_conf
 
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -60,7 +61,7 @@ def spark_conf(spec: JobSpec) -> dict[str, str]:
         "spark.master": "local[2]",
         "spark.driver.memory": spec.driver_memory,
         "spark.ui.enabled": "false",
-        "spark.driver.extraClassPath": f"{spec.s3a_jars}/*:{spec.jar}",
+        "spark.driver.extraClassPath": extra_classpath(spec.s3a_jars, spec.jar),
         "spark.sql.shuffle.partitions": str(spec.partitions),
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
         CHANGELOG: str(spec.changelog).lower(),

@@ -8,26 +8,43 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import urllib3
+from kubernetes import client
+
 from ftspark_dev.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
 from ftspark_dev.world import JOBS_NAMESPACE, World
 
 
-class DriverWatch:
-    """Samples the job's driver pods all along: two alive at once must never be seen."""
+class Watch:
+    """Samples all along what must never happen: two drivers of the job alive at once, two operator replicas
+    acting as leader at once (each replica's liveness probe says whether it leads within its renew deadline;
+    a successor can only take over a lease duration after the last renewal, so a sampling round, far shorter
+    than that gap, cannot see a handover as an overlap). Also records the phases the job went through."""
 
     def __init__(self, world: World, job: str) -> None:
-        self.world, self.job, self.most_alive, self._stop = world, job, 0, threading.Event()
+        self.world, self.job, self._stop = world, job, threading.Event()
+        self.most_alive = self.most_leaders = 0
         self.phases_seen: list[str] = []
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
 
     def _sample(self) -> None:
         while not self._stop.wait(0.3):
-            alive = [p for p in self.world.drivers(self.job) if p.status.phase in {"Pending", "Running"}]
-            self.most_alive = max(self.most_alive, len(alive))
-            phase = self.world.status(self.job).get("phase")
+            try:
+                alive = [p for p in self.world.drivers(self.job) if p.status.phase in {"Pending", "Running"}]
+                self.most_alive = max(self.most_alive, len(alive))
+                phase = self.world.status(self.job).get("phase")
+            except (client.ApiException, urllib3.exceptions.HTTPError):
+                continue  # the API server is down for a while in one of the steps
             if phase and (not self.phases_seen or self.phases_seen[-1] != phase):
                 self.phases_seen.append(phase)
+            fleet = self.world.fleet
+            acting = [
+                identity
+                for identity in list(fleet.replicas)
+                if (answer := fleet.probe(identity, "/healthz"))[0] == 200 and answer[1].startswith("leading")
+            ]
+            self.most_leaders = max(self.most_leaders, len(acting))
 
     def stop(self) -> None:
         self._stop.set()
@@ -35,24 +52,28 @@ class DriverWatch:
 
 
 class FaultTour:
-    def __init__(self, world: World, work: Path, *, name: str = "counts", files: int = 40) -> None:
-        self.world, self.name, self.files = world, name, files
+    def __init__(self, world: World, work: Path, *, name: str = "counts", feed_interval: float = 2.0) -> None:
+        self.world, self.name, self.feed_interval = world, name, feed_interval
         self.source, self.output = work / "in", Output(work / "out")
         self.recovery: dict[str, float] = {}
-        self._fed = threading.Event()
-        self.watch: DriverWatch | None = None
+        self._stop_feeding = threading.Event()
+        self._feeder = threading.Thread(target=self._feed, daemon=True)
+        self.fed = 0
+        self.watch: Watch | None = None
+        self.damaged = ""
 
     # -- steps ---------------------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Submit the job and feed it a file a second; returns once the first batch is committed."""
+        """Submit the job, feed it a file every feed_interval; returns once the first batch is committed."""
         write_input(self.source, 5)
+        self.fed = 5
         started = time.monotonic()
         self.world.create(self.world.job(self.name, self.source, self.output.folder))
-        self.watch = DriverWatch(self.world, self.name)
+        self.watch = Watch(self.world, self.name)
         self._wait(self._batches, 300, "the first batch")
         self.recovery["submit -> first committed batch"] = time.monotonic() - started
-        threading.Thread(target=self._feed, daemon=True).start()
+        self._feeder.start()
 
     def kill_executor(self) -> None:
         killed = self.world.nodes.kill_pods(JOBS_NAMESPACE, "spark-role=executor")
@@ -72,6 +93,54 @@ class FaultTour:
         self._wait(lambda: fleet.leader(api) not in {None, leader}, 60, "a new operator leader")
         fleet.start(f"{leader}-restarted")  # what the Deployment does
 
+    def partition_leader(self) -> None:
+        """The leader is cut off from the API server: it stops acting and exits within its renew deadline,
+        the standby takes over; healed, the old one comes back as a follower."""
+        world, fleet, api = self.world, self.world.fleet, self.world.api
+        leader = fleet.leader(api)
+        assert leader is not None
+        cut = time.monotonic()
+        world.proxies[leader].partition()
+        self._wait(lambda: fleet.leader(api) not in {None, leader}, 60, "the standby to take over")
+        self.recovery["leader partitioned -> standby leads"] = time.monotonic() - cut
+        self._wait(lambda: not fleet.replicas[leader].running(), 30, "the partitioned leader to exit")
+        self.recovery["leader partitioned -> it exits"] = time.monotonic() - cut
+        self._progress("operator leader partitioned", 120, since=cut)
+        world.start_operator(leader)  # the Deployment restarts it, the network heals
+
+    def restart_api_server(self, down_seconds: float = 5.0) -> None:
+        """kube-apiserver crashes and stays down a while: watches, Leases (operator, drivers, nodes) and
+        Spark's executor watch all reconnect; a driver whose Lease lapsed is replaced."""
+        started = time.monotonic()
+        self.world.plane.restart_apiserver(down_seconds=down_seconds)
+        self._progress(f"API server down {down_seconds:.0f} s", 300, since=started)
+
+    def s3_outage(self, seconds: float = 15.0) -> None:
+        """The S3 server stops answering: checkpoints stall (requests hang, S3A retries), then go on."""
+        started = time.monotonic()
+        self.world.s3.pause()
+        try:
+            time.sleep(seconds)
+        finally:
+            self.world.s3.resume()
+        self._progress(f"S3 outage of {seconds:.0f} s", 300, since=started)
+
+    def cancel_damage_and_resume(self) -> None:
+        """Cancel (no final checkpoint), tear the newest offset log entry as a crash mid-write would, resume:
+        the driver rolls back to the newest good batch, the operator says so, nothing is lost."""
+        self.world.patch(self.name, {"desiredState": "cancelled"})
+        self._wait(lambda: self.world.status(self.name).get("phase") == "Cancelled", 120, "Cancelled")
+        self._wait(lambda: not self._alive_drivers(), 120, "no driver after the cancel")
+        location = self.world.status(self.name)["latestCheckpoint"]["location"]
+        self.damaged = self.world.damage_latest_offsets(location)
+        self.world.patch(self.name, {"desiredState": "running"})
+        self._progress("cancel, damaged checkpoint, resume", 300)
+        self._wait(
+            lambda: (self.world.status(self.name).get("lastRollback") or {}).get("message"),
+            60,
+            "the rollback in the job's status",
+        )
+
     def kill_node(self) -> None:
         node = self.world.drivers(self.name)[-1].spec.node_name
         self.world.nodes.kill_node(node)
@@ -85,41 +154,47 @@ class FaultTour:
         self._progress("stop, then resume", 300)
 
     def finish(self) -> dict[str, int]:
-        """Waits until every record is counted; returns the figures."""
-        self._wait(self._fed.is_set, 120, "the feeder")
-        expected = expected_counts(self.files)
+        """Stops feeding, waits until every record is counted; returns the figures."""
+        self._stop_feeding.set()
+        self._feeder.join()
+        expected = expected_counts(self.fed)
         self._wait(lambda: self.output.counts() == expected, 300, "every record counted")
         assert self.watch is not None
         self.watch.stop()
         counted = sum(self.output.counts().values())
+        records_in = self.fed * RECORDS_PER_FILE
         return {
-            "records in": self.files * RECORDS_PER_FILE,
+            "records in": records_in,
             "records counted": counted,
-            "lost": self.files * RECORDS_PER_FILE - counted
-            if counted <= self.files * RECORDS_PER_FILE
-            else 0,
-            "duplicated": max(0, counted - self.files * RECORDS_PER_FILE),
+            "lost": max(0, records_in - counted),
+            "duplicated": max(0, counted - records_in),
             "re-processed by re-run batches": self.output.reprocessed_records(),
             "batches": len(self.output.batches()),
             "attempts": int(self.world.status(self.name).get("attempt", 0)),
             "most drivers alive at once": self.watch.most_alive,
+            "most operator leaders acting at once": self.watch.most_leaders,
         }
 
     # -- helpers -------------------------------------------------------------------------------------------
 
     def _feed(self) -> None:
-        for n in range(5, self.files):
-            write_input(self.source, 1, first_file=n)
-            time.sleep(1.0)
-        self._fed.set()
+        while not self._stop_feeding.wait(self.feed_interval):
+            write_input(self.source, 1, first_file=self.fed)
+            self.fed += 1
 
     def _batches(self) -> int:
         return len(self.output.batches()) if self.output.folder.exists() else 0
 
-    def _progress(self, fault: str, timeout: float) -> None:
+    def _alive_drivers(self) -> list[str]:
+        return [
+            p.metadata.name for p in self.world.drivers(self.name) if p.status.phase in {"Pending", "Running"}
+        ]
+
+    def _progress(self, fault: str, timeout: float, since: float | None = None) -> None:
+        """Waits for a batch committed after now; records the time from since (default now)."""
         before, started = self._batches(), time.monotonic()
         self._wait(lambda: self._batches() > before, timeout, f"progress after the {fault}")
-        self.recovery[f"{fault} -> next batch"] = time.monotonic() - started
+        self.recovery[f"{fault} -> next batch"] = time.monotonic() - (since or started)
 
     def _wait(self, probe: Callable[[], object], timeout: float, what: str) -> None:
         started = time.monotonic()

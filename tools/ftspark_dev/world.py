@@ -13,16 +13,19 @@ import contextlib
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
 
-from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark import API_GROUP, API_VERSION, JOB_LABEL, PLURAL
+from ftspark.domain.driver_pod import spark_app_id
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.faults import ApiProxy
 from ftspark_dev.nodes import NodeAgent
 from ftspark_dev.operators import OperatorFleet
 from ftspark_dev.s3server import S3Server
@@ -41,6 +44,17 @@ class World:
     bucket: str
     jars: Path
     work: Path
+    proxies: dict[str, ApiProxy] = field(default_factory=dict)
+
+    def start_operator(self, identity: str) -> None:
+        """A replica whose API traffic goes through its own ApiProxy (so a test can partition it); a restarted
+        identity keeps its proxy, healed."""
+        proxy = self.proxies.get(identity)
+        if proxy is None:
+            proxy = self.proxies[identity] = ApiProxy(self.plane.apiserver_port)
+        proxy.heal()
+        kubeconfig = proxy.kubeconfig(self.plane.kubeconfig, self.work / f"{identity}.kubeconfig")
+        self.fleet.start(identity, kubeconfig=kubeconfig)
 
     def job(self, name: str, input_dir: Path, output_dir: Path, **spec: Any) -> dict[str, Any]:
         env = {
@@ -74,6 +88,19 @@ class World:
             },
         }
 
+    def damage_latest_offsets(self, location: str) -> str:
+        """Tears the offset log entry of the newest committed batch of the query checkpoint at location (an
+        s3:// URI), as a crash in the middle of writing it would; returns the damaged key."""
+        bucket, _, prefix = location.removeprefix("s3://").removeprefix("s3a://").partition("/")
+        s3 = self.s3.client()
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/commits/").get("Contents", [])
+        committed = [int(name) for o in listed if (name := o["Key"].rsplit("/", 1)[-1]).isdigit()]
+        assert committed, f"no committed batch under {location}"
+        key = f"{prefix}/offsets/{max(committed)}"
+        s3.head_object(Bucket=bucket, Key=key)  # it exists
+        s3.put_object(Bucket=bucket, Key=key, Body=b"\x00torn offset log entry\xff")
+        return key
+
     def create(self, body: dict[str, Any]) -> None:
         client.CustomObjectsApi(self.api).create_namespaced_custom_object(
             API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, body
@@ -83,6 +110,30 @@ class World:
         client.CustomObjectsApi(self.api).patch_namespaced_custom_object(
             API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name, {"spec": spec}
         )
+
+    def delete(self, name: str) -> None:
+        """Deletes the job and waits until its driver and executor pods are gone (ownerReferences: the
+        garbage collector deletes the drivers, and Spark's executors with their driver)."""
+        jobs = client.CustomObjectsApi(self.api)
+        uid = jobs.get_namespaced_custom_object(API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name)[
+            "metadata"
+        ]["uid"]
+        jobs.delete_namespaced_custom_object(API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name)
+        app = spark_app_id(uid, 0).rsplit("-", 1)[0] + "-"
+
+        def remaining() -> list[str]:
+            pods = client.CoreV1Api(self.api).list_namespaced_pod(JOBS_NAMESPACE).items
+            return [
+                p.metadata.name
+                for p in pods
+                if (p.metadata.labels or {}).get(JOB_LABEL) == name
+                or (p.metadata.labels or {}).get("spark-app-selector", "").startswith(app)
+            ]
+
+        deadline = time.monotonic() + 120
+        while left := remaining():
+            assert time.monotonic() < deadline, f"pods of {name} outlived it by 120 s: {left}"
+            time.sleep(0.5)
 
     def status(self, name: str) -> dict[str, Any]:
         body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
@@ -124,11 +175,14 @@ def running_world() -> Iterator[World]:
         s3.client().create_bucket(Bucket=bucket)
         nodes = NodeAgent(plane.kubeconfig, nodes=3, prefix="node").start()
         fleet = OperatorFleet(plane, s3, OPERATOR_NAMESPACE, JOBS_NAMESPACE, work / "operators")
+        world = World(plane, nodes, s3, api, fleet, bucket, jars, work)
         try:
-            fleet.start("operator-a")
-            fleet.start("operator-b")
-            yield World(plane, nodes, s3, api, fleet, bucket, jars, work)
+            world.start_operator("operator-a")
+            world.start_operator("operator-b")
+            yield world
         finally:
             fleet.stop_all()
+            for proxy in world.proxies.values():
+                proxy.close()
             nodes.stop()
             shutil.rmtree(work, ignore_errors=True)

@@ -18,6 +18,7 @@ ATTEMPT_LABEL = "ftspark.io/attempt"
 ROLE_LABEL = "ftspark.io/role"
 CONTROL_ANNOTATION = "ftspark.io/control"  # operator -> driver: stop@<time>, savepoint@<id>
 SAVEPOINT_ANNOTATION = "ftspark.io/savepoint"  # driver -> operator: the savepoint's outcome (JSON)
+ROLLBACK_ANNOTATION = "ftspark.io/rollbacks"  # driver -> operator: checkpoint rollbacks at start (JSON list)
 DRIVER_SERVICE_ACCOUNT = "ftspark-driver"
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079

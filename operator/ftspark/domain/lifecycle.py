@@ -35,6 +35,7 @@ from ftspark.domain.models import (
     JobStatus,
     Phase,
     Placement,
+    RollbackRef,
     SavepointRef,
     SavepointRequest,
 )
@@ -78,6 +79,7 @@ class DriverObservation:
     message: str = ""
     started_at: datetime | None = None
     savepoint: SavepointReport | None = None
+    rollbacks: tuple[str, ...] = ()  # the driver gave up committed batches of a damaged checkpoint
 
 
 @dataclass(frozen=True)
@@ -410,6 +412,7 @@ class _Context:
             return self._done(_POLL_SECONDS)
         if current.phase == DriverPhase.RUNNING:
             self._savepoints(current)
+            self._report_rollbacks(current)
             self._remember_placement(current.attempt)
             waiting = self.spec.stop_timeout_seconds if self.status.savepoint_in_progress else _POLL_SECONDS
             if self.status.phase != "Running":
@@ -426,6 +429,15 @@ class _Context:
             return self._done(1.0)
         self._delete_current("node lost")  # only acts for a pod on a lost node: it would never go
         return self._done(1.0)  # terminating: wait for it to go
+
+    def _report_rollbacks(self, driver: DriverObservation) -> None:
+        """Once per attempt: a user must learn that committed batches were given up (they run again)."""
+        reported = self.status.last_rollback
+        if not driver.rollbacks or (reported is not None and reported.attempt == driver.attempt):
+            return
+        message = "; ".join(driver.rollbacks)
+        self._update(last_rollback=RollbackRef(attempt=driver.attempt, time=self.now, message=message))
+        self.actions.append(EmitEvent("Warning", "CheckpointRolledBack", message))
 
     def _remember_placement(self, attempt: int) -> None:
         """Every node that ran one of this attempt's executors (executors come and go within an attempt)."""

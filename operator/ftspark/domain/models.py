@@ -311,6 +311,12 @@ class Failure(_Model):
     time: datetime = Field(description="When the failure was observed.")
 
 
+class RollbackRef(_Model):
+    attempt: int = Field(ge=0, description="The attempt whose driver rolled its checkpoint back.")
+    time: datetime = Field(description="When the operator saw the rollback.")
+    message: str = Field(description="Which checkpoint, from which batch to which, and why.")
+
+
 class JobResult(_Model):
     state: Literal["Succeeded", "Failed"] = Field(description="How the job ended for good.")
     time: datetime = Field(description="When the job ended.")
@@ -349,6 +355,10 @@ class JobStatus(_Model):
         default=None, description="The last savepointTriggerNonce acted upon (taken, or failed)."
     )
     last_failure: Failure | None = Field(default=None, description="The most recent failed attempt.")
+    last_rollback: RollbackRef | None = Field(
+        default=None,
+        description="The most recent damaged checkpoint a driver gave up committed batches of (rolled back).",
+    )
     restarts: RestartState = Field(default_factory=RestartState, description="Restart strategy bookkeeping.")
     placement: Placement | None = Field(
         default=None,

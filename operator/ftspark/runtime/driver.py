@@ -22,7 +22,7 @@ from kubernetes import client, config
 
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
-from ftspark.domain.driver_pod import SAVEPOINT_ANNOTATION
+from ftspark.domain.driver_pod import ROLLBACK_ANNOTATION, SAVEPOINT_ANNOTATION
 from ftspark.domain.fencing import Epoch
 from ftspark.ports.stores import CheckpointStore
 from ftspark.runtime import savepoint
@@ -168,6 +168,8 @@ class Driver:
         if rollback is not None:
             log.warning("checkpoint rollback: %s", rollback)
             self.ending.rollbacks.append(str(rollback))
+            if self._watcher is not None:  # the operator turns it into an Event while the job runs on
+                self._watcher.annotate(ROLLBACK_ANNOTATION, json.dumps(self.ending.rollbacks))
 
     def _restore_bound(self, location: str) -> int | None:
         """FTSPARK_RESTORE_BATCH binds this query when the operator skipped a newer pointer of it as unusable;

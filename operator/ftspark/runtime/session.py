@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyspark
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
@@ -41,11 +42,21 @@ def in_cluster_master(master: str, env: Mapping[str, str]) -> str:
     return master
 
 
+def extra_classpath(jars_dir: Path | str, *more: str) -> str:
+    """S3A's jars (and ours) for extraClassPath, which comes before Spark's own jars. The AWS SDK bundle
+    carries unshaded SLF4J 1.x classes: first on the path, they shadow Spark's SLF4J 2 binding and every
+    Spark log line is dropped. Spark's own slf4j-api goes first."""
+    spark_jars = Path(pyspark.__file__).parent / "jars"
+    return ":".join(
+        [*map(str, sorted(spark_jars.glob("slf4j-api-*.jar"))), f"{jars_dir}/*", *filter(None, more)]
+    )
+
+
 def spark_settings(
     conf: Mapping[str, str], checkpoint_root: str, jars_dir: Path, env: Mapping[str, str] = os.environ
 ) -> dict[str, str]:
     # localRecovery's FileSystem (jvm/local-recovery) joins S3A where the job asks for it.
-    classpath = ":".join(filter(None, (f"{jars_dir}/*", env.get("FTSPARK_LOCAL_RECOVERY_JAR", ""))))
+    classpath = extra_classpath(jars_dir, env.get("FTSPARK_LOCAL_RECOVERY_JAR", ""))
     settings = {
         # S3A's jars on the JVM's own classpath (no shipping of the 500 MB SDK bundle to executors: the
         # image has them at the same path).

@@ -16,6 +16,7 @@ from ftspark.domain.driver_pod import (
     CONTROL_ANNOTATION,
     DRIVER_SERVICE_ACCOUNT,
     ROLE_LABEL,
+    ROLLBACK_ANNOTATION,
     SAVEPOINT_ANNOTATION,
     AttemptPlan,
     driver_pod,
@@ -181,8 +182,21 @@ def _savepoint_report(pod: client.V1Pod) -> SavepointReport | None:
         return SavepointReport(id="", error=f"unreadable savepoint answer {raw!r}: {error}")
 
 
+def _rollbacks(pod: client.V1Pod) -> tuple[str, ...]:
+    """The runtime's rollbacks at start: a JSON list of descriptions."""
+    raw = (pod.metadata.annotations or {}).get(ROLLBACK_ANNOTATION)
+    if not raw:
+        return ()
+    try:
+        return tuple(str(r) for r in json.loads(raw))
+    except (ValueError, TypeError):
+        return (f"unreadable rollback report {raw!r}",)
+
+
 def _observe(pod: client.V1Pod) -> DriverObservation:
-    return dataclasses.replace(_observe_phase(pod), savepoint=_savepoint_report(pod))
+    return dataclasses.replace(
+        _observe_phase(pod), savepoint=_savepoint_report(pod), rollbacks=_rollbacks(pod)
+    )
 
 
 def _on_lost_node(pod: client.V1Pod) -> bool:

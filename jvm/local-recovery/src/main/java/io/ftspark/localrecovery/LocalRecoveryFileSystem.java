@@ -2,9 +2,12 @@ package io.ftspark.localrecovery;
 
 import java.io.FileNotFoundException;
 import java.io.IOException;
+import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.URI;
+import java.nio.file.Files;
 import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
 import java.util.EnumSet;
 import java.util.concurrent.CompletableFuture;
 import org.apache.hadoop.conf.Configuration;
@@ -89,14 +92,17 @@ public class LocalRecoveryFileSystem extends FilterFileSystem {
   }
 
   private FSDataInputStream openTracked(Path path) throws IOException {
-    FileStatus primary;
+    return store.open(path, primaryStatus(path), () -> fs.open(path));
+  }
+
+  /** One HEAD of the primary; a primary gone takes its copy with it. */
+  private FileStatus primaryStatus(Path path) throws IOException {
     try {
-      primary = fs.getFileStatus(path);
+      return fs.getFileStatus(path);
     } catch (FileNotFoundException e) {
       store.delete(path);
       throw e;
     }
-    return store.open(path, primary, () -> fs.open(path));
   }
 
   @Override
@@ -192,6 +198,27 @@ public class LocalRecoveryFileSystem extends FilterFileSystem {
   @Override
   public void copyToLocalFile(boolean delSrc, Path src, Path dst) throws IOException {
     copyToLocalFile(delSrc, src, dst, false);
+  }
+
+  /**
+   * A state file is restored from its verified copy in one pass, else from the primary (which replaces the
+   * copy). Either way without Hadoop's checksum sidecar: Spark checks the size, our record the CRC32C.
+   */
+  @Override
+  public void copyToLocalFile(boolean delSrc, Path src, Path dst, boolean useRawLocalFileSystem) throws IOException {
+    if (delSrc || !tracked(src)) {
+      super.copyToLocalFile(delSrc, src, dst, useRawLocalFileSystem);
+      return;
+    }
+    Path path = makeQualified(src);
+    FileStatus primary = primaryStatus(path);
+    java.nio.file.Path target = getLocal(getConf()).pathToFile(dst).toPath();
+    if (!store.copyTo(path, primary, target)) {
+      try (InputStream in = store.fetch(path, primary, () -> fs.open(path))) {
+        Files.createDirectories(target.getParent());
+        Files.copy(in, target, StandardCopyOption.REPLACE_EXISTING);
+      }
+    }
   }
 
   @Override

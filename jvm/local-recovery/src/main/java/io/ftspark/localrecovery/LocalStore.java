@@ -6,12 +6,15 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.URI;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.FileTime;
 import java.util.Comparator;
 import java.util.HashSet;
@@ -41,6 +44,7 @@ final class LocalStore {
   private static final String STAGING = ".lrpart";
   private static final long STALE_STAGING_MS = 3_600_000;
   private static final int BUFFER = 1 << 16;
+  private static final int COPY_BUFFER = 1 << 20;
   private static final AtomicLong failures = new AtomicLong();
 
   interface IOSupplier<T> {
@@ -76,6 +80,14 @@ final class LocalStore {
       LocalRecoveryStats.add(Counter.bytesReadLocal, primary.getLen());
       return verified;
     }
+    return fetch(remote, primary, openPrimary);
+  }
+
+  /** The primary's bytes, copied here on the way (replacing a missing, stale or corrupt copy). */
+  FSDataInputStream fetch(
+      org.apache.hadoop.fs.Path remote, FileStatus primary, IOSupplier<FSDataInputStream> openPrimary)
+      throws IOException {
+    Path file = fileFor(remote);
     LocalRecoveryStats.add(Counter.bytesReadPrimary, primary.getLen());
     Staging copy = stage(remote);
     if (!copy.isOpen()) {
@@ -99,6 +111,54 @@ final class LocalStore {
     }
     LocalRecoveryStats.add(Counter.bytesReadPrimary, primary.getLen());
     return openPrimary.get();
+  }
+
+  /**
+   * Restores a state file into dst straight from its verified copy in one pass: each block is checksummed
+   * on its way to dst, so the copy is read once and dst written once (a verified open() and Hadoop's copy would
+   * read it twice). False, counted and with dst removed, if the copy cannot serve: the caller fetches.
+   */
+  boolean copyTo(org.apache.hadoop.fs.Path remote, FileStatus primary, Path dst) {
+    Path file = fileFor(remote);
+    Record record = usableRecord(file, primary);
+    if (record == null) {
+      return false;
+    }
+    CRC32C crc = new CRC32C();
+    long length = 0;
+    try {
+      Files.createDirectories(dst.getParent());
+      try (FileChannel in = FileChannel.open(file, StandardOpenOption.READ);
+          FileChannel out =
+              FileChannel.open(
+                  dst, StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE)) {
+        ByteBuffer buffer = ByteBuffer.allocateDirect(COPY_BUFFER);
+        while (in.read(buffer) >= 0) {
+          buffer.flip();
+          crc.update(buffer.duplicate());
+          length += buffer.remaining();
+          while (buffer.hasRemaining()) {
+            out.write(buffer);
+          }
+          buffer.clear();
+        }
+      }
+      if (length == record.length && crc.getValue() == record.crc) {
+        LocalRecoveryStats.add(Counter.localHits, 1);
+        LocalRecoveryStats.add(Counter.bytesReadLocal, length);
+        return true;
+      }
+      LOG.warn("Local copy {} is corrupt ({} bytes, expected {}); reading the primary", file, length, record.length);
+    } catch (IOException | RuntimeException e) {
+      LOG.warn("Local copy {} could not be restored to {}; reading the primary", file, dst, e);
+    }
+    try {
+      Files.deleteIfExists(dst);
+    } catch (IOException e) {
+      failed("cleanup of a failed restore", dst, e);
+    }
+    LocalRecoveryStats.add(Counter.localCorrupt, 1);
+    return false;
   }
 
   /** A local copy being written next to a primary write; inert if the local dir fails. */
@@ -191,8 +251,8 @@ final class LocalStore {
     LocalRecoveryStats.writeTo(root, force);
   }
 
-  /** The copy, opened and checked against its record and the primary; null (counted) if it cannot serve. */
-  private FSDataInputStream verified(Path file, FileStatus primary) {
+  /** The copy's record if it describes the primary's current version; null (counted) if not. */
+  private static Record usableRecord(Path file, FileStatus primary) {
     Record record;
     try {
       record = Files.isRegularFile(file) ? Record.read(file) : null;
@@ -205,6 +265,15 @@ final class LocalStore {
     }
     if (record.length != primary.getLen() || !record.identity.equals(identity(primary))) {
       LocalRecoveryStats.add(Counter.localStale, 1);
+      return null;
+    }
+    return record;
+  }
+
+  /** The copy, opened and checked against its record and the primary; null (counted) if it cannot serve. */
+  private FSDataInputStream verified(Path file, FileStatus primary) {
+    Record record = usableRecord(file, primary);
+    if (record == null) {
       return null;
     }
     FSDataInputStream in = null;

@@ -235,6 +235,37 @@ class LocalRecoveryFileSystemTest {
     assertArrayEquals(content(70_000, 10), Files.readAllBytes(restored));
     assertEquals(1, delta("localHits"));
     assertEquals(0, delta("bytesReadPrimary"));
+    assertEquals(70_000, delta("bytesReadLocal"));
+    assertFalse(Files.exists(tmp.resolve("restore/.000009.sst.crc")), "no checksum sidecar");
+  }
+
+  @Test
+  void copyToLocalFileReplacesACorruptOrMissingCopyFromThePrimary() throws IOException {
+    Path sst = new Path(partition, "SSTs/000013-g.sst");
+    byte[] bytes = content(300_000, 13);
+    write(sst, bytes);
+    byte[] damaged = bytes.clone();
+    damaged[250_000] ^= 1;
+    Files.write(localCopy(sst), damaged);
+    java.nio.file.Path restored = tmp.resolve("restore/000013.sst");
+    Files.createDirectories(restored.getParent());
+    Files.write(restored, new byte[] {1, 2, 3}); // a leftover of an earlier load
+
+    fs.copyToLocalFile(sst, new Path(restored.toUri()));
+    assertArrayEquals(bytes, Files.readAllBytes(restored));
+    assertEquals(1, delta("localCorrupt"));
+    assertEquals(bytes.length, delta("bytesReadPrimary"));
+    assertArrayEquals(bytes, Files.readAllBytes(localCopy(sst)), "the copy was replaced");
+
+    Files.delete(localCopy(sst));
+    java.nio.file.Path again = tmp.resolve("restore/archive/000013.sst"); // a directory not there yet
+    fs.copyToLocalFile(sst, new Path(again.toUri()));
+    assertArrayEquals(bytes, Files.readAllBytes(again));
+    assertEquals(1, delta("localMisses"));
+    assertEquals(2L * bytes.length, delta("bytesReadPrimary"));
+    fs.copyToLocalFile(sst, new Path(again.toUri()));
+    assertEquals(1, delta("localHits"));
+    assertEquals(2L * bytes.length, delta("bytesReadPrimary"), "the replaced copy serves");
   }
 
   @Test

@@ -1,0 +1,139 @@
+"""What a user does to a running job, with real Spark: change its spec in each upgradeMode, take a savepoint
+and start a new job from it; and a job that ends, which no new operator leader may start again."""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from tests.waiting import eventually
+
+from ftspark_dev.controlplane import REPO_ROOT
+from ftspark_dev.windowed_counts import Output, expected_counts, write_input
+from ftspark_dev.world import JOBS_NAMESPACE, OPERATOR_NAMESPACE, World
+
+
+def _upgraded(world: World, name: str, attempt: int) -> bool:
+    status = world.status(name)
+    return bool(status.get("attempt", 0) > attempt and status.get("phase") == "Running")
+
+
+def _all_counted(outputs: list[Output], files: int) -> bool:
+    """What the job wrote over all its output folders (later ones win) counts every file."""
+    merged: dict[str, int] = {}
+    for output in outputs:
+        if output.folder.exists():
+            merged.update(output.counts())
+    return merged == expected_counts(files)
+
+
+def _counted(output: Output, files: int) -> bool:
+    return output.folder.exists() and output.counts() == expected_counts(files)
+
+
+@pytest.mark.timeout(1800)
+def test_spec_upgrades_in_each_mode_and_a_fork_from_a_savepoint(world: World, tmp_path: Path) -> None:
+    """Each upgrade points the job at a new output folder (a spec change a user would make), so each
+    folder shows exactly what the upgraded job did."""
+    source, files, name = tmp_path / "in", 4, "evolving"
+    write_input(source, files)
+    outputs = [Output(tmp_path / "out-0")]
+    world.create(world.job(name, source, outputs[0].folder))
+    eventually(lambda: _counted(outputs[0], files), timeout=300, what="the first files counted")
+
+    took: dict[str, float] = {}
+    for mode in ("last-state", "savepoint", "stateless"):
+        attempt, before = world.status(name)["attempt"], max(outputs[-1].batches())
+        outputs.append(Output(tmp_path / f"out-{len(outputs)}"))
+        started = time.monotonic()
+        world.patch(name, {"upgradeMode": mode, "arguments": [str(source), str(outputs[-1].folder)]})
+        eventually(partial(_upgraded, world, name, attempt), timeout=240, what=f"the {mode} upgrade")
+        write_input(source, 2, first_file=files)
+        files += 2
+        new = outputs[-1]
+        if mode == "stateless":  # fresh checkpoints: everything is counted again, from batch 0
+            eventually(partial(_counted, new, files), timeout=300, what="a recount from nothing")
+            assert min(new.batches()) == 0
+        else:  # the state and the source offsets carry over: only the new files, in the batches after
+            eventually(
+                partial(_all_counted, list(outputs), files),
+                timeout=300,
+                what=f"the new files counted after the {mode} upgrade",
+            )
+            # A stop with a final checkpoint re-runs nothing; a deleted driver may leave its last batch.
+            first = before + 1 if mode == "savepoint" else before
+            assert min(new.batches()) >= first, (mode, before, sorted(new.batches()))
+        took[f"{mode} upgrade -> new files counted"] = time.monotonic() - started
+    events = world.events(name)
+    assert events.count("Upgraded") == 3, events
+    print("\nupgrades:", {k: round(v, 1) for k, v in took.items()})
+
+    # A savepoint of the running job, and a second job started from it: it goes on from the savepoint's
+    # batch, so it counts exactly the files that came after.
+    world.patch(name, {"savepointTriggerNonce": 1})
+    savepoints: list[dict[str, Any]] = eventually(
+        lambda: world.status(name).get("savepoints"), timeout=120, what="the savepoint in status"
+    )
+    assert "SavepointCompleted" in world.events(name)
+    saved = savepoints[-1]
+    fork = Output(tmp_path / "fork")
+    world.create(
+        world.job("forked", source, fork.folder, initialSavepoint=saved["location"], upgradeMode="last-state")
+    )
+    write_input(source, 2, first_file=files)
+    files += 2
+    eventually(lambda: _counted(outputs[-1], files), timeout=300, what="the original counting the new files")
+    expected_new = {g: c for g, c in expected_counts(files).items() if g not in expected_counts(files - 2)}
+    eventually(lambda: fork.folder.exists() and fork.counts() == expected_new, timeout=300, what="the fork")
+    assert min(fork.batches()) == saved["batchId"] + 1, "the fork goes on after the savepoint's batch"
+    assert "Submitted" in world.events("forked")
+    world.delete("forked")
+    world.delete(name)
+
+
+@pytest.mark.timeout(900)
+def test_a_finished_job_is_never_run_again_by_a_new_leader(world: World, tmp_path: Path) -> None:
+    report = world.job(
+        "report",
+        tmp_path,
+        tmp_path,
+        mainApplicationFile=f"local://{REPO_ROOT / 'examples' / 'batch_report.py'}",
+        arguments=["--date", "2026-11-22"],
+    )
+    started = time.monotonic()
+    world.create(report)
+    eventually(lambda: world.status("report").get("phase") == "Succeeded", timeout=300, what="Succeeded")
+    ran = time.monotonic() - started
+    status = world.status("report")
+    uid = client.CustomObjectsApi(world.api).get_namespaced_custom_object(
+        "ftspark.io", "v1alpha1", JOBS_NAMESPACE, "faulttolerantsparkjobs", "report"
+    )["metadata"]["uid"]
+    result = client.CoreV1Api(world.api).read_namespaced_config_map(
+        f"ftspark-result-{uid}", OPERATOR_NAMESPACE
+    )
+    assert "Succeeded" in str(result.data), result.data
+    eventually(lambda: not world.drivers("report"), timeout=60, what="the finished driver cleaned up")
+
+    fleet, api = world.fleet, world.api
+    leader = fleet.leader(api)
+    assert leader is not None
+    fleet.replicas[leader].kill()
+    successor = eventually(lambda: fleet.leader(api) not in {None, leader} and fleet.leader(api), timeout=60)
+    assert isinstance(successor, str)
+    # The new leader has reconciled the job once it counts it among the Succeeded ones.
+    eventually(
+        lambda: 'ftspark_jobs{phase="Succeeded"} 1.0' in fleet.probe(successor, "/metrics")[1],
+        timeout=60,
+        what="the new leader's first look at the finished job",
+    )
+    time.sleep(5)  # time enough to (wrongly) submit again
+    assert world.drivers("report") == [], "a new leader started a finished job"
+    after = world.status("report")
+    assert (after["phase"], after["attempt"]) == ("Succeeded", status["attempt"])
+    world.start_operator(leader)
+    print(f"\nbatch job ran to Succeeded in {ran:.1f} s; leader {leader} -> {successor}, not run again")
+    world.delete("report")
