@@ -15,7 +15,7 @@ help:
 	@echo "make test         lint, types and the whole test suite (what CI runs)"
 	@echo "make cluster-bin  build etcd/kube-* once into ~/.cache/ftspark (cached by version)"
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
-	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts) as a table"
+	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts); task-local recovery's (in one JVM, on the nodes)"
 	@echo "make crds         regenerate crds/, the chart's copy, docs/reference.md and deploy/ from the models"
 
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -66,8 +66,10 @@ crds: $(VENV)/.installed helm-bin
 dev-cluster: $(VENV)/.installed cluster-bin
 	$(PY) -m ftspark_dev.cluster
 
-bench: $(VENV)/.installed cluster-bin
+bench: $(VENV)/.installed cluster-bin spark-jars local-recovery-jar
 	$(PY) -m ftspark_dev.bench
+	$(PY) -m ftspark_dev.localrecovery_bench --keys 2000000 --payload 200 --files 8
+	$(PY) -m ftspark_dev.localrecovery_world --keys 2000000 --payload 200 --files 8
 
 demo: $(VENV)/.installed cluster-bin spark-jars
 	$(PY) -m ftspark_dev.demo

@@ -24,6 +24,8 @@ def test_stop_with_checkpoint_then_resume_processes_nothing_twice(make_job: Any)
     assert job.wait(60) == 0, job.log()
     message = job.termination()
     assert message["reason"] == "Stopped", message
+    # Spark's own logging works: the AWS SDK bundle's SLF4J 1.x on extraClassPath must not shadow its binding.
+    assert "Setting default log level" in job.log(100_000), job.log()
     stopped_at = message["lastCommitted"]["query-0"]
     assert stopped_at == max(job.output.batches()), (message, job.output.runs())
     pointers = job.stores().checkpoints.pointers(job.key)

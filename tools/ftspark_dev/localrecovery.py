@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -27,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as sf
 
 from ftspark.domain.driver_pod import local_recovery_conf
 from ftspark.runtime.session import extra_classpath
 from ftspark_dev.s3server import spark_s3a_conf
 
+KEYED_TOTALS = Path(__file__).resolve().parents[2] / "examples" / "keyed_totals.py"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 TOOLS = Path(__file__).resolve().parents[1]
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
@@ -146,31 +147,13 @@ def main() -> None:
     spark = builder.getOrCreate()
     session_ready = time.time()
 
-    ranges = (
-        spark.readStream.schema("first LONG, count LONG")
-        .option("maxFilesPerTrigger", spec.max_files_per_trigger)
-        .csv(spec.input)
+    example = runpy.run_path(str(KEYED_TOTALS))
+    grouped = example["keyed_totals"](
+        spark, spec.input, spec.keys, spec.payload_bytes, spec.max_files_per_trigger
     )
-    ids = ranges.select(sf.explode(sf.sequence("first", sf.col("first") + sf.col("count") - 1)).alias("id"))
-    aggregates = [sf.count(sf.lit(1)).alias("n"), sf.sum("id").alias("total")]
-    if spec.payload_bytes:
-        # sha2 hex strings of the id: cheap to make, barely compressible by RocksDB's LZ4.
-        salted = [
-            sf.concat(sf.col("id").cast("string"), sf.lit(f"/{i}"))
-            for i in range(spec.payload_bytes // 128 + 1)
-        ]
-        parts = [sf.sha2(value, 512) for value in salted]
-        ids = ids.withColumn("payload", sf.substring(sf.concat(*parts), 1, spec.payload_bytes))
-        aggregates.append(sf.max("payload").alias("payload"))
-    grouped = ids.groupBy((sf.col("id") % spec.keys).alias("key")).agg(*aggregates)
-
-    def sink(batch: Any, batch_id: int) -> None:
-        if spec.output is None:
-            batch.count()
-            return
-        rows = {str(row["key"]): [row["n"], row["total"]] for row in batch.collect()}
+    if spec.output is not None:
         Path(spec.output).mkdir(parents=True, exist_ok=True)
-        (Path(spec.output) / f"batch-{batch_id}.json").write_text(json.dumps(rows))
+    sink = example["write_totals"](spec.output, totals=spec.output is not None)
 
     query_started = time.time()
     query = (

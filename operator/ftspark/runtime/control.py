@@ -109,21 +109,22 @@ def stop_at_boundary(queries: Sequence[Any], timeout: float) -> bool:
     """Stop each query (pyspark StreamingQuery) between two micro-batches; True if every one stopped so.
 
     Spark has no graceful stop: stop() interrupts a running batch, which then runs again after a restart.
-    But the query thread reads its state before each trigger and leaves its loop on TERMINATED, so setting
+    But the query thread checks its state before each trigger and leaves its loop on TERMINATED, so setting
     that state first (StreamExecution.state: internal to Spark, public in its bytecode) lets the running
-    batch commit and starts no other; once no trigger is active, stop() only cleans up. Past the timeout
-    the stop escalates to a cancel (the running batch is interrupted)."""
+    batch commit and starts no other; the thread then ends by itself, and stop() only cleans up. Waiting for
+    the thread to end (not for "no trigger active", which a thread that checked its state just before the
+    set has not reported yet) makes this hold under any load. Past the timeout the stop escalates to a
+    cancel (the running batch is interrupted)."""
     jvm = SparkContext._jvm
     assert jvm is not None, "queries run, so the JVM is up"
     terminated = getattr(getattr(jvm.org.apache.spark.sql.execution.streaming, "TERMINATED$"), "MODULE$")
+    threads = [query._jsq.streamingQuery().queryExecutionThread() for query in queries]
     for query in queries:
         query._jsq.streamingQuery().state().set(terminated)
-    time.sleep(0.1)  # a thread that read its state just before the set has started its trigger by now
     deadline = time.monotonic() + timeout
     graceful = True
-    for query in queries:
-        while query.isActive and query.status["isTriggerActive"] and time.monotonic() < deadline:
-            time.sleep(0.02)
-        graceful = graceful and not (query.isActive and query.status["isTriggerActive"])
+    for query, thread in zip(queries, threads, strict=True):
+        thread.join(max(1, int((deadline - time.monotonic()) * 1000)))
+        graceful = graceful and not thread.isAlive()
         query.stop()
     return graceful

@@ -27,6 +27,8 @@ import org.apache.hadoop.fs.Syncable;
 import org.apache.hadoop.fs.impl.OpenFileParameters;
 import org.apache.hadoop.fs.permission.FsPermission;
 import org.apache.hadoop.util.Progressable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * A FileSystem for the checkpoint scheme that delegates everything to the real one (S3A) and keeps a verified
@@ -52,6 +54,8 @@ public class LocalRecoveryFileSystem extends FilterFileSystem {
   public static final String DIR = "fs.ftspark.local-recovery.dir";
   private static final String DEFAULT_DELEGATE = "org.apache.hadoop.fs.s3a.S3AFileSystem";
 
+  private static final Logger LOG = LoggerFactory.getLogger(LocalRecoveryFileSystem.class);
+
   private LocalStore store;
 
   @Override
@@ -65,7 +69,20 @@ public class LocalRecoveryFileSystem extends FilterFileSystem {
     fs.initialize(name, conf);
     super.initialize(name, conf);
     String dir = conf.getTrimmed(DIR, "");
-    store = dir.isEmpty() ? null : new LocalStore(Paths.get(dir), conf);
+    store = dir.isEmpty() || !hasVolume(Paths.get(dir)) ? null : new LocalStore(Paths.get(dir), conf);
+  }
+
+  /**
+   * The setting reaches the driver too (spark.hadoop.* is one configuration), but only executors mount the
+   * node-local volume: where the directory's parent does not exist, this JVM keeps no copies.
+   */
+  private static boolean hasVolume(java.nio.file.Path dir) {
+    java.nio.file.Path parent = dir.toAbsolutePath().getParent();
+    if (parent == null || Files.exists(parent)) {
+      return true;
+    }
+    LOG.info("No node-local volume at {}: no local copies of state in this JVM", parent);
+    return false;
   }
 
   private boolean tracked(Path path) {

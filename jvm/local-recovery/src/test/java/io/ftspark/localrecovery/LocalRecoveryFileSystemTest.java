@@ -180,6 +180,23 @@ class LocalRecoveryFileSystemTest {
   }
 
   @Test
+  void withoutTheNodeLocalVolumeNoCopiesAreKept() throws IOException {
+    // The driver gets the executors' setting but not their volume.
+    java.nio.file.Path unmounted = tmp.resolve("not-mounted/state");
+    LocalRecoveryFileSystem driver = open(RawLocalFileSystem.class, unmounted.toString());
+    Path zip = new Path(partition, "9.zip");
+    try (FSDataOutputStream out = driver.create(zip, true)) {
+      out.write(content(4000, 9));
+    }
+    try (FSDataInputStream in = driver.open(zip)) {
+      assertArrayEquals(content(4000, 9), in.readAllBytes());
+    }
+    driver.close();
+    assertFalse(Files.exists(tmp.resolve("not-mounted")));
+    assertEquals(0, delta("localFilesWritten") + delta("localMisses") + delta("localWriteFailures"));
+  }
+
+  @Test
   void brokenLocalDirNeverFailsAWrite() throws IOException {
     java.nio.file.Path notADir = tmp.resolve("a-file");
     Files.write(notADir, new byte[1]);

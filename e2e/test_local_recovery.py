@@ -1,0 +1,39 @@
+"""Task-local recovery through the whole installation: after a driver kill the new attempt's executors run on
+the node the state is on and read it from that node's disk, not from S3; the results stay right."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ftspark_dev.localrecovery_world import StateJob, local_recovery_jar
+from ftspark_dev.world import World
+
+
+@pytest.mark.timeout(1200)
+def test_restarted_executors_read_their_state_from_their_node(world: World, tmp_path: Path) -> None:
+    job = StateJob(
+        world,
+        tmp_path,
+        "local-state",
+        keys=5000,
+        payload=100,
+        local_recovery=True,
+        jar=local_recovery_jar(),
+        totals=True,
+    )
+    job.load(ids=40_000, files=4)
+    restarts = [job.restart_after("executor"), job.restart_after("driver")]
+    for restart in restarts:
+        print(f"\n{restart}")
+    written, expected = job.written_and_expected()
+    assert written == expected
+
+    placement = world.status("local-state")["placement"]
+    assert placement["nodes"], placement
+    driver_restart = restarts[1]
+    assert driver_restart.nodes_after == driver_restart.nodes_before, driver_restart
+    assert driver_restart.state_from_local > 0
+    assert driver_restart.state_from_s3 == 0, driver_restart
+    world.delete("local-state")

@@ -1,0 +1,242 @@
+"""Task-local recovery through the whole installation: examples/keyed_totals.py (RocksDB state) as a
+FaultTolerantSparkJob on process-backed nodes, an executor and then the driver SIGKILLed, and per restart the
+time to the first batch after it and the state bytes the new executors read from S3 and from their node's disk
+(the wrapper's counters, `<hostPath>/state/_stats/<pid>.json` on each node).
+
+Shared by the end-to-end test (e2e/test_local_recovery.py, small state) and `make bench` (as much state as
+fits here): `python -m ftspark_dev.localrecovery_world --keys 2000000 --payload 200 --files 8`.
+
+Without localRecovery the job still runs the wrapper, as a pass-through with no local dir: stock S3A uploads
+RocksDB's files with the SDK's async client, which fails against moto. Then every state byte comes from S3
+and the wrapper counts none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from ftspark.domain.driver_pod import local_recovery_conf
+from ftspark_dev.controlplane import REPO_ROOT
+from ftspark_dev.localrecovery import ROCKSDB, expected_totals, totals, write_ranges
+from ftspark_dev.world import JOBS_NAMESPACE, World, running_world
+
+KEYED_TOTALS = REPO_ROOT / "examples" / "keyed_totals.py"
+HOST_PATH = "/var/lib/ftspark/local-state"
+MiB = 1 << 20
+
+
+def local_recovery_jar() -> str:
+    built = subprocess.run(
+        [str(REPO_ROOT / "tools" / "local_recovery_jar.sh")], check=True, capture_output=True, text=True
+    )
+    return built.stdout.strip()
+
+
+@dataclass(frozen=True)
+class Restart:
+    fault: str
+    seconds: float  # fault -> the first batch after it written
+    state_from_s3: int  # bytes of state files the wrapper read from S3 meanwhile
+    state_from_local: int  # ... and from node-local copies
+    nodes_before: tuple[str, ...]  # where the executors ran before the fault
+    nodes_after: tuple[str, ...]  # ... and after it
+
+
+class StateJob:
+    """One keyed_totals job on a World; ids come in files of `per_file` ranges, each file one batch."""
+
+    def __init__(
+        self,
+        world: World,
+        work: Path,
+        name: str,
+        *,
+        keys: int,
+        payload: int,
+        local_recovery: bool,
+        jar: str,
+        totals: bool = False,
+    ) -> None:
+        """totals: the job writes every changed group's totals (checkable, for small state), else counts."""
+        self.world, self.name, self.keys, self.payload = world, name, keys, payload
+        self.source, self.output = work / name / "in", work / name / "out"
+        self.files = 0
+        self.ranges: list[tuple[int, int]] = []
+        env = [{"name": "FTSPARK_LOCAL_RECOVERY_JAR", "value": jar}]
+        spark_conf = {
+            "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
+            **({} if local_recovery else local_recovery_conf(None)),
+        }
+        manifest = world.job(name, self.source, self.output)
+        spec = manifest["spec"]
+        spec["mainApplicationFile"] = f"local://{KEYED_TOTALS}"
+        spec["arguments"] = [
+            str(self.source),
+            str(self.output),
+            str(keys),
+            str(payload),
+            "totals" if totals else "count",
+        ]
+        spec["env"] = [*spec["env"], *env]
+        spec["sparkConf"] = {**spec["sparkConf"], **spark_conf}
+        spec["executor"] = {"instances": 1, "memory": "1g"}
+        spec["driver"] = {"memory": "1g"}
+        if local_recovery:
+            spec["localRecovery"] = {"enabled": True, "hostPath": HOST_PATH}
+        self.manifest = manifest
+
+    def load(self, ids: int, files: int) -> float:
+        """Submits the job with `files` input files of ids; seconds until all are processed."""
+        per_file = ids // files
+        for n in range(files):
+            self._write(n * per_file, per_file)
+        started = time.monotonic()
+        self.world.create(self.manifest)
+        self._wait_for_batches(files, 3600)
+        return time.monotonic() - started
+
+    def restart_after(self, fault: str) -> Restart:
+        """SIGKILLs the executors ("executor") or the driver ("driver"), adds a small file and waits for its
+        batch; the wrapper's counters are summed over every JVM on every node, before and after."""
+        before, nodes_before = self._counters(), self._executor_nodes()
+        batches = self._batches()
+        killed = time.monotonic()
+        if fault == "executor":
+            assert self.world.nodes.kill_pods(JOBS_NAMESPACE, f"spark-app-selector={self._app()}")
+        else:
+            self.world.nodes.kill_pod(JOBS_NAMESPACE, self.world.drivers(self.name)[-1].metadata.name)
+        self._write(10**12 + self.files, 100)
+        self._wait_for_batches(batches + 1, 900)
+        seconds = time.monotonic() - killed
+        after = self._counters()
+        return Restart(
+            fault,
+            seconds,
+            after.get("bytesReadPrimary", 0) - before.get("bytesReadPrimary", 0),
+            after.get("bytesReadLocal", 0) - before.get("bytesReadLocal", 0),
+            nodes_before,
+            self._executor_nodes(),
+        )
+
+    def state_on_s3(self) -> int:
+        """Bytes under the job's checkpoints' state/ directories (all retained versions)."""
+        bucket = self.world.bucket
+        total = 0
+        pages = (
+            self.world.s3.client()
+            .get_paginator("list_objects_v2")
+            .paginate(Bucket=bucket, Prefix=f"jobs/{self.name}/")
+        )
+        for page in pages:
+            total += sum(o["Size"] for o in page.get("Contents", []) if "/state/" in o["Key"])
+        return total
+
+    def local_disk(self) -> int:
+        return sum(
+            p.stat().st_size
+            for node in self.world.nodes.nodes
+            for p in (node.root / "host" / HOST_PATH.lstrip("/")).rglob("*")
+            if p.is_file() and "_stats" not in p.parts
+        )
+
+    # -- helpers ------------------------------------------------------------------------------------------
+
+    def written_and_expected(self) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+        """What the job wrote (totals mode), and what it should have."""
+        return totals(self.output), expected_totals(self.ranges, self.keys)
+
+    def _write(self, first: int, count: int) -> None:
+        write_ranges(self.source, f"part-{self.files:05d}.csv", [(first, count)])
+        self.ranges.append((first, count))
+        self.files += 1
+
+    def _batches(self) -> int:
+        return len(list(self.output.glob("batch-*.json"))) if self.output.exists() else 0
+
+    def _wait_for_batches(self, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while self._batches() < count:
+            if time.monotonic() > deadline:
+                drivers = self.world.drivers(self.name)
+                log = self.world.nodes.log(JOBS_NAMESPACE, drivers[-1].metadata.name) if drivers else ""
+                raise AssertionError(
+                    f"{self.name}: {self._batches()} of {count} batches after {timeout} s; "
+                    f"{self.world.status(self.name)}\n{log[-3000:]}"
+                )
+            time.sleep(0.5)
+
+    def _app(self) -> str:
+        status = self.world.status(self.name)
+        pod = self.world.drivers(self.name)[-1]
+        return f"ftspark-{pod.metadata.owner_references[0].uid[:8]}-{status['attempt']}"
+
+    def _executor_nodes(self) -> tuple[str, ...]:
+        pods = (
+            client.CoreV1Api(self.world.api)
+            .list_namespaced_pod(
+                JOBS_NAMESPACE, label_selector=f"spark-app-selector={self._app()},spark-role=executor"
+            )
+            .items
+        )
+        return tuple(sorted(p.spec.node_name for p in pods if p.status.phase == "Running"))
+
+    def _counters(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for node in self.world.nodes.nodes:
+            for path in (node.root / "host" / HOST_PATH.lstrip("/") / "state" / "_stats").glob("*.json"):
+                try:
+                    stats: dict[str, Any] = json.loads(path.read_text())
+                except ValueError:
+                    continue  # being rewritten
+                for key, value in stats.items():
+                    totals[key] = totals.get(key, 0) + int(value)
+        return totals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--keys", type=int, default=2_000_000, help="distinct state keys")
+    parser.add_argument("--payload", type=int, default=200, help="bytes of payload per key")
+    parser.add_argument("--files", type=int, default=8, help="input files = batches of the load")
+    args = parser.parse_args()
+    jar = local_recovery_jar()
+    rows = []
+    with running_world() as world, tempfile.TemporaryDirectory(prefix="ftspark-lr-world-") as work:
+        for local in (True, False):
+            name = "with-copies" if local else "without"
+            job = StateJob(
+                world, Path(work), name, keys=1 << 62, payload=args.payload, local_recovery=local, jar=jar
+            )
+            loaded = job.load(args.keys, args.files)
+            state, disk = job.state_on_s3(), job.local_disk()
+            print(
+                f"{name}: {args.keys} keys x {args.payload} B, {args.files} batches: {loaded:.0f} s; "
+                f"state on S3 {state / MiB:.0f} MiB, local copies {disk / MiB:.0f} MiB",
+                flush=True,
+            )
+            for fault in ("executor", "driver"):
+                restart = job.restart_after(fault)
+                rows.append((name, restart))
+                print(f"  {restart}", flush=True)
+            world.delete(name)
+    print(f"\n{'run':<13}{'fault':<10}{'first batch s':>14}{'state from S3 MiB':>19}{'local MiB':>11}  nodes")
+    for name, r in rows:
+        print(
+            f"{name:<13}{r.fault:<10}{r.seconds:>14.1f}{r.state_from_s3 / MiB:>19.1f}"
+            f"{r.state_from_local / MiB:>11.1f}  {','.join(r.nodes_before)} -> {','.join(r.nodes_after)}"
+        )
+
+
+if __name__ == "__main__":
+    main()
