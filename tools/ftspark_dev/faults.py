@@ -63,6 +63,7 @@ class ApiProxy:
             except OSError:
                 client.close()
                 continue
+            upstream.settimeout(None)  # the timeout is for connecting only: a quiet watch stays open
             with self._lock:
                 self._connections |= {client, upstream}
             for source, sink in ((client, upstream), (upstream, client)):
