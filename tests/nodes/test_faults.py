@@ -130,3 +130,20 @@ def test_cli_runs_nodes_and_kills_a_pod(
     eventually(
         lambda: not core.list_node(label_selector=f"kubernetes.io/hostname={prefix}-0").items, timeout=10
     )
+
+
+def test_pods_run_on_through_an_api_server_restart(
+    agent: NodeAgent, cluster: ControlPlane, api_client: client.ApiClient, namespace: str
+) -> None:
+    """As a kubelet: the containers do not notice, heartbeats resume, and the end the API server missed is
+    reported once it is back."""
+    core = client.CoreV1Api(api_client)
+    core.create_namespaced_pod(namespace, python_pod("steady", 'import time; time.sleep(4); print("done")'))
+    wait_phase(core, namespace, "steady", "Running")
+    cluster.restart_apiserver(down_seconds=8)  # the pod ends while the API server is down
+    pod = wait_phase(core, namespace, "steady", "Succeeded", timeout=30)
+    assert pod.status.container_statuses[0].state.terminated.exit_code == 0
+    assert "done" in agent.log(namespace, "steady")
+    assert [node_ready(core, node.name) for node in agent.nodes] == ["True"] * len(agent.nodes)
+    core.create_namespaced_pod(namespace, python_pod("later", "print('still a node')"))
+    wait_phase(core, namespace, "later", "Succeeded")

@@ -91,6 +91,8 @@ class OperatorFleet:
             return error.code, error.read().decode()
         except urllib.error.URLError as error:  # not listening (yet)
             return 0, str(error.reason)
+        except OSError as error:  # killed while answering
+            return 0, str(error)
 
     def stop_all(self) -> None:
         for process in self.replicas.values():

@@ -203,7 +203,10 @@ class FaultTour:
                 return
             time.sleep(0.5)
         drivers = self.world.drivers(self.name)
-        log = self.world.nodes.log(JOBS_NAMESPACE, drivers[-1].metadata.name) if drivers else ""
+        try:
+            log = self.world.nodes.log(JOBS_NAMESPACE, drivers[-1].metadata.name) if drivers else ""
+        except KeyError as missing:  # the pod never started
+            log = str(missing)
         pods = [f"{p.metadata.name}:{p.status.phase}" for p in drivers]
         raise AssertionError(
             f"not within {timeout} s: {what}; drivers {pods}; {self.world.status(self.name)}\n{log[-3000:]}"

@@ -29,7 +29,7 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
 from ftspark_dev.nodes import volumes
-from ftspark_dev.nodes.pods import NodeView, PodRunner, merge_patch, now, signal_marked
+from ftspark_dev.nodes.pods import API_UNREACHABLE, NodeView, PodRunner, merge_patch, now, signal_marked
 
 log = logging.getLogger(__name__)
 Manifest = dict[str, Any]
@@ -240,7 +240,7 @@ class Node:
                         {"status": self._node_status(self._ready_since)},
                     )
                     last_status = time.monotonic()
-            except ApiException as error:
+            except (ApiException, *API_UNREACHABLE) as error:
                 log.warning("heartbeat of %s failed: %s", self.name, error)
 
     # -- pods ----------------------------------------------------------------------------------------------

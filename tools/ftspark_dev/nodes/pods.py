@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -41,6 +42,10 @@ _DEFAULT_TERMINATION_PATH = "/dev/termination-log"
 _MESSAGE_LIMIT = 4096  # kubelet's per-container limit
 _FALLBACK_LINES, _FALLBACK_BYTES = 80, 2048  # FallbackToLogsOnError, as the kubelet takes it
 _POLL = 0.05
+
+
+# The API server cannot be reached (down, restarting): a kubelet keeps its pods running and reports later.
+API_UNREACHABLE = (urllib3.exceptions.HTTPError, OSError)
 
 
 def now() -> str:
@@ -233,6 +238,7 @@ class PodRunner(threading.Thread):
         self._report()
         while self._alive() and self._delete_grace is None:
             self._wake.wait(1.0)
+            self._report()  # a no-op once reported; retries one the API server missed
         self._finish_deletion()
 
     def _prepare_volumes(self) -> bool:
@@ -250,6 +256,8 @@ class PodRunner(threading.Thread):
             except volumes.VolumeNotReadyError as error:
                 self._message = str(error)
                 self._report()
+                self._wake.wait(1.0)
+            except API_UNREACHABLE:  # a configMap, secret or token to fetch: wait for the API server
                 self._wake.wait(1.0)
         return False
 
@@ -455,16 +463,23 @@ class PodRunner(threading.Thread):
         """As a kubelet finalizes: report the final status, then delete the object with grace 0."""
         if not self._alive():
             return
-        self._report()
         metadata = self.pod["metadata"]
-        with contextlib.suppress(ApiException):
-            self.node.core.delete_namespaced_pod(
-                metadata["name"],
-                metadata["namespace"],
-                body=client.V1DeleteOptions(
-                    grace_period_seconds=0, preconditions=client.V1Preconditions(uid=self.uid)
-                ),
-            )
+        while self._alive():
+            self._report()
+            try:
+                self.node.core.delete_namespaced_pod(
+                    metadata["name"],
+                    metadata["namespace"],
+                    body=client.V1DeleteOptions(
+                        grace_period_seconds=0, preconditions=client.V1Preconditions(uid=self.uid)
+                    ),
+                )
+            except ApiException:
+                pass  # gone already, or another uid: nothing of ours to delete
+            except API_UNREACHABLE:
+                self._wake.wait(1.0)
+                continue
+            break
         shutil.rmtree(self.pod_dir, ignore_errors=True)
 
     # -- status --------------------------------------------------------------------------------------------
@@ -535,6 +550,8 @@ class PodRunner(threading.Thread):
                 self.request_delete(0)  # force-deleted: nothing may keep running
             else:
                 log.warning("status of %s not reported: %s", self.key, error)
+        except API_UNREACHABLE as error:
+            log.debug("status of %s not reported yet: %s", self.key, error)  # the next report retries
 
     def _report_lost(self) -> None:
         """A pod whose processes vanished with its node, seen again after the node restarted (restartPolicy
