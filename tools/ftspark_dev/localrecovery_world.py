@@ -65,6 +65,7 @@ class StateJob:
         local_recovery: bool,
         jar: str,
         totals: bool = False,
+        executor_memory: str = "1g",
     ) -> None:
         """totals: the job writes every changed group's totals (checkable, for small state), else counts."""
         self.world, self.name, self.keys, self.payload = world, name, keys, payload
@@ -88,7 +89,7 @@ class StateJob:
         ]
         spec["env"] = [*spec["env"], *env]
         spec["sparkConf"] = {**spec["sparkConf"], **spark_conf}
-        spec["executor"] = {"instances": 1, "memory": "1g"}
+        spec["executor"] = {"instances": 1, "memory": executor_memory}
         spec["driver"] = {"memory": "1g"}
         if local_recovery:
             spec["localRecovery"] = {"enabled": True, "hostPath": HOST_PATH}
@@ -216,7 +217,14 @@ def main() -> None:
         for local in (True, False):
             name = "with-copies" if local else "without"
             job = StateJob(
-                world, Path(work), name, keys=1 << 62, payload=args.payload, local_recovery=local, jar=jar
+                world,
+                Path(work),
+                name,
+                keys=1 << 62,  # every id its own key
+                payload=args.payload,
+                local_recovery=local,
+                jar=jar,
+                executor_memory="3g",
             )
             loaded = job.load(args.keys, args.files)
             state, disk = job.state_on_s3(), job.local_disk()
