@@ -26,6 +26,7 @@ from kubernetes import client
 
 from ftspark.domain.driver_pod import local_recovery_conf
 from ftspark_dev.controlplane import REPO_ROOT
+from ftspark_dev.faults import TcpProxy
 from ftspark_dev.localrecovery import ROCKSDB, expected_totals, totals, write_ranges
 from ftspark_dev.world import JOBS_NAMESPACE, World, running_world
 
@@ -66,6 +67,7 @@ class StateJob:
         jar: str,
         totals: bool = False,
         executor_memory: str = "1g",
+        s3a_endpoint: str | None = None,
     ) -> None:
         """totals: the job writes every changed group's totals (checkable, for small state), else counts."""
         self.world, self.name, self.keys, self.payload = world, name, keys, payload
@@ -76,6 +78,7 @@ class StateJob:
         spark_conf = {
             "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
             **({} if local_recovery else local_recovery_conf(None)),
+            **({"spark.hadoop.fs.s3a.endpoint": s3a_endpoint} if s3a_endpoint else {}),
         }
         manifest = world.job(name, self.source, self.output)
         spec = manifest["spec"]
@@ -141,11 +144,12 @@ class StateJob:
             total += sum(o["Size"] for o in page.get("Contents", []) if "/state/" in o["Key"])
         return total
 
-    def local_disk(self) -> int:
+    def local_copies(self) -> int:
+        """Bytes of the wrapper's copies on every node (not Spark's own local dir beside them)."""
         return sum(
             p.stat().st_size
             for node in self.world.nodes.nodes
-            for p in (node.root / "host" / HOST_PATH.lstrip("/")).rglob("*")
+            for p in (node.root / "host" / HOST_PATH.lstrip("/") / "state").rglob("*")
             if p.is_file() and "_stats" not in p.parts
         )
 
@@ -210,10 +214,23 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=2_000_000, help="distinct state keys")
     parser.add_argument("--payload", type=int, default=200, help="bytes of payload per key")
     parser.add_argument("--files", type=int, default=8, help="input files = batches of the load")
+    parser.add_argument(
+        "--s3-mib-per-second",
+        type=float,
+        default=None,
+        help="Spark reaches S3 through a proxy that allows this much per connection (a model of a remote "
+        "S3; default: loopback speed)",
+    )
     args = parser.parse_args()
     jar = local_recovery_jar()
     rows = []
     with running_world() as world, tempfile.TemporaryDirectory(prefix="ftspark-lr-world-") as work:
+        endpoint = None
+        if args.s3_mib_per_second:
+            proxy = TcpProxy(world.s3.port, bytes_per_second=args.s3_mib_per_second * MiB)
+            endpoint = f"http://127.0.0.1:{proxy.port}"
+        link = f"{args.s3_mib_per_second:g} MiB/s per connection" if endpoint else "loopback"
+        print(f"S3 for Spark: {link}", flush=True)
         for local in (True, False):
             name = "with-copies" if local else "without"
             job = StateJob(
@@ -225,12 +242,13 @@ def main() -> None:
                 local_recovery=local,
                 jar=jar,
                 executor_memory="3g",
+                s3a_endpoint=endpoint,
             )
             loaded = job.load(args.keys, args.files)
-            state, disk = job.state_on_s3(), job.local_disk()
+            state, copies = job.state_on_s3(), job.local_copies() if local else 0
             print(
                 f"{name}: {args.keys} keys x {args.payload} B, {args.files} batches: {loaded:.0f} s; "
-                f"state on S3 {state / MiB:.0f} MiB, local copies {disk / MiB:.0f} MiB",
+                f"state on S3 {state / MiB:.0f} MiB, local copies {copies / MiB:.0f} MiB",
                 flush=True,
             )
             for fault in ("executor", "driver"):
@@ -240,10 +258,12 @@ def main() -> None:
             world.delete(name)
     print(f"\n{'run':<13}{'fault':<10}{'first batch s':>14}{'state from S3 MiB':>19}{'local MiB':>11}  nodes")
     for name, r in rows:
+        from_s3 = f"{r.state_from_s3 / MiB:.1f}" if name == "with-copies" else "all"
         print(
-            f"{name:<13}{r.fault:<10}{r.seconds:>14.1f}{r.state_from_s3 / MiB:>19.1f}"
+            f"{name:<13}{r.fault:<10}{r.seconds:>14.1f}{from_s3:>19}"
             f"{r.state_from_local / MiB:>11.1f}  {','.join(r.nodes_before)} -> {','.join(r.nodes_after)}"
         )
+    print("(without copies the wrapper counts nothing: every state byte of the restore comes from S3)")
 
 
 if __name__ == "__main__":
