@@ -14,7 +14,7 @@ from tests.waiting import eventually
 
 from ftspark_dev.controlplane import REPO_ROOT
 from ftspark_dev.windowed_counts import Output, expected_counts, write_input
-from ftspark_dev.world import JOBS_NAMESPACE, OPERATOR_NAMESPACE, World
+from ftspark_dev.world import OPERATOR_NAMESPACE, World
 
 
 def _upgraded(world: World, name: str, attempt: int) -> bool:
@@ -109,9 +109,7 @@ def test_a_finished_job_is_never_run_again_by_a_new_leader(world: World, tmp_pat
     eventually(lambda: world.status("report").get("phase") == "Succeeded", timeout=300, what="Succeeded")
     ran = time.monotonic() - started
     status = world.status("report")
-    uid = client.CustomObjectsApi(world.api).get_namespaced_custom_object(
-        "ftspark.io", "v1alpha1", JOBS_NAMESPACE, "faulttolerantsparkjobs", "report"
-    )["metadata"]["uid"]
+    uid = world.uid("report")
     result = client.CoreV1Api(world.api).read_namespaced_config_map(
         f"ftspark-result-{uid}", OPERATOR_NAMESPACE
     )

@@ -14,6 +14,7 @@ groups by `id % keys` and keeps count(*) and sum(id) per group, plus, for the me
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import runpy
@@ -73,6 +74,17 @@ def spark_conf(spec: JobSpec) -> dict[str, str]:
         **local_recovery_conf(spec.local_dir),
     }
     return conf
+
+
+def state_size_parser(description: str | None, *, keys: int, files: int) -> argparse.ArgumentParser:
+    """The benchmarks' common arguments: how much state, loaded in how many batches."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--keys", type=int, default=keys, help="distinct state keys")
+    parser.add_argument("--payload", type=int, default=200, help="bytes of payload per key")
+    parser.add_argument("--files", type=int, default=files, help="input files = batches of the load")
+    return parser
 
 
 def write_ranges(folder: Path, name: str, ranges: list[tuple[int, int]]) -> None:

@@ -13,7 +13,6 @@ loopback S3 server through S3A, and the wrapper jar.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import subprocess
 import tempfile
@@ -22,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ftspark_dev.localrecovery import JobSpec, run_job, write_ranges
+from ftspark_dev.localrecovery import JobSpec, run_job, state_size_parser, write_ranges
 from ftspark_dev.s3server import S3Server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -52,12 +51,7 @@ def _commit_sync_ms(result: dict[str, Any]) -> list[int]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--keys", type=int, default=1_000_000, help="distinct state keys")
-    parser.add_argument("--payload", type=int, default=200, help="bytes of payload per key")
-    parser.add_argument("--files", type=int, default=5, help="input files = batches of the load")
+    parser = state_size_parser(__doc__, keys=1_000_000, files=5)
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()
 

@@ -13,7 +13,7 @@ and the wrapper counts none.
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import json
 import subprocess
 import tempfile
@@ -24,10 +24,10 @@ from typing import Any
 
 from kubernetes import client
 
-from ftspark.domain.driver_pod import local_recovery_conf
+from ftspark.domain.driver_pod import local_recovery_conf, spark_app_id
 from ftspark_dev.controlplane import REPO_ROOT
 from ftspark_dev.faults import TcpProxy
-from ftspark_dev.localrecovery import ROCKSDB, expected_totals, totals, write_ranges
+from ftspark_dev.localrecovery import ROCKSDB, expected_totals, state_size_parser, totals, write_ranges
 from ftspark_dev.world import JOBS_NAMESPACE, World, running_world
 
 KEYED_TOTALS = REPO_ROOT / "examples" / "keyed_totals.py"
@@ -180,9 +180,7 @@ class StateJob:
             time.sleep(0.5)
 
     def _app(self) -> str:
-        status = self.world.status(self.name)
-        pod = self.world.drivers(self.name)[-1]
-        return f"ftspark-{pod.metadata.owner_references[0].uid[:8]}-{status['attempt']}"
+        return spark_app_id(self.world.uid(self.name), self.world.status(self.name)["attempt"])
 
     def _executor_nodes(self) -> tuple[str, ...]:
         pods = (
@@ -208,12 +206,7 @@ class StateJob:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--keys", type=int, default=2_000_000, help="distinct state keys")
-    parser.add_argument("--payload", type=int, default=200, help="bytes of payload per key")
-    parser.add_argument("--files", type=int, default=8, help="input files = batches of the load")
+    parser = state_size_parser(__doc__, keys=2_000_000, files=8)
     parser.add_argument(
         "--s3-mib-per-second",
         type=float,
@@ -224,10 +217,15 @@ def main() -> None:
     args = parser.parse_args()
     jar = local_recovery_jar()
     rows = []
-    with running_world() as world, tempfile.TemporaryDirectory(prefix="ftspark-lr-world-") as work:
+    with (
+        running_world() as world,
+        tempfile.TemporaryDirectory(prefix="ftspark-lr-world-") as work,
+        contextlib.ExitStack() as stack,
+    ):
         endpoint = None
         if args.s3_mib_per_second:
             proxy = TcpProxy(world.s3.port, bytes_per_second=args.s3_mib_per_second * MiB)
+            stack.callback(proxy.close)
             endpoint = f"http://127.0.0.1:{proxy.port}"
         link = f"{args.s3_mib_per_second:g} MiB/s per connection" if endpoint else "loopback"
         print(f"S3 for Spark: {link}", flush=True)

@@ -27,7 +27,7 @@ from ftspark.domain.driver_pod import spark_app_id
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.faults import ApiProxy
 from ftspark_dev.nodes import NodeAgent
-from ftspark_dev.operators import OperatorFleet
+from ftspark_dev.operators import OperatorFleet, job_manifest
 from ftspark_dev.s3server import S3Server
 from ftspark_dev.windowed_counts import EXAMPLE
 
@@ -65,28 +65,23 @@ class World:
             "FTSPARK_SPARK_JARS_DIR": str(self.jars),
             "FTSPARK_RESULTS_NAMESPACE": OPERATOR_NAMESPACE,
         }
-        return {
-            "apiVersion": f"{API_GROUP}/{API_VERSION}",
-            "kind": "FaultTolerantSparkJob",
-            "metadata": {"name": name},
-            "spec": {
-                "image": "ftspark/spark-py:4.0.5",
-                "mainApplicationFile": f"local://{EXAMPLE}",
-                "arguments": [str(input_dir), str(output_dir)],
-                "checkpoint": {"storage": f"s3://{self.bucket}/jobs/{name}"},
-                "driver": {"memory": "768m"},
-                "executor": {"instances": 1, "memory": "768m"},
-                "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 10, "delaySeconds": 1}},
-                "stopTimeoutSeconds": 120,
-                "env": [{"name": k, "value": v} for k, v in env.items()],
-                "sparkConf": {
-                    "spark.sql.shuffle.partitions": "2",
-                    "spark.ui.enabled": "false",
-                    **self.s3.spark_conf(),
-                },
-                **spec,
+        return job_manifest(
+            name,
+            self.bucket,
+            mainApplicationFile=f"local://{EXAMPLE}",
+            arguments=[str(input_dir), str(output_dir)],
+            driver={"memory": "768m"},
+            executor={"instances": 1, "memory": "768m"},
+            restartStrategy={"type": "fixed-delay", "fixedDelay": {"attempts": 10, "delaySeconds": 1}},
+            stopTimeoutSeconds=120,
+            env=[{"name": k, "value": v} for k, v in env.items()],
+            sparkConf={
+                "spark.sql.shuffle.partitions": "2",
+                "spark.ui.enabled": "false",
+                **self.s3.spark_conf(),
             },
-        }
+            **spec,
+        )
 
     def damage_latest_offsets(self, location: str) -> str:
         """Tears the offset log entry of the newest committed batch of the query checkpoint at location (an
@@ -114,12 +109,11 @@ class World:
     def delete(self, name: str) -> None:
         """Deletes the job and waits until its driver and executor pods are gone (ownerReferences: the
         garbage collector deletes the drivers, and Spark's executors with their driver)."""
-        jobs = client.CustomObjectsApi(self.api)
-        uid = jobs.get_namespaced_custom_object(API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name)[
-            "metadata"
-        ]["uid"]
-        jobs.delete_namespaced_custom_object(API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name)
-        app = spark_app_id(uid, 0).rsplit("-", 1)[0] + "-"
+        uid = self.uid(name)
+        client.CustomObjectsApi(self.api).delete_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
+        )
+        app = spark_app_id(uid, 0).rsplit("-", 1)[0] + "-"  # every attempt's executors
 
         def remaining() -> list[str]:
             pods = client.CoreV1Api(self.api).list_namespaced_pod(JOBS_NAMESPACE).items
@@ -134,6 +128,12 @@ class World:
         while left := remaining():
             assert time.monotonic() < deadline, f"pods of {name} outlived it by 120 s: {left}"
             time.sleep(0.5)
+
+    def uid(self, name: str) -> str:
+        body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
+        )
+        return str(body["metadata"]["uid"])
 
     def status(self, name: str) -> dict[str, Any]:
         body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(

@@ -73,6 +73,15 @@ class LocalRecoveryFileSystemTest {
     return java.nio.file.Path.of(path.toUri());
   }
 
+  /** Writes bytes through the wrapper, then flips one bit of the local copy at offset; returns bytes. */
+  private byte[] writeWithFlippedCopy(Path path, byte[] bytes, int offset) throws IOException {
+    write(path, bytes);
+    byte[] damaged = bytes.clone();
+    damaged[offset] ^= 1;
+    Files.write(localCopy(path), damaged);
+    return bytes;
+  }
+
   private java.nio.file.Path localCopy(Path path) {
     return localDir.resolve("file/_" + path.toUri().getPath());
   }
@@ -138,11 +147,7 @@ class LocalRecoveryFileSystemTest {
   @Test
   void corruptCopyIsReplaced() throws IOException {
     Path changelog = new Path(partition, "4.changelog");
-    byte[] bytes = content(10_000, 4);
-    write(changelog, bytes);
-    byte[] damaged = bytes.clone();
-    damaged[1234] ^= 1;
-    Files.write(localCopy(changelog), damaged);
+    byte[] bytes = writeWithFlippedCopy(changelog, content(10_000, 4), 1234);
 
     assertArrayEquals(bytes, read(changelog));
     assertEquals(1, delta("localCorrupt"));
@@ -259,11 +264,7 @@ class LocalRecoveryFileSystemTest {
   @Test
   void copyToLocalFileReplacesACorruptOrMissingCopyFromThePrimary() throws IOException {
     Path sst = new Path(partition, "SSTs/000013-g.sst");
-    byte[] bytes = content(300_000, 13);
-    write(sst, bytes);
-    byte[] damaged = bytes.clone();
-    damaged[250_000] ^= 1;
-    Files.write(localCopy(sst), damaged);
+    byte[] bytes = writeWithFlippedCopy(sst, content(300_000, 13), 250_000);
     java.nio.file.Path restored = tmp.resolve("restore/000013.sst");
     Files.createDirectories(restored.getParent());
     Files.write(restored, new byte[] {1, 2, 3}); // a leftover of an earlier load
