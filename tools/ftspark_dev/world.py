@@ -65,23 +65,21 @@ class World:
             "FTSPARK_SPARK_JARS_DIR": str(self.jars),
             "FTSPARK_RESULTS_NAMESPACE": OPERATOR_NAMESPACE,
         }
-        return job_manifest(
-            name,
-            self.bucket,
-            mainApplicationFile=f"local://{EXAMPLE}",
-            arguments=[str(input_dir), str(output_dir)],
-            driver={"memory": "768m"},
-            executor={"instances": 1, "memory": "768m"},
-            restartStrategy={"type": "fixed-delay", "fixedDelay": {"attempts": 10, "delaySeconds": 1}},
-            stopTimeoutSeconds=120,
-            env=[{"name": k, "value": v} for k, v in env.items()],
-            sparkConf={
+        defaults: dict[str, Any] = {
+            "mainApplicationFile": f"local://{EXAMPLE}",
+            "arguments": [str(input_dir), str(output_dir)],
+            "driver": {"memory": "768m"},
+            "executor": {"instances": 1, "memory": "768m"},
+            "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 10, "delaySeconds": 1}},
+            "stopTimeoutSeconds": 120,
+            "env": [{"name": k, "value": v} for k, v in env.items()],
+            "sparkConf": {
                 "spark.sql.shuffle.partitions": "2",
                 "spark.ui.enabled": "false",
                 **self.s3.spark_conf(),
             },
-            **spec,
-        )
+        }
+        return job_manifest(name, self.bucket, **(defaults | spec))
 
     def damage_latest_offsets(self, location: str) -> str:
         """Tears the offset log entry of the newest committed batch of the query checkpoint at location (an
