@@ -139,7 +139,7 @@ def _configmap(request: pytest.FixtureRequest) -> Backend:
 
     def stores_via(api_client: client.ApiClient, timeout: float = 10.0) -> HaStores:
         return configmap_stores(
-            api_client, blobs, results_namespace=namespace, namespace=namespace, request_timeout=timeout
+            api_client, blobs, results_namespace=namespace, namespaces=(namespace,), request_timeout=timeout
         )
 
     def unreachable() -> HaStores:
@@ -152,7 +152,7 @@ def _configmap(request: pytest.FixtureRequest) -> Backend:
         name="configmap",
         namespace=namespace,
         storage=f"s3://{bucket}/jobs",
-        records=ConfigMapRecords(api, results_namespace=namespace, namespace=namespace),
+        records=ConfigMapRecords(api, results_namespace=namespace, namespaces=(namespace,)),
         blobs=blobs,
         payloads=lambda: _keys(s3, bucket, "jobs/"),
         reopen=lambda: stores_via(api),

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ftspark.adapters.records import ConflictError, Record, RecordId
-from ftspark.domain.fencing import StaleEpochError
+from ftspark.domain.fencing import RetiredRecordError, StaleEpochError
 from ftspark.ports.stores import StoreUnavailableError
 from tests.contract.conftest import Backend, driver, leader, pointer
 
@@ -187,3 +187,20 @@ def test_conditional_writes_refuse_a_stale_version(backend: Backend) -> None:
     with pytest.raises(ConflictError):
         backend.records.remove(rid, first.version)
     assert backend.records.read(rid) == current
+
+
+def test_a_driver_never_revives_a_deleted_record(backend: Backend) -> None:
+    """The operator deletes a job's record with the job; a driver still running then writes nothing."""
+    store, job = backend.stores.checkpoints, backend.job()
+    rid = RecordId.of_job("checkpoints", job)
+    store.advance_fence(job, driver(1), leader(1))
+    store.add(job, pointer(1, attempt=1), driver(1), retained=3)
+    store.delete(job, leader(1))
+
+    with pytest.raises(RetiredRecordError, match="deleted"):
+        store.add(job, pointer(2, attempt=1), driver(1), retained=3)
+    assert backend.records.read(rid) is None
+
+    store.advance_fence(job, driver(1), leader(1))  # a new job of the same name starts at attempt 1 again
+    store.add(job, pointer(0, attempt=1), driver(1), retained=3)
+    assert store.pointers(job) == [pointer(0, attempt=1)]

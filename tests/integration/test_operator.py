@@ -15,7 +15,7 @@ from kubernetes import client
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
-from ftspark.domain.fencing import Epoch
+from ftspark.domain.fencing import Epoch, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import (
@@ -631,3 +631,68 @@ def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
     ][0]
     assert preference["preference"]["matchExpressions"][0]["values"] == ["node-a", "node-b"]
     assert template["spec"]["volumes"][0]["hostPath"]["path"] == "/mnt/ftspark"
+
+
+def _ha_config_maps(core: client.CoreV1Api, namespace: str, job: str) -> list[str]:
+    found = core.list_namespaced_config_map(namespace, label_selector=f"ftspark.io/job={job}").items
+    return sorted(c.metadata.name for c in found)
+
+
+def _to_second_attempt_with_checkpoints(
+    api: client.ApiClient, s3: S3Server, fleet: OperatorFleet, bucket: str, name: str
+) -> None:
+    core = client.CoreV1Api(api)
+    _start_running(api, fleet.watch_namespace, name, bucket)
+    location = _env(core, fleet.watch_namespace, f"{name}-1-driver")["FTSPARK_CHECKPOINT_LOCATION"]
+    for batch in (1, 2):
+        s3.client().put_object(
+            Bucket=bucket, Key=f"{location.removeprefix(f's3://{bucket}/')}/commits/{batch}", Body=b"v1\n{}"
+        )
+    _report_checkpoints(api, s3, fleet, name, location, [1, 2])
+    set_driver_exited(core, fleet.watch_namespace, f"{name}-1-driver", 137, "killed")
+    eventually(partial(_only_driver, api, fleet.watch_namespace, name, 2), timeout=30, what="attempt 2")
+
+
+def test_a_job_recreated_under_the_same_name_starts_afresh(
+    cluster: ControlPlane,
+    fleet: OperatorFleet,
+    api_client: client.ApiClient,
+    s3_server: S3Server,
+    bucket: str,
+) -> None:
+    """Deleting a job deletes its HA data; a new job of the same name never inherits pointers or fences."""
+    ns, core, jobs = fleet.watch_namespace, client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+    key = JobKey(namespace=ns, name="again")
+    stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
+    first = fleet.start()
+    _to_second_attempt_with_checkpoints(api_client, s3_server, fleet, bucket, "again")
+    assert _ha_config_maps(core, ns, "again") == ["again-checkpoints", "again-jobgraph"]
+
+    # Deleted while the leader watches: its HA data goes, and its driver cannot bring its pointers back.
+    jobs.delete_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, "again")
+    eventually(lambda: _ha_config_maps(core, ns, "again") == [], timeout=30, what="HA data deleted")
+    now = datetime.datetime.now(datetime.UTC)
+    late = CheckpointPointer(checkpoint_id=3, batch_id=3, location="s3://x", completed_at=now, attempt=2)
+    with pytest.raises(RetiredRecordError):
+        stores.checkpoints.add(key, late, Epoch("driver", 2, "again-2-driver"), retained=3)
+    assert _ha_config_maps(core, ns, "again") == []
+    eventually(lambda: pod_names(api_client, ns, "again") == [], timeout=60, what="pods garbage-collected")
+
+    # Deleted and re-created while no leader watches: the new job (a new uid) finds the old one's data.
+    _to_second_attempt_with_checkpoints(api_client, s3_server, fleet, bucket, "again")
+    fleet.replicas[first].kill()
+    jobs.delete_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, "again")
+    eventually(lambda: pod_names(api_client, ns, "again") == [], timeout=60, what="pods garbage-collected")
+    assert _ha_config_maps(core, ns, "again") == ["again-checkpoints", "again-jobgraph"]
+    create_job(api_client, ns, job_manifest("again", bucket))
+    uid = jobs.get_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, "again")["metadata"]["uid"]
+    fleet.start()
+
+    eventually(partial(_only_driver, api_client, ns, "again", 1), timeout=30, what="a first attempt")
+    graph = stores.job_graphs.get(key)
+    assert graph is not None and graph.uid == uid
+    assert stores.checkpoints.pointers(key) == []
+    status = job_status(api_client, ns, "again")
+    assert status["attempt"] == 1
+    assert "latestCheckpoint" not in status
+    assert uid[:8] in _env(core, ns, "again-1-driver")["FTSPARK_CHECKPOINT_LOCATION"]

@@ -94,7 +94,7 @@ class RuntimeJob:
             self.api,
             S3BlobStore(self.s3.client()),
             results_namespace=self.namespace,
-            namespace=self.namespace,
+            namespaces=(self.namespace,),
         )
 
     def spark_conf(self) -> dict[str, str]:

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from ftspark.domain.fencing import Epoch, StaleEpochError, admit
+from ftspark.domain.fencing import Epoch, RetiredRecordError, StaleEpochError, admit
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.metrics import FENCED_WRITES, STORE_CONFLICTS
 from ftspark.ports.blobs import BlobStore
@@ -217,7 +217,13 @@ class RecordCheckpointStore:
         if retained < 1:
             raise ValueError(f"retained must be at least 1, not {retained}")
 
+        rid = RecordId.of_job("checkpoints", job)
+
         def added(data: Mapping[str, str] | None) -> dict[str, str]:
+            if data is None and epoch.scope == "driver":
+                # The operator creates the record before a driver exists (advance_fence) and deletes it with
+                # the job: a driver that finds none belongs to a deleted job and must not revive its pointers.
+                raise RetiredRecordError(str(rid), epoch)
             new = dict(data or {})
             counter = int(new.get(COUNTER, "-1"))
             if pointer.checkpoint_id <= counter:
@@ -228,7 +234,7 @@ class RecordCheckpointStore:
                 del new[f"{CHECKPOINT_PREFIX}{dropped}"]
             return new
 
-        self._fenced.update(RecordId.of_job("checkpoints", job), [epoch], added)
+        self._fenced.update(rid, [epoch], added)
 
     def pointers(self, job: JobKey) -> list[CheckpointPointer]:
         data = self._data(job)

@@ -50,6 +50,7 @@ class Controller:
         finished = self._reconciler.finish_dirty_results()
         if finished:
             log.info("finished %d cleanup(s) a previous leader left dirty", finished)
+        self._forget_orphans()
         for index in range(self._workers):
             thread = threading.Thread(target=self._work, name=f"reconcile-{index}", daemon=True)
             thread.start()
@@ -87,8 +88,18 @@ class Controller:
         if not self._kopf_stop.is_set():
             self._on_fatal()  # without watches we would act on nothing: better restart as a follower
 
+    def _forget_orphans(self) -> None:
+        try:
+            forgotten = self._reconciler.forget_orphans()
+        except Exception:
+            log.exception("deleting the HA data of deleted jobs failed; trying again later")
+        else:
+            if forgotten:
+                log.info("deleted the HA data of %d job(s) deleted while no leader watched", forgotten)
+
     def _sweep_results(self) -> None:
         while not self._kopf_stop.wait(self._result_sweep_seconds):
+            self._forget_orphans()
             try:
                 expired = self._reconciler.expire_results()
             except Exception:

@@ -65,9 +65,8 @@ def lease_health(elector: LeaderElector, cfg: OperatorConfig) -> tuple[bool, str
 def run(cfg: OperatorConfig) -> int:
     api = api_client(cfg)
     s3 = s3_client(cfg)
-    single_namespace = cfg.watch_namespaces[0] if len(cfg.watch_namespaces) == 1 else None
     stores = configmap_stores(
-        api, S3BlobStore(s3), results_namespace=cfg.namespace, namespace=single_namespace
+        api, S3BlobStore(s3), results_namespace=cfg.namespace, namespaces=cfg.watch_namespaces
     )
     lock = KubernetesLeaseLock(
         api_client(cfg, retries=0),

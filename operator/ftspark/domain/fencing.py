@@ -24,7 +24,11 @@ class Epoch:
         return f"{self.scope} term {self.term} ({self.holder})"
 
 
-class StaleEpochError(Exception):
+class FencedOutError(Exception):
+    """This writer may never write the record again. Nothing was changed."""
+
+
+class StaleEpochError(FencedOutError):
     """A write from an epoch older than the one the record has already seen. Nothing was changed."""
 
     def __init__(self, record: str, epoch: Epoch, recorded_term: int) -> None:
@@ -34,6 +38,15 @@ class StaleEpochError(Exception):
         self.record = record
         self.epoch = epoch
         self.recorded_term = recorded_term
+
+
+class RetiredRecordError(FencedOutError):
+    """The record is gone (its job was deleted) and this writer may not bring it back."""
+
+    def __init__(self, record: str, epoch: Epoch) -> None:
+        super().__init__(f"{record}: write by {epoch} refused, the record was deleted")
+        self.record = record
+        self.epoch = epoch
 
 
 def admit(record: str, fences: Mapping[str, int], epoch: Epoch) -> dict[str, int]:

@@ -74,7 +74,8 @@ class Reconciler:
         job = self._jobs.get(key)
         if job is None:
             JOBS.record(key, None)
-            return None  # deleted: its pods go with it (ownerReferences)
+            self._forget(key)  # deleted: its pods go with it (ownerReferences), its HA data goes here
+            return None
         now = self._clock()
         status = self._status(job)
         try:
@@ -87,6 +88,10 @@ class Reconciler:
             self._record(job, decision, None)
             return None
         graph = self._graphs.get(key)
+        if graph is not None and graph.uid != job.uid:
+            # Left by a deleted job of the same name (deleted while no leader watched): not this job's.
+            self._forget(key)
+            graph = None
         drivers = tuple(self._drivers.observe(key))
         running = [d for d in drivers if d.phase == DriverPhase.RUNNING and d.attempt == status.attempt]
         executor_nodes = (
@@ -127,6 +132,13 @@ class Reconciler:
                 finished += 1
         return finished
 
+    def forget_orphans(self) -> int:
+        """Delete the HA data of jobs deleted while no leader watched; returns how many jobs."""
+        orphans = [key for key in self._graphs.jobs() if self._jobs.get(key) is None]
+        for key in orphans:
+            self._forget(key)
+        return len(orphans)
+
     def expire_results(self) -> int:
         """Delete clean results past their retention whose job resource is gone; returns how many."""
         now, expired = self._clock(), 0
@@ -149,6 +161,12 @@ class Reconciler:
         except ValidationError:
             log.warning("%s: unreadable status, starting from an empty one", job.key)
             return JobStatus()
+
+    def _forget(self, key: JobKey) -> None:
+        """Checkpoint pointers first, the job graph last: whatever is left still names its job's uid."""
+        epoch = self._epoch()
+        self._checkpoints.delete(key, epoch)
+        self._graphs.delete(key, epoch)
 
     def _act(self, job: JobResource, spec: JobSpec | None, graph: JobGraph | None, action: Action) -> None:
         key = job.key

@@ -93,7 +93,7 @@ class Driver:
                 api,
                 S3BlobStore(self._s3),
                 results_namespace=cfg.results_namespace,
-                namespace=cfg.job.namespace,
+                namespaces=(cfg.job.namespace,),
             )
             self._checkpoints = stores.checkpoints
             self._reporter = PointerReporter(

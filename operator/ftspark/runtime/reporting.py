@@ -3,7 +3,8 @@
 Spark's progress event for batch n arrives after commits/n was written, but an idle query also sends
 progress events (for the batch it would run next), so a pointer is only written once commits/n is seen in
 storage — which also keeps rule 4: the pointer comes after what it points to. Writes are fenced by the
-attempt (driver scope); a StaleEpochError means a newer attempt exists: this driver is fenced out.
+attempt (driver scope); a FencedOutError means a newer attempt exists or the job is gone: this driver is
+fenced out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
-from ftspark.domain.fencing import Epoch, StaleEpochError
+from ftspark.domain.fencing import Epoch, FencedOutError
 from ftspark.domain.ha import CheckpointPointer, JobKey
 from ftspark.ports.stores import CheckpointStore, StoreUnavailableError
 from ftspark.runtime.objects import ObjectStore, StorageError, join
@@ -60,7 +61,7 @@ class PointerReporter:
                 if not self._objects.exists(join(location, "commits", str(batch_id))):
                     return False  # an idle query's event: that batch has not run
                 self._add(location, batch_id, offsets or {}, state_rows)
-            except StaleEpochError as error:
+            except FencedOutError as error:
                 self._on_fenced(f"fenced out of the checkpoint store: {error}")
                 return False
             except (StoreUnavailableError, StorageError) as error:

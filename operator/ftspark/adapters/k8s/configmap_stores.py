@@ -13,7 +13,8 @@ compare-and-swap on metadata.resourceVersion (create: AlreadyExists; replace and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import urllib3
@@ -49,13 +50,13 @@ class ConfigMapRecords:
         api: client.ApiClient,
         *,
         results_namespace: str,
-        namespace: str | None = None,
+        namespaces: Sequence[str] = (),
         request_timeout: float = 10.0,
     ) -> None:
-        """namespace limits scan() (adoption by a new leader) to one namespace; None: all of them."""
+        """namespaces limits scan() of job records to those (namespaced RBAC); empty: all of them."""
         self._core = client.CoreV1Api(api)
         self._results_namespace = results_namespace
-        self._namespace = namespace
+        self._namespaces = tuple(namespaces)
         self._timeout = k8s_request_timeout(request_timeout)
 
     def read(self, rid: RecordId) -> Record | None:
@@ -103,20 +104,24 @@ class ConfigMapRecords:
 
     def scan(self, kind: Kind) -> dict[str, Record]:
         selector = f"{RESULT_LABEL}=true" if kind == "result" else f"{STORE_LABEL}={kind}"
-        namespace = self._results_namespace if kind == "result" else self._namespace
-        found = _call(
-            f"list ConfigMaps {selector}",
-            lambda: (
-                self._core.list_config_map_for_all_namespaces(
-                    label_selector=selector, _request_timeout=self._timeout
-                )
-                if namespace is None
-                else self._core.list_namespaced_config_map(
-                    namespace, label_selector=selector, _request_timeout=self._timeout
-                )
-            ),
+        namespaces = (self._results_namespace,) if kind == "result" else self._namespaces
+        found: dict[str, Record] = {}
+        for namespace in namespaces or (None,):
+            listed = _call(
+                f"list ConfigMaps {selector} in {namespace or 'every namespace'}",
+                functools.partial(self._list, namespace, selector),
+            )
+            found.update((_key(kind, item), _record(item)) for item in listed.items)
+        return found
+
+    def _list(self, namespace: str | None, selector: str) -> Any:
+        if namespace is None:
+            return self._core.list_config_map_for_all_namespaces(
+                label_selector=selector, _request_timeout=self._timeout
+            )
+        return self._core.list_namespaced_config_map(
+            namespace, label_selector=selector, _request_timeout=self._timeout
         )
-        return {_key(kind, item): _record(item) for item in found.items}
 
     def _locate(self, rid: RecordId) -> tuple[str, str]:
         if rid.kind == "result":
@@ -186,11 +191,11 @@ def configmap_stores(
     blobs: BlobStore,
     *,
     results_namespace: str,
-    namespace: str | None = None,
+    namespaces: Sequence[str] = (),
     request_timeout: float = 10.0,
     payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
 ) -> HaStores:
     records = ConfigMapRecords(
-        api, results_namespace=results_namespace, namespace=namespace, request_timeout=request_timeout
+        api, results_namespace=results_namespace, namespaces=namespaces, request_timeout=request_timeout
     )
     return stores_on(records, blobs, payload_threshold=payload_threshold)
