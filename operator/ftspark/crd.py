@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
+from ftspark.domain.driver_pod import MAX_JOB_NAME_LENGTH
 from ftspark.domain.models import JobSpec, JobStatus
 
 _DROPPED_KEYS = {"title", "$defs", "discriminator"}
@@ -122,6 +123,15 @@ def custom_resource_definition() -> dict[str, Any]:
                             "description": "A PySpark application kept running with checkpoints, savepoints, "
                             "restart strategies and a highly available, leader-elected operator.",
                             "required": ["spec"],
+                            "x-kubernetes-validations": [
+                                {
+                                    "rule": f"size(self.metadata.name) <= {MAX_JOB_NAME_LENGTH} && "
+                                    "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+                                    "message": f"metadata.name: at most {MAX_JOB_NAME_LENGTH} characters, "
+                                    "lowercase letters, digits and '-', starting with a letter (it names the "
+                                    "driver Service <name>-<attempt>-driver and Spark's executor pods)",
+                                }
+                            ],
                             "properties": {
                                 "apiVersion": {
                                     "type": "string",

@@ -94,6 +94,18 @@ def test_schema_defaults_and_rejects_bad_fields(
         "maxBackoffSeconds must be >= initialBackoffSeconds" in json.loads(bad_backoff.value.body)["message"]
     )
 
+    # The name becomes Service and Spark pod names: refused at once, not by a pod create much later.
+    for bad_name in ("a" * 41, "job.v2", "2jobs"):
+        with pytest.raises(ApiException) as bad:
+            objects.create_namespaced_custom_object(
+                API_GROUP, API_VERSION, namespace, PLURAL, job_manifest(bad_name, "bucket")
+            )
+        assert bad.value.status == 422, bad_name
+        assert "metadata.name: at most 40 characters" in json.loads(bad.value.body)["message"]
+    objects.create_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, job_manifest("a" * 40, "bucket")
+    )
+
 
 def test_lease_update_with_stale_resource_version_conflicts(
     api_client: client.ApiClient, namespace: str

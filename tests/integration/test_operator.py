@@ -122,6 +122,34 @@ def test_bad_spec_gets_a_condition_and_an_event_and_no_pods_until_fixed(
     )
 
 
+def test_a_driver_pod_the_api_server_refuses_is_reported_and_nothing_is_half_created(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    """Valid by the schema, refused by the API server (an invalid label from the podTemplate)."""
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    template = {"metadata": {"labels": {"team": "not a label value!"}}}
+    create_job(api_client, ns, job_manifest("refused", bucket, driver={"podTemplate": template}))
+
+    def refused() -> dict[str, Any] | None:
+        ready = condition(job_status(api_client, ns, "refused"), "Ready")
+        return ready if ready.get("reason") == "InvalidSpec" else None
+
+    ready = eventually(refused, timeout=30, what=lambda: f"InvalidSpec condition\n{fleet.logs()}")
+    assert "refused the driver's Pod refused-1-driver" in ready["message"]
+    assert "not a label value!" in ready["message"]
+    assert "InvalidSpec" in event_reasons(api_client, ns, "refused")
+    time.sleep(2)
+    assert pod_names(api_client, ns, "refused") == []
+    assert core.list_namespaced_service(ns, label_selector="ftspark.io/job=refused").items == []
+    assert all(p.running() for p in fleet.replicas.values()), "no crash loop on a refused pod"
+
+    fixed = {"metadata": {"labels": {"team": "a"}}}
+    _patch_spec(api_client, ns, "refused", {"driver": {"podTemplate": fixed}})
+    eventually(partial(_only_driver, api_client, ns, "refused", 1), timeout=30, what="the fixed job runs")
+    assert core.read_namespaced_pod("refused-1-driver", ns).metadata.labels["team"] == "a"
+
+
 def test_finished_job_is_not_restarted_by_a_new_leader(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:

@@ -211,6 +211,28 @@ def test_spec_change_follows_the_upgrade_mode() -> None:
     assert run(new, finished.status, submitted=old).actions[0] == SubmitAttempt(2, "latest-checkpoint")
 
 
+def test_a_savepoint_upgrade_whose_stop_hangs_is_cancelled_after_the_stop_timeout() -> None:
+    old, new = spec(), spec(upgradeMode="savepoint", arguments=["--v2"], stopTimeoutSeconds=30)
+    running = driver(1, DriverPhase.RUNNING)
+    upgrading = run(new, JobStatus(phase="Running", attempt=1), running, submitted=old)
+    assert kinds(upgrading) == ["RequestStop"]
+    assert kinds(run(new, upgrading.status, running, at=29, submitted=old)) == []
+    escalated = run(new, upgrading.status, running, at=30, submitted=old)
+    assert kinds(escalated) == ["DeleteDriver"]
+    timed_out = EmitEvent("Warning", "StopTimedOut", "no final checkpoint within 30 s; cancelling")
+    assert timed_out in escalated.actions
+    gone = run(new, escalated.status, at=31, submitted=old)
+    assert gone.actions[0] == SubmitAttempt(2, "latest-checkpoint")
+
+
+def test_observed_generation_follows_every_spec_change_acted_on() -> None:
+    status = JobStatus(phase="Running", attempt=1, observed_generation=1)
+    stop = spec(desiredState="stopped")
+    observation = Observation(2, spec_hash(stop), spec_hash(stop), (driver(1, DriverPhase.RUNNING),), None)
+    stopping = decide(stop, status, observation, T0, lambda: 0.5)
+    assert stopping.status.observed_generation == 2
+
+
 def test_desired_state_and_nonce_changes_are_not_upgrades() -> None:
     assert spec_hash(spec()) == spec_hash(spec(desiredState="stopped", savepointTriggerNonce=3))
     assert spec_hash(spec()) != spec_hash(spec(arguments=["x"]))

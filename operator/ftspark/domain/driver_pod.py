@@ -66,6 +66,11 @@ def _labels(plan: AttemptPlan) -> dict[str, str]:
     return {JOB_LABEL: plan.job_name, ATTEMPT_LABEL: str(plan.attempt), ROLE_LABEL: "driver"}
 
 
+# Spark requires spark.kubernetes.executor.podNamePrefix (<name>-<attempt>) to be a DNS label of at most 47
+# characters (its pods are <prefix>-exec-<n>); 40 leaves room for a six-digit attempt number.
+MAX_JOB_NAME_LENGTH = 40
+
+
 def spark_app_id(job_uid: str, attempt: int) -> str:
     """Spark labels every executor pod spark-app-selector=<this>, so an attempt's executors can be found."""
     return f"ftspark-{job_uid[:8]}-{attempt}"

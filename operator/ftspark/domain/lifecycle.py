@@ -237,6 +237,8 @@ class _Context:
         self._update(phase=phase)
 
     def _done(self, requeue_after: float | None = None) -> Decision:
+        # Every decision acts on the whole current spec (an upgrade in progress shows as phase Upgrading).
+        self._update(observed_generation=self.obs.generation)
         return Decision(self.status, tuple(self.actions), requeue_after)
 
     def _delete_current(self, reason: str) -> None:
@@ -269,7 +271,6 @@ class _Context:
             driver_pod=None,
             attempt_started_at=None,
             stop_requested_at=None,
-            observed_generation=self.obs.generation,
             restarts=self.status.restarts.model_copy(update={"next_attempt_at": None}),
         )
         self._phase("Submitting", reason, message)
@@ -325,12 +326,19 @@ class _Context:
         if current.phase == DriverPhase.PENDING:
             self._delete_current("stop requested before the driver ran")
             return self._done(1.0)
+        first_request = self.status.stop_requested_at is None
+        self._request_stop(current)
+        if first_request:
+            self._phase("Stopping", "Stopping", "waiting for the running batch to commit")
+        return self._done(1.0)
+
+    def _request_stop(self, current: DriverObservation) -> None:
+        """Ask once; a driver that has not stopped within stopTimeoutSeconds is cancelled (deleted)."""
         requested = self.status.stop_requested_at
         if requested is None:
             self.actions.append(RequestStop(current.pod_name, current.attempt))
             self._update(stop_requested_at=self.now)
-            self._phase("Stopping", "Stopping", "waiting for the running batch to commit")
-            return self._done(1.0)
+            return
         timeout = timedelta(seconds=self.spec.stop_timeout_seconds)
         if self.now - requested >= timeout and current.phase != DriverPhase.TERMINATING:
             self.actions.append(
@@ -339,7 +347,6 @@ class _Context:
                 )
             )
             self._delete_current("stop timed out")
-        return self._done(1.0)
 
     def _keep_running(self) -> Decision:
         status = self.status
@@ -365,9 +372,9 @@ class _Context:
         mode = self.spec.upgrade_mode
         if self.current is not None and self.current.phase not in {DriverPhase.SUCCEEDED, DriverPhase.FAILED}:
             if mode == "savepoint" and self.current.phase == DriverPhase.RUNNING:
-                if self.status.stop_requested_at is None:
-                    self.actions.append(RequestStop(self.current.pod_name, self.current.attempt))
-                    self._update(stop_requested_at=self.now)
+                # Stop with a final checkpoint; after a timeout, cancel: the new attempt then restores the
+                # latest checkpoint and re-runs at most the one uncommitted batch, as a last-state upgrade.
+                self._request_stop(self.current)
             else:
                 self._delete_current(f"spec changed ({mode} upgrade)")
             self._phase("Upgrading", "Upgrading", f"spec changed; {mode} upgrade")

@@ -221,7 +221,7 @@ class JobSpec(_Model):
     desired_state: DesiredState = Field(
         default="running",
         description="running; stopped (stop with a final checkpoint, resume without rewind); "
-        "cancelled (stop now); suspended (stop with a checkpoint and keep the job graph for a later resume).",
+        "cancelled (stop now); suspended (the same stop as stopped, shown as phase Suspended: a pause).",
     )
     stop_timeout_seconds: int = Field(
         default=300, ge=1, description="How long a stop may take before it is escalated to a cancel."

@@ -22,6 +22,11 @@ class JobResource:
     status: dict[str, Any]
 
 
+class ObjectRejectedError(Exception):
+    """The API server refused an object built from the job's spec (e.g. a podTemplate it finds invalid):
+    retrying cannot help, the spec has to change. Nothing of the attempt was created."""
+
+
 class Jobs(Protocol):
     def get(self, key: JobKey) -> JobResource | None: ...
 
@@ -36,7 +41,8 @@ class Drivers(Protocol):
     def create(self, plan: AttemptPlan) -> None:
         """Create the attempt's Service and Pod, and the driver's ServiceAccount and Role if missing.
 
-        Objects that already exist are left as they are."""
+        Objects that already exist are left as they are. ObjectRejectedError if the API server refuses one
+        of them; then none was created."""
 
     def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
         """force: remove the object now (grace 0), for a pod whose node will never confirm the deletion."""

@@ -32,7 +32,7 @@ from ftspark.domain.models import CheckpointRef, JobSpec, JobStatus
 from ftspark.domain.recovery import NoUsableCheckpointError, choose_restore_point
 from ftspark.metrics import JOBS
 from ftspark.ports.checkpoints import CheckpointInspector
-from ftspark.ports.cluster import Drivers, Events, JobResource, Jobs
+from ftspark.ports.cluster import Drivers, Events, JobResource, Jobs, ObjectRejectedError
 from ftspark.ports.stores import CheckpointStore, JobGraphStore, ResultStore
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,12 @@ class Reconciler:
         )
         decision = decide(spec, status, observation, now, self._uniform)
         try:
+            for action in decision.actions:
+                self._act(job, spec, graph, action)
+        except ObjectRejectedError as error:
+            # Like a spec that fails validation: Ready=False with the API server's words, no pods, no retry
+            # until the spec changes.
+            decision = invalid_spec(status, job.generation, "", str(error), now)
             for action in decision.actions:
                 self._act(job, spec, graph, action)
         except NoUsableCheckpointError as error:

@@ -26,7 +26,7 @@ from ftspark.domain.driver_pod import (
 )
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
-from ftspark.ports.cluster import JobResource
+from ftspark.ports.cluster import JobResource, ObjectRejectedError
 
 # What Spark's driver (and our runtime in it) does in its namespace: executor pods and their services and
 # config maps, PVCs for reuse, checkpoint pointers (configmaps), its self-fencing Lease, Events.
@@ -49,6 +49,26 @@ def _ignore(status: int, call: Any, *args: Any, **kwargs: Any) -> None:
     except ApiException as error:
         if error.status != status:
             raise
+
+
+def _refused_as_rejected(kind: str, body: Any, call: Any, *args: Any, **kwargs: Any) -> None:
+    """An object the API server calls invalid (400, 422) or that violates the namespace's Pod Security level
+    (403; e.g. localRecovery's hostPath under "baseline") becomes ObjectRejectedError with the server's own
+    words; 409 (already exists) is fine, other errors (RBAC, outages) are raised as they are."""
+    try:
+        call(*args, **kwargs)
+    except ApiException as error:
+        if error.status == 409:
+            return
+        try:
+            message = str(json.loads(error.body or "{}").get("message") or error.reason)
+        except ValueError:
+            message = str(error.reason)
+        if error.status in {400, 422} or (error.status == 403 and "violates PodSecurity" in message):
+            raise ObjectRejectedError(
+                f"the API server refused the driver's {kind} {body['metadata']['name']}: {message}"
+            ) from error
+        raise
 
 
 class KubeJobs:
@@ -94,12 +114,19 @@ class KubeDrivers:
     def create(self, plan: AttemptPlan) -> None:
         self._ensure_driver_identity(plan.namespace)
         template = executor_template_config_map(plan)
-        if (
-            template is not None
-        ):  # before the pod: a missing ConfigMap volume would keep the pod from starting
-            _ignore(409, self._core.create_namespaced_config_map, plan.namespace, template)
-        _ignore(409, self._core.create_namespaced_service, plan.namespace, driver_service(plan))
-        _ignore(409, self._core.create_namespaced_pod, plan.namespace, driver_pod(plan))
+        service, pod = driver_service(plan), driver_pod(plan)
+        # A server-side dry run of every object first: one the API server refuses (a user's podTemplate can
+        # make the pod invalid) is reported, and no half of the attempt is left behind.
+        creates: list[tuple[str, Any, Any]] = [
+            ("Service", self._core.create_namespaced_service, service),
+            ("Pod", self._core.create_namespaced_pod, pod),
+        ]
+        if template is not None:  # first: a missing ConfigMap volume would keep the pod from starting
+            creates.insert(0, ("ConfigMap", self._core.create_namespaced_config_map, template))
+        for kind, create, body in creates:
+            _refused_as_rejected(kind, body, create, plan.namespace, body, dry_run="All")
+        for _, create, body in creates:
+            _ignore(409, create, plan.namespace, body)
 
     def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
         grace = 0 if force else None
