@@ -19,6 +19,7 @@ import traceback
 from pathlib import Path
 
 from kubernetes import client, config
+from pyspark import SparkContext
 
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
@@ -38,8 +39,8 @@ from ftspark.runtime.termination import Ending, Exit, write
 
 log = logging.getLogger("ftspark.runtime")
 
-# After a fence-out or a stop the script normally returns at once (its queries stopped); one that does not
-# (it waits for something else, or starts new queries) is cut off.
+# After a stop the script normally returns at once (its queries stopped); one that does not (it waits for
+# something else, or starts new queries) is cut off.
 SCRIPT_GRACE_SECONDS = 10.0
 
 
@@ -204,10 +205,13 @@ class Driver:
     def fence_out(self, reason: str, why: str) -> None:
         if not self.ending.set(Exit.FENCED_OUT, reason, why):
             return
-        log.error("%s: stopping every query", why)
+        # Another attempt may hold the Lease (lease duration - renew deadline) after we missed our deadline:
+        # by then nothing of ours may write. The queries get half of that to stop, then the JVM is killed.
+        grace = max(0.2, (self.config.lease_duration - self.config.renew_deadline) / 2)
+        log.error("%s: stopping every query, killing the JVM in %.1f s", why, grace)
         # Not on the caller's thread: that may be Spark's listener thread, which query.stop() waits for.
         threading.Thread(target=self._stop_all, name="fence-out", daemon=True).start()
-        self._cut_off_later()
+        self._cut_off_later(grace, kill_jvm=True)
 
     def _stop_all(self) -> None:
         for running in self.queries.all():
@@ -216,14 +220,25 @@ class Driver:
             except Exception:
                 log.exception("stopping query %s failed", running.name)
 
-    def _cut_off_later(self) -> None:
-        timer = threading.Timer(SCRIPT_GRACE_SECONDS, self._cut_off)
+    def _cut_off_later(self, delay: float = SCRIPT_GRACE_SECONDS, *, kill_jvm: bool = False) -> None:
+        timer = threading.Timer(delay, self._cut_off, kwargs={"kill_jvm": kill_jvm})
         timer.daemon = True
         timer.start()
 
-    def _cut_off(self) -> None:
-        log.error("the script did not return after its queries were stopped: exiting")
+    def _cut_off(self, *, kill_jvm: bool) -> None:
+        log.error("the script did not return in time after its queries were told to stop: exiting")
+        self.exit_now(kill_jvm=kill_jvm)
+
+    def exit_now(self, *, kill_jvm: bool) -> None:
+        """End the process with the ending as it is; kill_jvm: without Spark's orderly shutdown."""
         write(self.config.termination_log, self.ending, self.last_committed())
+        gateway = SparkContext._gateway  # pyspark keeps the JVM process only there
+        jvm = getattr(gateway, "proc", None)
+        if kill_jvm and jvm is not None:
+            # Not left to exit on its own when our pipe closes: its shutdown hooks could still write.
+            jvm.kill()
+        sys.stdout.flush()
+        sys.stderr.flush()
         os._exit(int(self.ending.code))
 
     def _control(self, request: ControlRequest) -> None:
@@ -283,5 +298,7 @@ def main(argv: list[str]) -> int:
     except Exception as error:
         log.exception("the driver runtime failed")
         ending.set(Exit.BAD_INPUT, "RuntimeFailed", f"{type(error).__name__}: {error}")
+    if ending.code == Exit.FENCED_OUT:
+        driver.exit_now(kill_jvm=True)  # no orderly Spark shutdown: it could still write
     write(cfg.termination_log, ending, driver.last_committed())
     return int(ending.code)
