@@ -66,6 +66,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(make_job: Any) ->
         f"max {max(first_batch_after_start):.1f} s; final run done {seconds:.1f} s after start "
         f"({time.monotonic() - started:.1f} s with the stop)"
     )
+    assert in_flight >= 1, "no kill hit a batch between its offsets and its commit"
     assert (lost, duplicated) == (0, 0)
     assert got == expected
     # A kill re-runs at most the one batch that was in flight.

@@ -15,6 +15,13 @@ from ftspark_dev.controlplane import REPO_ROOT
 EXAMPLE = REPO_ROOT / "examples" / "windowed_counts.py"
 RECORDS_PER_FILE = 20
 KEYS = 3
+# Event times start half a window in, so every file's last window is finished by the next file (the next
+# micro-batch): the counts then depend on state carried across batches, and lost state shows as a wrong count.
+FIRST_EVENT_TIME = 1_700_000_005
+
+
+def event_time(record: int) -> int:
+    return FIRST_EVENT_TIME + record
 
 
 def write_input(folder: Path, files: int, first_file: int = 0) -> None:
@@ -22,7 +29,7 @@ def write_input(folder: Path, files: int, first_file: int = 0) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for n in range(first_file, first_file + files):
         lines = [
-            f"{i},k{i % KEYS},{1_700_000_000 + i}"
+            f"{i},k{i % KEYS},{event_time(i)}"
             for i in range(n * RECORDS_PER_FILE, (n + 1) * RECORDS_PER_FILE)
         ]
         staged = folder / f".part-{n:05d}.txt"
@@ -33,7 +40,7 @@ def write_input(folder: Path, files: int, first_file: int = 0) -> None:
 def expected_counts(files: int) -> dict[str, int]:
     counts: Counter[str] = Counter()
     for i in range(files * RECORDS_PER_FILE):
-        window = (1_700_000_000 + i) // 10 * 10
+        window = event_time(i) // 10 * 10
         counts[f"{window}/k{i % KEYS}"] += 1
     return dict(counts)
 
