@@ -6,6 +6,9 @@ import json
 from dataclasses import replace
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from ftspark.domain.driver_pod import (
     AttemptPlan,
     driver_pod,
@@ -55,6 +58,21 @@ def test_env_py_files_and_user_conf_reach_spark() -> None:
         for e in driver_pod(plan(env=[{"name": "MODE", "value": "prod"}]))["spec"]["containers"][0]["env"]
     }
     assert driver_env["MODE"] == "prod"
+
+
+def test_env_from_a_secret_reaches_driver_and_executors_without_its_value() -> None:
+    secret = {"name": "AWS_SECRET_ACCESS_KEY", "secretKeyRef": {"name": "s3", "key": "secret"}}
+    attempt = plan(env=[secret])
+    conf = spark_conf(attempt)
+    assert conf["spark.kubernetes.executor.secretKeyRef.AWS_SECRET_ACCESS_KEY"] == "s3:secret"
+    assert "spark.executorEnv.AWS_SECRET_ACCESS_KEY" not in conf
+    driver_env = {e["name"]: e for e in driver_pod(attempt)["spec"]["containers"][0]["env"]}
+    assert driver_env["AWS_SECRET_ACCESS_KEY"] == {
+        "name": "AWS_SECRET_ACCESS_KEY",
+        "valueFrom": {"secretKeyRef": {"name": "s3", "key": "secret"}},
+    }
+    with pytest.raises(ValidationError, match="either value or secretKeyRef"):
+        plan(env=[{**secret, "value": "plain"}])
 
 
 def test_executor_pod_template_is_mounted_and_named_to_spark() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from ftspark import API_GROUP, API_VERSION, JOB_LABEL, KIND
 from ftspark.domain.lifecycle import RestoreFrom, driver_pod_name
-from ftspark.domain.models import JobSpec
+from ftspark.domain.models import EnvVar, JobSpec
 
 ATTEMPT_LABEL = "ftspark.io/attempt"
 ROLE_LABEL = "ftspark.io/role"
@@ -99,8 +99,13 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": spec.executor.memory,
         "spark.sql.streaming.checkpointLocation": plan.checkpoint_location,
-        # spec.env reaches executors too, not only the driver.
-        **{f"spark.executorEnv.{e.name}": e.value for e in spec.env},
+        # spec.env reaches executors too, not only the driver; Secret references through Spark's own setting.
+        **{f"spark.executorEnv.{e.name}": e.value for e in spec.env if e.secret_key_ref is None},
+        **{
+            f"spark.kubernetes.executor.secretKeyRef.{e.name}": f"{ref.name}:{ref.key}"
+            for e in spec.env
+            if (ref := e.secret_key_ref) is not None
+        },
     }
     if spec.py_files:
         conf["spark.submit.pyFiles"] = ",".join(spec.py_files)
@@ -213,7 +218,7 @@ def driver_service(plan: AttemptPlan) -> Manifest:
 def driver_pod(plan: AttemptPlan) -> Manifest:
     spec = plan.spec
     name = driver_pod_name(plan.job_name, plan.attempt)
-    env = [
+    env: list[dict[str, Any]] = [
         {"name": "FTSPARK_JOB", "value": f"{plan.namespace}/{plan.job_name}"},
         {"name": "FTSPARK_JOB_UID", "value": plan.job_uid},
         {"name": "FTSPARK_ATTEMPT", "value": str(plan.attempt)},
@@ -237,7 +242,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
             if spec.local_recovery.enabled
             else []
         ),
-        *({"name": e.name, "value": e.value} for e in spec.env),
+        *(_container_env(e) for e in spec.env),
     ]
     container = {
         "name": "driver",
@@ -298,6 +303,12 @@ def merge_template(base: Manifest, template: Manifest) -> Manifest:
         else:
             merged[key] = copy.deepcopy(value)
     return merged
+
+
+def _container_env(variable: EnvVar) -> dict[str, Any]:
+    if variable.secret_key_ref is None:
+        return {"name": variable.name, "value": variable.value}
+    return {"name": variable.name, "valueFrom": {"secretKeyRef": variable.secret_key_ref.model_dump()}}
 
 
 def _request(memory: str) -> str:

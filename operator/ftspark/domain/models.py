@@ -33,9 +33,30 @@ PodTemplate = Annotated[
 ]
 
 
+class SecretKeyRef(_Model):
+    name: str = Field(min_length=1, description="A Secret in the job's namespace.")
+    key: str = Field(min_length=1, description="The key of the Secret that holds the value.")
+
+
 class EnvVar(_Model):
+    model_config = ConfigDict(
+        json_schema_extra=_object(
+            ("self.value == '' || !has(self.secretKeyRef)", "set either value or secretKeyRef, not both")
+        )
+    )
     name: str = Field(min_length=1, description="Name of the environment variable.")
     value: str = Field(default="", description="Value of the environment variable.")
+    secret_key_ref: SecretKeyRef | None = Field(
+        default=None,
+        description="Take the value from a Secret instead, in the driver and the executors (credentials: "
+        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY reach both boto3 and S3A this way).",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvVar:
+        if self.value and self.secret_key_ref is not None:
+            raise ValueError("set either value or secretKeyRef, not both")
+        return self
 
 
 class DriverSpec(_Model):
