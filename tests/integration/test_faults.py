@@ -62,6 +62,32 @@ def test_partitioned_leader_stops_acting_and_the_standby_takes_over(
         proxy.close()
 
 
+def test_a_standby_cut_off_from_the_api_server_is_not_ready_but_alive(
+    fleet: OperatorFleet, control_plane: ControlPlane, api_client: client.ApiClient, tmp_path: Path
+) -> None:
+    """Readiness follows contact with the API server (it could not take over); liveness does not (a
+    restart would not help a follower whose network is down)."""
+    proxy = ApiProxy(control_plane.apiserver_port)
+    try:
+        leader = fleet.start()
+        eventually(lambda: fleet.leader(api_client) == leader, timeout=30, what="a leader")
+        standby = fleet.start(
+            "standby", kubeconfig=proxy.kubeconfig(control_plane.kubeconfig, tmp_path / "p.kubeconfig")
+        )
+        eventually(lambda: fleet.probe(standby, "/readyz")[0] == 200, timeout=30, what="standby ready")
+        proxy.partition()
+        eventually(
+            lambda: fleet.probe(standby, "/readyz")[0] == 503,
+            timeout=fleet.lease_duration + 10,
+            what="standby not ready while cut off",
+        )
+        assert fleet.probe(standby, "/healthz") == (200, "following")
+        proxy.heal()
+        eventually(lambda: fleet.probe(standby, "/readyz")[0] == 200, timeout=30, what="ready again")
+    finally:
+        proxy.close()
+
+
 def test_operator_rides_out_an_api_server_restart(
     fleet: OperatorFleet, control_plane: ControlPlane, api_client: client.ApiClient, bucket: str
 ) -> None:

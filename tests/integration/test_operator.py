@@ -518,11 +518,22 @@ def _metric(text: str, name: str) -> float | None:
     return None
 
 
-def test_metrics_and_probes(fleet: OperatorFleet, api_client: client.ApiClient, bucket: str) -> None:
+def test_metrics_and_probes(
+    fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
+) -> None:
     ns = fleet.watch_namespace
     first, second = _leader_and_standby(fleet, api_client)
     eventually(lambda: fleet.probe(second, "/readyz")[0] == 200, timeout=30, what="standby serving")
     _start_running(api_client, ns, "observed", bucket)
+    _report_checkpoints(api_client, s3_server, fleet, "observed", f"s3://{bucket}/observed", [3, 7])
+    labels = f'{{job="observed",namespace="{ns}"}}'
+    eventually(
+        lambda: _metric(fleet.probe(first, "/metrics")[1], f"ftspark_job_last_checkpoint_id{labels}") == 7,
+        timeout=30,
+        what="the newest checkpoint id in the metrics",
+    )
+    age = _metric(fleet.probe(first, "/metrics")[1], f"ftspark_job_checkpoint_age_seconds{labels}")
+    assert age is not None and 0 <= age < 30
 
     leader_page = fleet.probe(first, "/metrics")[1]
     assert _metric(leader_page, "ftspark_leader") == 1

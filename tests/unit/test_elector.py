@@ -267,6 +267,28 @@ def test_a_deposed_leader_stops_at_its_next_renew() -> None:
     assert record_of(lease).holder_identity == "usurper"
 
 
+def test_contact_with_the_lock_is_tracked_for_leader_and_follower() -> None:
+    """Readiness: the lock answered lately, whether this replica leads or follows."""
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    write(lease, "other", clock.wall(), transitions=0)
+    for second in range(2, 60, 2):
+        clock.at(second, lambda: write(lease, "other", clock.wall(), transitions=0))
+    lock = FlakyLock(lease, "b", clock)
+    follower = elector(lock, clock, recorder)
+    assert follower.seconds_since_contact() is None
+    seen: dict[float, float | None] = {}
+    clock.at(10.0, lambda: seen.update({10.0: follower.seconds_since_contact()}))
+    clock.at(20.0, lambda: setattr(lock, "down", True))
+    clock.at(45.0, lambda: seen.update({45.0: follower.seconds_since_contact()}))
+    clock.at(46.0, stop.set)
+
+    follower.run(stop)
+
+    assert seen[10.0] is not None and seen[10.0] <= MAX_RETRY_WAIT
+    assert seen[45.0] is not None and 25.0 <= seen[45.0] <= 25.0 + MAX_RETRY_WAIT
+
+
 def test_default_config_is_client_go_s() -> None:
     config = LeaderElectionConfig(identity="a")
     assert (config.lease_duration, config.renew_deadline, config.retry_period) == (15, 10.0, 2.0)

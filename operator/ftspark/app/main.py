@@ -62,6 +62,13 @@ def lease_health(elector: LeaderElector, cfg: OperatorConfig) -> tuple[bool, str
     return True, f"leading, renewed {since:.1f} s ago"
 
 
+def lease_ready(elector: LeaderElector, cfg: OperatorConfig) -> bool:
+    """Ready: the API server answered the elector within a lease duration, so this replica leads or could
+    take over. Not ready while it cannot reach the API server (a standby that could not lead either)."""
+    since = elector.seconds_since_contact()
+    return since is not None and since <= cfg.lease_duration
+
+
 def run(cfg: OperatorConfig) -> int:
     api = api_client(cfg)
     s3 = s3_client(cfg)
@@ -135,7 +142,11 @@ def run(cfg: OperatorConfig) -> int:
         on_new_leader=new_leader,
     )
     if cfg.probe_port:
-        serve(cfg.probe_port, healthy=lambda: lease_health(elector, cfg), ready=lambda: True)
+        serve(
+            cfg.probe_port,
+            healthy=lambda: lease_health(elector, cfg),
+            ready=lambda: lease_ready(elector, cfg),
+        )
 
     def renew_watchdog() -> None:
         # The elector gives up at its renew deadline, but only between calls: a call hung in the network (a

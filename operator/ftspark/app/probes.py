@@ -2,7 +2,7 @@
 
 Liveness is tied to the Lease: a leader that has not renewed within its renew deadline is unhealthy (it is
 about to exit anyway; the probe catches a process wedged before it could). A follower is healthy while it
-campaigns.
+campaigns. Readiness says whether the replica is in touch with the API server (it leads, or could).
 """
 
 from __future__ import annotations

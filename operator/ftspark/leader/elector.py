@@ -115,6 +115,7 @@ class LeaderElector:
         self._reported_leader = ""
         self._leading = False
         self._last_renew: float | None = None
+        self._last_contact: float | None = None
         self._takeover_gap: float | None = None
 
     @property
@@ -134,6 +135,12 @@ class LeaderElector:
         if not self._leading or self._last_renew is None:
             return None
         return self._clock.now() - self._last_renew
+
+    def seconds_since_contact(self) -> float | None:
+        """Seconds since the lock last answered (leader or follower; readiness), None if it never did."""
+        if self._last_contact is None:
+            return None
+        return self._clock.now() - self._last_contact
 
     def run(self, stop: threading.Event) -> None:
         """Acquire, lead until stop is set (then release) or until renewing fails (then return at once)."""
@@ -213,12 +220,14 @@ class LeaderElector:
             kept = replace(record, acquire_time=held.acquire_time, leader_transitions=held.leader_transitions)
             try:
                 self._observe(kept, self._lock.update(kept, held_version))
+                self._last_contact = now
                 return True
             except (ConflictError, LockUnavailableError) as error:
                 log.info("%s: optimistic renew failed (%s), reading the lock", self._config.identity, error)
 
         # 2. Read the record, or create it.
         current = self._lock.get()
+        self._last_contact = now
         if current is None:
             self._observe(record, self._lock.create(record))
             return True
