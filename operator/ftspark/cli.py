@@ -82,16 +82,32 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(_status_lines(job)))
         return 0
     if args.command == "savepoint":
-        nonce = int(job["spec"].get("savepointTriggerNonce") or 0) + 1
-        patch: dict[str, Any] = {"spec": {"savepointTriggerNonce": nonce}}
+        nonce = bump_savepoint_nonce(api, namespace, args.job, job)
         done = f"savepoint requested (savepointTriggerNonce: {nonce})"
     else:
         state = _STATES[args.command]
         patch = {"spec": {"desiredState": state}}
+        api.patch_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job, patch)
         done = f"desiredState: {state}"
-    api.patch_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job, patch)
     print(f"{namespace}/{args.job}: {done}. Commit the same change to Git if Argo CD manages this job.")
     return 0
+
+
+def bump_savepoint_nonce(api: client.CustomObjectsApi, namespace: str, name: str, job: dict[str, Any]) -> int:
+    """Read-modify-write guarded by resourceVersion: two requests at once make two savepoints, not one."""
+    while True:
+        nonce = int(job["spec"].get("savepointTriggerNonce") or 0) + 1
+        patch = {
+            "metadata": {"resourceVersion": job["metadata"]["resourceVersion"]},
+            "spec": {"savepointTriggerNonce": nonce},
+        }
+        try:
+            api.patch_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, name, patch)
+            return nonce
+        except client.ApiException as error:
+            if error.status != 409:
+                raise
+        job = api.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, name)
 
 
 if __name__ == "__main__":

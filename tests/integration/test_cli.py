@@ -6,7 +6,7 @@ import pytest
 from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark.cli import main
+from ftspark.cli import bump_savepoint_nonce, main
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import job_manifest
 
@@ -60,5 +60,14 @@ def test_cli_steers_the_gitops_way(
         ]
         == "running"
     )
+    for verb, state in (("cancel", "cancelled"), ("suspend", "suspended")):
+        assert main([*base, verb, "cli"]) == 0
+        job = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, "cli")
+        assert job["spec"]["desiredState"] == state
+
+    # A savepoint request based on a stale read is retried, not lost (resourceVersion guards the bump).
+    stale = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, "cli")
+    assert main([*base, "savepoint", "cli"]) == 0
+    assert bump_savepoint_nonce(objects, namespace, "cli", stale) == 4
     assert main([*base, "status", "missing"]) == 1
     assert "Not Found" in capsys.readouterr().err
