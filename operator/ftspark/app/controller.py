@@ -60,12 +60,16 @@ class Controller:
             thread.start()
             self._threads.append(thread)
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Stop watching and reconciling; returns when the workers are idle (or after timeout)."""
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stop watching and reconciling; True once every thread that writes has ended, False after timeout
+        (a reconcile still running: the Lease must then not be handed over early)."""
         self._kopf_stop.set()
         self._queue.shut_down()
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        # kopf's thread only fills the queue; the reconcile workers and the result sweeper write.
+        return not any(thread.is_alive() for thread in self._threads if thread.name != "kopf")
 
     def _watch(self) -> None:
         settings = kopf.OperatorSettings()

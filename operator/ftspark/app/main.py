@@ -127,8 +127,11 @@ def run(cfg: OperatorConfig) -> int:
         LEADER.set(0)
         if not stop.is_set():
             lose_leadership_fast()
-        if controller is not None:
-            controller.stop()
+        if controller is not None and not controller.stop():
+            # A reconcile is still running: releasing the Lease now would let the next leader act beside
+            # it. Exit without releasing; the Lease expires as if this replica had been killed.
+            log.error("%s: reconcile workers still busy at shutdown; not releasing the Lease", cfg.identity)
+            lose_leadership_fast()
 
     def new_leader(identity: str) -> None:
         LEASE_TRANSITIONS.inc()
