@@ -16,7 +16,7 @@ from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.fencing import Epoch, RetiredRecordError
-from ftspark.domain.ha import CheckpointPointer, JobKey
+from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import (
     OperatorFleet,
@@ -177,6 +177,34 @@ def test_finished_job_is_not_restarted_by_a_new_leader(
         what="the result wins over a stale status",
     )
     assert pod_names(api_client, ns, "batch") == []
+
+
+def test_a_new_leader_finishes_the_cleanup_a_crashed_leader_left_dirty(
+    fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
+) -> None:
+    """FLIP-194: the result was written (dirty), the leader died before deleting the pods."""
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    first = fleet.start()
+    _start_running(api_client, ns, "dirty", bucket)
+    fleet.replicas[first].kill()
+    uid = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        API_GROUP, API_VERSION, ns, PLURAL, "dirty"
+    )["metadata"]["uid"]
+    stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
+    lease = client.CoordinationV1Api(api_client).read_namespaced_lease("ftspark-operator", fleet.namespace)
+    crashed = Epoch("operator", lease.spec.lease_transitions or 0, first)
+    finished = datetime.datetime.now(datetime.UTC)
+    entry = JobResultEntry(
+        job=JobKey(namespace=ns, name="dirty"), uid=uid, state="Succeeded", finished_at=finished
+    )
+    stores.results.create_dirty(entry, crashed)
+    assert pod_names(api_client, ns, "dirty") == ["dirty-1-driver"]
+
+    fleet.start()
+    eventually(lambda: pod_names(api_client, ns, "dirty") == [], timeout=30, what="the pods cleaned up")
+    eventually(lambda: (stores.results.get(uid) or entry).clean, timeout=30, what="the result marked clean")
+    eventually(lambda: _phase(api_client, ns, "dirty") == "Succeeded", timeout=30, what="Succeeded")
+    assert core.list_namespaced_service(ns, label_selector="ftspark.io/job=dirty").items == []
 
 
 def test_standby_takes_over_after_the_leader_is_killed(

@@ -56,8 +56,8 @@ class Drivers(Protocol):
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
         """Nodes that run executors of the Spark application (sorted, distinct)."""
 
-    def delete_all(self, key: JobKey) -> None:
-        """Remove every pod and service of the job (cleanup after a final result)."""
+    def delete_all(self, key: JobKey, uid: str) -> None:
+        """Remove every pod and service of the job with that uid (cleanup after a final result)."""
 
 
 class Events(Protocol):

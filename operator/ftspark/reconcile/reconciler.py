@@ -133,7 +133,7 @@ class Reconciler:
         finished = 0
         for entry in self._results.entries():
             if not entry.clean:
-                self._drivers.delete_all(entry.job)
+                self._drivers.delete_all(entry.job, entry.uid)
                 self._results.mark_clean(entry.uid, self._epoch())
                 finished += 1
         return finished
@@ -196,7 +196,7 @@ class Reconciler:
                     retain_seconds=spec.result_store.ttl_seconds if spec else 0,
                 )
                 self._results.create_dirty(entry, self._epoch())
-                self._drivers.delete_all(key)
+                self._drivers.delete_all(key, job.uid)
                 self._results.mark_clean(job.uid, self._epoch())
             case EmitEvent(type=type_, reason=reason, message=message):
                 self._events.emit(job, type_, reason, message)

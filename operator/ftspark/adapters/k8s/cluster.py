@@ -71,6 +71,10 @@ def _refused_as_rejected(kind: str, body: Any, call: Any, *args: Any, **kwargs: 
         raise
 
 
+def _owned_by(item: Any, uid: str) -> bool:
+    return any(owner.uid == uid for owner in item.metadata.owner_references or ())
+
+
 class KubeJobs:
     def __init__(self, api: client.ApiClient) -> None:
         self._objects = client.CustomObjectsApi(api)
@@ -149,11 +153,16 @@ class KubeDrivers:
         pods = self._core.list_namespaced_pod(key.namespace, label_selector=selector).items
         return sorted({pod.spec.node_name for pod in pods if pod.spec.node_name})
 
-    def delete_all(self, key: JobKey) -> None:
+    def delete_all(self, key: JobKey, uid: str) -> None:
         selector = f"{JOB_LABEL}={key.name}"
-        self._core.delete_collection_namespaced_pod(key.namespace, label_selector=selector)
+        # Only objects owned by this job (uid): a re-created job of the same name keeps its own. Executors
+        # are owned by their driver pod and go with it.
+        for pod in self._core.list_namespaced_pod(key.namespace, label_selector=selector).items:
+            if _owned_by(pod, uid):
+                _ignore(404, self._core.delete_namespaced_pod, pod.metadata.name, key.namespace)
         for service in self._core.list_namespaced_service(key.namespace, label_selector=selector).items:
-            _ignore(404, self._core.delete_namespaced_service, service.metadata.name, key.namespace)
+            if _owned_by(service, uid):
+                _ignore(404, self._core.delete_namespaced_service, service.metadata.name, key.namespace)
 
     @staticmethod
     def _selector(key: JobKey) -> str:
