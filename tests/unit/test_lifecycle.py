@@ -159,7 +159,7 @@ def test_stop_asks_the_driver_then_escalates_to_cancel_after_the_timeout() -> No
     job = spec(desiredState="stopped", stopTimeoutSeconds=30)
     running = driver(1, DriverPhase.RUNNING)
     asked = run(job, JobStatus(phase="Running", attempt=1), running)
-    assert asked.actions[0] == RequestStop("job-1-driver", 1)
+    assert asked.actions[0] == RequestStop("job-1-driver", 1)  # no savepoint: a plain stop
     assert asked.status.phase == "Stopping"
     waiting = run(job, asked.status, running, at=29)
     assert kinds(waiting) == []
@@ -205,9 +205,13 @@ def test_spec_change_follows_the_upgrade_mode() -> None:
 
     new = spec(upgradeMode="savepoint", arguments=["--v2"])
     upgrading = run(new, running, driver(1, DriverPhase.RUNNING), submitted=old)
-    assert kinds(upgrading) == ["RequestStop"]
-    finished = run(new, upgrading.status, driver(1, DriverPhase.SUCCEEDED, exit_code=0), submitted=old)
+    assert upgrading.actions[0] == RequestStop("job-1-driver", 1, "sp-upgrade-a1")
+    answer = SavepointReport(id="sp-upgrade-a1", location="s3://bucket/job/savepoints/x", batch_id=9)
+    stopped = driver(1, DriverPhase.SUCCEEDED, exit_code=0, savepoint=answer)
+    finished = run(new, upgrading.status, stopped, submitted=old)
     assert kinds(finished) == ["DeleteDriver"]
+    assert [(sp.id, sp.batch_id) for sp in finished.status.savepoints] == [("sp-upgrade-a1", 9)]
+    assert run(new, finished.status, stopped, submitted=old).status.savepoints == finished.status.savepoints
     assert run(new, finished.status, submitted=old).actions[0] == SubmitAttempt(2, "latest-checkpoint")
 
 

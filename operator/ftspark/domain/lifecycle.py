@@ -119,10 +119,12 @@ class DeleteDriver:
 
 @dataclass(frozen=True)
 class RequestStop:
-    """Ask the driver runtime to stop at the next batch boundary, with a final checkpoint."""
+    """Ask the driver runtime to stop at the next batch boundary, with a final checkpoint (and, with a
+    savepoint_id, a savepoint of that batch: a savepoint-mode upgrade)."""
 
     pod_name: str
     attempt: int
+    savepoint_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,11 @@ def spec_hash(spec: JobSpec) -> str:
 
 def driver_pod_name(job_name: str, attempt: int) -> str:
     return f"{job_name}-{attempt}-driver"
+
+
+def upgrade_savepoint_id(attempt: int) -> str:
+    """The savepoint a savepoint-mode upgrade takes of the attempt it stops."""
+    return f"sp-upgrade-a{attempt}"
 
 
 # -- the decision --
@@ -332,11 +339,11 @@ class _Context:
             self._phase("Stopping", "Stopping", "waiting for the running batch to commit")
         return self._done(1.0)
 
-    def _request_stop(self, current: DriverObservation) -> None:
+    def _request_stop(self, current: DriverObservation, savepoint_id: str = "") -> None:
         """Ask once; a driver that has not stopped within stopTimeoutSeconds is cancelled (deleted)."""
         requested = self.status.stop_requested_at
         if requested is None:
-            self.actions.append(RequestStop(current.pod_name, current.attempt))
+            self.actions.append(RequestStop(current.pod_name, current.attempt, savepoint_id))
             self._update(stop_requested_at=self.now)
             return
         timeout = timedelta(seconds=self.spec.stop_timeout_seconds)
@@ -372,18 +379,29 @@ class _Context:
         mode = self.spec.upgrade_mode
         if self.current is not None and self.current.phase not in {DriverPhase.SUCCEEDED, DriverPhase.FAILED}:
             if mode == "savepoint" and self.current.phase == DriverPhase.RUNNING:
-                # Stop with a final checkpoint; after a timeout, cancel: the new attempt then restores the
-                # latest checkpoint and re-runs at most the one uncommitted batch, as a last-state upgrade.
-                self._request_stop(self.current)
+                # Stop with a final checkpoint and a savepoint of it (FLIP-45's stop-with-savepoint); after
+                # a timeout, cancel: the new attempt then restores the latest checkpoint and re-runs at most
+                # the one uncommitted batch, as a last-state upgrade.
+                self._request_stop(self.current, upgrade_savepoint_id(self.current.attempt))
             else:
                 self._delete_current(f"spec changed ({mode} upgrade)")
             self._phase("Upgrading", "Upgrading", f"spec changed; {mode} upgrade")
             return self._done(1.0)
+        if mode == "savepoint" and self.current is not None:
+            self._record_upgrade_savepoint(self.current)
         self._delete_current(f"spec changed ({mode} upgrade)")
         if self.current is not None:
             return self._done(1.0)
         restore: RestoreFrom = "nothing" if mode == "stateless" else "latest-checkpoint"
         return self._submit(restore, fresh=mode == "stateless", reason="Upgraded", message=f"{mode} upgrade")
+
+    def _record_upgrade_savepoint(self, stopped: DriverObservation) -> None:
+        """Once: the savepoint the stopped driver answered with (or its error)."""
+        report = stopped.savepoint
+        if report is None or report.id != upgrade_savepoint_id(stopped.attempt):
+            return
+        if report.id not in {taken.id for taken in self.status.savepoints}:
+            self._record_savepoint(report, trigger_nonce=None)
 
     def _awaiting_manual_restore(self) -> Decision:
         """Failed without a result: no usable checkpoint. Nothing starts until the user changes the spec."""
@@ -480,6 +498,9 @@ class _Context:
 
     def _savepoint_answered(self, pending: SavepointRequest, report: SavepointReport) -> None:
         self._update(savepoint_in_progress=None, handled_savepoint_nonce=pending.trigger_nonce)
+        self._record_savepoint(report, pending.trigger_nonce)
+
+    def _record_savepoint(self, report: SavepointReport, trigger_nonce: int | None) -> None:
         if report.error:
             self.actions.append(
                 EmitEvent("Warning", "SavepointFailed", f"savepoint {report.id}: {report.error}")
@@ -490,7 +511,7 @@ class _Context:
             time=self.now,
             location=report.location,
             batch_id=report.batch_id,
-            trigger_nonce=pending.trigger_nonce,
+            trigger_nonce=trigger_nonce,
         )
         self._update(savepoints=[*self.status.savepoints, taken][-_SAVEPOINT_HISTORY:])
         self.actions.append(

@@ -237,7 +237,9 @@ class JobSpec(_Model):
     upgrade_mode: UpgradeMode = Field(
         default="last-state",
         description="How a spec change is rolled out: stateless (fresh checkpoints), "
-        "last-state (resume from the latest checkpoint) or savepoint (stop with a savepoint, start from it).",
+        "last-state (resume from the latest checkpoint) or savepoint (stop with a final checkpoint and a "
+        "savepoint of it, kept in status.savepoints; resume from that batch, nothing re-runs; a stop that "
+        "outlasts stopTimeoutSeconds becomes a last-state upgrade).",
     )
     desired_state: DesiredState = Field(
         default="running",

@@ -47,8 +47,8 @@ class Drivers(Protocol):
     def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
         """force: remove the object now (grace 0), for a pod whose node will never confirm the deletion."""
 
-    def request_stop(self, key: JobKey, pod_name: str) -> None:
-        """Ask the driver runtime for a stop with a final checkpoint."""
+    def request_stop(self, key: JobKey, pod_name: str, savepoint_id: str = "") -> None:
+        """Ask the driver runtime for a stop with a final checkpoint (and a savepoint of it, given an id)."""
 
     def request_savepoint(self, key: JobKey, pod_name: str, savepoint_id: str) -> None:
         """Ask the driver runtime for a savepoint; it answers on its pod (DriverObservation.savepoint)."""

@@ -182,8 +182,8 @@ class Reconciler:
                 self._submit(job, spec, graph, action)
             case DeleteDriver(pod_name=pod, force=force):
                 self._drivers.delete(key, pod, force=force)
-            case RequestStop(pod_name=pod):
-                self._drivers.request_stop(key, pod)
+            case RequestStop(pod_name=pod, savepoint_id=savepoint_id):
+                self._drivers.request_stop(key, pod, savepoint_id)
             case RequestSavepoint(pod_name=pod, savepoint_id=savepoint_id):
                 self._drivers.request_savepoint(key, pod, savepoint_id)
             case RecordResult(state=state, message=message):

@@ -138,8 +138,13 @@ class KubeDrivers:
         _ignore(404, self._core.delete_namespaced_service, pod_name, key.namespace)
         _ignore(404, self._core.delete_namespaced_config_map, executor_template_name(pod_name), key.namespace)
 
-    def request_stop(self, key: JobKey, pod_name: str) -> None:
-        self._control(key, pod_name, f"stop@{datetime.datetime.now(datetime.UTC).isoformat()}")
+    def request_stop(self, key: JobKey, pod_name: str, savepoint_id: str = "") -> None:
+        request = (
+            f"stop-savepoint@{savepoint_id}"
+            if savepoint_id
+            else f"stop@{datetime.datetime.now(datetime.UTC).isoformat()}"
+        )
+        self._control(key, pod_name, request)
 
     def request_savepoint(self, key: JobKey, pod_name: str, savepoint_id: str) -> None:
         self._control(key, pod_name, f"savepoint@{savepoint_id}")
