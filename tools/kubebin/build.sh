@@ -9,7 +9,9 @@ K8S_VERSION=v1.34.12   # keep in step with go.mod (require + replace v0.34.12)
 ETCD_VERSION=v3.6.4    # what k8s.io/apiserver v0.34.12 requires; see go.mod
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache_root="${FTSPARK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ftspark}"
-out="$cache_root/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
+# The sources are part of the key: an edit of main.go or go.mod builds again, whatever the versions say.
+sources_hash="$(cd "$here" && cat main.go go.mod go.sum | sha256sum | cut -c1-12)"
+out="$cache_root/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$sources_hash"
 programs=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl)
 
 if [[ -f "$out/.complete" ]]; then
@@ -30,7 +32,15 @@ cd "$here"
 # go.sum pins every module hash; the public checksum database is not reachable from every machine.
 export GOSUMDB="${GOSUMDB:-off}" GOFLAGS="${GOFLAGS:-} -mod=readonly"
 start=$SECONDS
-go build -trimpath -ldflags "$ldflags" -o "$out.tmp/kubebin" . >&2
+build=(go build -trimpath -ldflags "$ldflags" -o "$out.tmp/kubebin" .)
+if [[ -x /usr/bin/time ]]; then  # GNU time: the largest process's peak memory (the linker, usually)
+  build=(/usr/bin/time -f ">> go build: %e s wall, %M KiB peak RSS of its largest process" "${build[@]}")
+fi
+# go build is silent for minutes: say it is alive.
+( while sleep 60; do echo ">> still building kubebin ($((SECONDS - start)) s)" >&2; done ) >/dev/null &
+heartbeat=$!
+trap 'kill "$heartbeat" 2>/dev/null || true' EXIT
+"${build[@]}" >&2
 for p in "${programs[@]}"; do ln -sf kubebin "$out.tmp/$p"; done
 touch "$out.tmp/.complete"
 rm -rf "$out" && mv "$out.tmp" "$out"
