@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from kubernetes import client
@@ -42,6 +43,35 @@ def test_crd_is_structural_and_established(installed_crd: str, api_client: clien
     assert conditions["Established"].status == "True"
     assert "NonStructuralSchema" not in conditions
     assert crd.status.accepted_names.short_names == ["ftsj"]
+
+
+def test_kubectl_get_shows_the_printer_columns(
+    control_plane: ControlPlane, installed_crd: str, api_client: client.ApiClient, namespace: str
+) -> None:
+    objects = client.CustomObjectsApi(api_client)
+    objects.create_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, job_manifest("shown", "bucket")
+    )
+    since = "2026-01-01T00:00:00Z"
+    ready = {"type": "Ready", "status": "True", "reason": "Running", "lastTransitionTime": since}
+    status: dict[str, Any] = {
+        "phase": "Running",
+        "attempt": 3,
+        "latestCheckpoint": {"id": 42, "time": since, "location": "s3://b/c"},
+        "conditions": [ready, {**ready, "status": "False"}],
+    }
+    with pytest.raises(ApiException) as twice:  # conditions are a map keyed by type
+        objects.patch_namespaced_custom_object_status(
+            API_GROUP, API_VERSION, namespace, PLURAL, "shown", {"status": status}
+        )
+    assert twice.value.status == 422
+    status["conditions"] = status["conditions"][:1]
+    objects.patch_namespaced_custom_object_status(
+        API_GROUP, API_VERSION, namespace, PLURAL, "shown", {"status": status}
+    )
+    header, row = control_plane.kubectl("get", "ftsj", "-n", namespace).stdout.splitlines()
+    assert header.split() == ["NAME", "PHASE", "ATTEMPT", "LAST", "CHECKPOINT", "AGE"]
+    assert row.split()[:4] == ["shown", "Running", "3", "42"]
 
 
 def test_kubectl_explain_shows_field_descriptions(control_plane: ControlPlane, installed_crd: str) -> None:

@@ -133,8 +133,12 @@ def run(cfg: OperatorConfig) -> int:
             log.error("%s: reconcile workers still busy at shutdown; not releasing the Lease", cfg.identity)
             lose_leadership_fast()
 
+    leaders_seen: list[str] = []
+
     def new_leader(identity: str) -> None:
-        LEASE_TRANSITIONS.inc()
+        if leaders_seen:  # the first leader this replica sees is no transition it saw happen
+            LEASE_TRANSITIONS.inc()
+        leaders_seen[:] = [identity]
         log.info("leader is now %s", identity)
 
     elector = LeaderElector(

@@ -365,7 +365,11 @@ class JobStatus(_Model):
         default=0, ge=0, description="Current attempt number (0 before the first submission)."
     )
     observed_generation: int | None = Field(default=None, description="The spec generation last acted upon.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready, Progressing, Degraded.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready, Progressing, Degraded.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
     driver_pod: str | None = Field(default=None, description="Name of the current attempt's driver pod.")
     latest_checkpoint: CheckpointRef | None = Field(
         default=None, description="The newest completed checkpoint."
