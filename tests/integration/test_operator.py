@@ -15,6 +15,7 @@ from kubernetes import client
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.domain.driver_pod import executor_template_name
 from ftspark.domain.fencing import Epoch, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark_dev.controlplane import ControlPlane
@@ -129,7 +130,9 @@ def test_a_driver_pod_the_api_server_refuses_is_reported_and_nothing_is_half_cre
     ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
     fleet.start()
     template = {"metadata": {"labels": {"team": "not a label value!"}}}
-    create_job(api_client, ns, job_manifest("refused", bucket, driver={"podTemplate": template}))
+    executors = {"instances": 1, "podTemplate": {"metadata": {"labels": {"team": "a"}}}}
+    body = job_manifest("refused", bucket, driver={"podTemplate": template}, executor=executors)
+    create_job(api_client, ns, body)
 
     def refused() -> dict[str, Any] | None:
         ready = condition(job_status(api_client, ns, "refused"), "Ready")
@@ -142,11 +145,14 @@ def test_a_driver_pod_the_api_server_refuses_is_reported_and_nothing_is_half_cre
     time.sleep(2)
     assert pod_names(api_client, ns, "refused") == []
     assert core.list_namespaced_service(ns, label_selector="ftspark.io/job=refused").items == []
+    config_maps = [c.metadata.name for c in core.list_namespaced_config_map(ns).items]
+    assert executor_template_name("refused-1-driver") not in config_maps, "the template made first is undone"
     assert all(p.running() for p in fleet.replicas.values()), "no crash loop on a refused pod"
 
     fixed = {"metadata": {"labels": {"team": "a"}}}
     _patch_spec(api_client, ns, "refused", {"driver": {"podTemplate": fixed}})
     eventually(partial(_only_driver, api_client, ns, "refused", 1), timeout=30, what="the fixed job runs")
+    core.read_namespaced_config_map(executor_template_name("refused-1-driver"), ns)
     assert core.read_namespaced_pod("refused-1-driver", ns).metadata.labels["team"] == "a"
 
 

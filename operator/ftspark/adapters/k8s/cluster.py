@@ -19,6 +19,7 @@ from ftspark.domain.driver_pod import (
     ROLLBACK_ANNOTATION,
     SAVEPOINT_ANNOTATION,
     AttemptPlan,
+    Manifest,
     driver_pod,
     driver_service,
     executor_template_config_map,
@@ -117,20 +118,28 @@ class KubeDrivers:
 
     def create(self, plan: AttemptPlan) -> None:
         self._ensure_driver_identity(plan.namespace)
+        core, namespace = self._core, plan.namespace
         template = executor_template_config_map(plan)
-        service, pod = driver_service(plan), driver_pod(plan)
-        # A server-side dry run of every object first: one the API server refuses (a user's podTemplate can
-        # make the pod invalid) is reported, and no half of the attempt is left behind.
-        creates: list[tuple[str, Any, Any]] = [
-            ("Service", self._core.create_namespaced_service, service),
-            ("Pod", self._core.create_namespaced_pod, pod),
+        steps: list[tuple[str, Manifest, Any, Any]] = [
+            ("Pod", driver_pod(plan), core.create_namespaced_pod, core.delete_namespaced_pod),
+            ("Service", driver_service(plan), core.create_namespaced_service, core.delete_namespaced_service),
         ]
         if template is not None:  # first: a missing ConfigMap volume would keep the pod from starting
-            creates.insert(0, ("ConfigMap", self._core.create_namespaced_config_map, template))
-        for kind, create, body in creates:
-            _refused_as_rejected(kind, body, create, plan.namespace, body, dry_run="All")
-        for _, create, body in creates:
-            _ignore(409, create, plan.namespace, body)
+            steps.insert(
+                0,
+                ("ConfigMap", template, core.create_namespaced_config_map, core.delete_namespaced_config_map),
+            )
+        # In order; an object the API server refuses (a user's podTemplate can make the pod invalid) undoes
+        # the ones before it, so no half of an attempt is left behind. Costs nothing when all goes well.
+        created: list[tuple[Any, str]] = []
+        try:
+            for kind, body, create, delete in steps:
+                _refused_as_rejected(kind, body, create, namespace, body)
+                created.append((delete, body["metadata"]["name"]))
+        except ObjectRejectedError:
+            for delete, name in reversed(created):
+                _ignore(404, delete, name, namespace)
+            raise
 
     def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
         grace = 0 if force else None
