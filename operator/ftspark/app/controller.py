@@ -50,7 +50,6 @@ class Controller:
         finished = self._reconciler.finish_dirty_results()
         if finished:
             log.info("finished %d cleanup(s) a previous leader left dirty", finished)
-        self._forget_orphans()
         for index in range(self._workers):
             thread = threading.Thread(target=self._work, name=f"reconcile-{index}", daemon=True)
             thread.start()
@@ -102,6 +101,8 @@ class Controller:
                 log.info("deleted the HA data of %d job(s) deleted while no leader watched", forgotten)
 
     def _sweep_results(self) -> None:
+        # Not at once: a new leader's first seconds belong to reconciling every job (one read per job graph
+        # here would compete with them), and orphaned HA data is only garbage, never in the way.
         while not self._kopf_stop.wait(self._result_sweep_seconds):
             self._forget_orphans()
             try:
