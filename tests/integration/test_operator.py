@@ -64,7 +64,11 @@ def test_submits_runs_and_restarts_a_failed_driver(
     )["metadata"]["uid"]
     assert graph.uid == uid
     assert graph.checkpoint_location == f"s3://{bucket}/jobs/wordcount/checkpoints/{uid[:8]}-run-1"
-    assert job_status(api_client, ns, "wordcount")["phase"] == "Submitting"
+    eventually(
+        lambda: job_status(api_client, ns, "wordcount").get("phase") == "Submitting",
+        timeout=30,
+        what="Submitting (recorded after the pod is created)",
+    )
 
     set_driver_running(core, ns, "wordcount-1-driver")
     eventually(
@@ -80,7 +84,11 @@ def test_submits_runs_and_restarts_a_failed_driver(
         what="attempt 2 replaces attempt 1",
     )
     recovery = time.monotonic() - failed_at
-    status = job_status(api_client, ns, "wordcount")
+    status = eventually(
+        lambda: next((s for s in [job_status(api_client, ns, "wordcount")] if s.get("attempt") == 2), None),
+        timeout=30,
+        what="attempt 2 recorded",
+    )
     assert status["attempt"] == 2
     assert status["lastFailure"]["exitCode"] == 1
     assert "boom" in status["lastFailure"]["message"]
@@ -765,7 +773,12 @@ def test_a_job_recreated_under_the_same_name_starts_afresh(
     graph = stores.job_graphs.get(key)
     assert graph is not None and graph.uid == uid
     assert stores.checkpoints.pointers(key) == []
-    status = job_status(api_client, ns, "again")
+    # The pod is created before the status that records it is written.
+    status = eventually(
+        lambda: next((s for s in [job_status(api_client, ns, "again")] if s.get("attempt")), None),
+        timeout=30,
+        what="the new job's status",
+    )
     assert status["attempt"] == 1
     assert "latestCheckpoint" not in status
     assert uid[:8] in _env(core, ns, "again-1-driver")["FTSPARK_CHECKPOINT_LOCATION"]
