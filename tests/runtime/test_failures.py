@@ -27,16 +27,18 @@ def _running(job: RuntimeJob) -> None:
     job.wait_for_output(2, timeout=120)
 
 
+def _parent_if_alive(pid: int) -> int | None:
+    """The parent of a live process; None when it is gone or a zombie."""
+    try:
+        state, parent = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[:2]
+    except OSError:
+        return None
+    return None if state == "Z" else int(parent)
+
+
 def _descendants(pid: int) -> set[int]:
     """Every live process below pid (the JVM pyspark started, and anything it started)."""
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # gone meanwhile
-        if fields[0] != "Z":
-            parents[int(stat.parent.name)] = int(fields[1])
+    parents = {int(p.name): _parent_if_alive(int(p.name)) for p in Path("/proc").glob("[0-9]*")}
     found: set[int] = set()
     frontier = {pid}
     while frontier:
@@ -46,10 +48,7 @@ def _descendants(pid: int) -> set[int]:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return _parent_if_alive(pid) is not None
 
 
 def _take_over(leases: client.CoordinationV1Api, job: RuntimeJob) -> float:

@@ -91,27 +91,15 @@ class Controller:
         if not self._kopf_stop.is_set():
             self._on_fatal()  # without watches we would act on nothing: better restart as a follower
 
-    def _forget_orphans(self) -> None:
-        try:
-            forgotten = self._reconciler.forget_orphans()
-        except Exception:
-            log.exception("deleting the HA data of deleted jobs failed; trying again later")
-        else:
-            if forgotten:
-                log.info("deleted the HA data of %d job(s) deleted while no leader watched", forgotten)
-
     def _sweep_results(self) -> None:
         # Not at once: a new leader's first seconds belong to reconciling every job (one read per job graph
         # here would compete with them), and orphaned HA data is only garbage, never in the way.
         while not self._kopf_stop.wait(self._result_sweep_seconds):
-            self._forget_orphans()
-            try:
-                expired = self._reconciler.expire_results()
-            except Exception:
-                log.exception("expiring job results failed; trying again later")
-            else:
-                if expired:
-                    log.info("expired %d job result(s) past their retention", expired)
+            _sweep(
+                self._reconciler.forget_orphans,
+                "deleted the HA data of %d job(s) deleted while no leader watched",
+            )
+            _sweep(self._reconciler.expire_results, "expired %d job result(s) past their retention")
 
     def _work(self) -> None:
         while (key := self._queue.get()) is not None:
@@ -131,3 +119,14 @@ class Controller:
                 self._queue.done(key)
             if requeue is not None:
                 self._queue.add_after(key, requeue)
+
+
+def _sweep(step: Callable[[], int], done: str) -> None:
+    """One housekeeping step; a failure is logged and the next sweep tries again."""
+    try:
+        count = step()
+    except Exception:
+        log.exception("%s failed; trying again later", step.__name__)
+    else:
+        if count:
+            log.info(done, count)
