@@ -12,7 +12,7 @@ cache_root="${FTSPARK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ftspark}"
 # The sources are part of the key: an edit of main.go or go.mod builds again, whatever the versions say.
 sources_hash="$(cd "$here" && cat main.go go.mod go.sum | sha256sum | cut -c1-12)"
 out="$cache_root/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$sources_hash"
-programs=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl)
+programs=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kubelet kube-proxy)
 
 if [[ -f "$out/.complete" ]]; then
   echo "$out"
