@@ -1,12 +1,15 @@
 """A real Kubernetes control plane on loopback: etcd, kube-apiserver and, on demand,
 kube-scheduler and kube-controller-manager, all built from source by tools/kubebin.
 
-There is no kubelet: nothing runs pods unless a node agent does (the end-to-end tooling).
+There is no kubelet here: pods run on process-backed nodes (ftspark_dev.nodes) or on real nodes
+(ftspark_dev.realnodes), which need the API server on an address pods can reach (`address`) and a service
+range their kube-proxy serves (`service_cidr`).
 """
 
 from __future__ import annotations
 
 import base64
+import ipaddress
 import os
 import shutil
 import ssl
@@ -96,6 +99,10 @@ class ControlPlane:
     # namespace's default ServiceAccount, so it is on only for a full cluster (as envtest does).
     service_account_admission: bool = False
     keep_workdir: bool = False
+    # Where the API server listens and what it advertises: loopback for process-backed nodes; an address of
+    # the real-node network (pods cannot reach the host's loopback) for real nodes.
+    address: str = "127.0.0.1"
+    service_cidr: str = SERVICE_CLUSTER_IP_RANGE
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -105,8 +112,8 @@ class ControlPlane:
         self._ca = pki.CertificateAuthority()
         self.ca_path = self.pki_dir / "ca.crt"
         self.ca_path.write_bytes(self._ca.cert_pem)
-        self.apiserver_port = free_port()
-        self.server = f"https://127.0.0.1:{self.apiserver_port}"
+        self.apiserver_port = free_port(self.address)
+        self.server = f"https://{self.address}:{self.apiserver_port}"
         self.kubeconfig = self.kubeconfig_for("ftspark-admin", groups=("system:masters",), name="admin")
         self._processes: dict[str, ManagedProcess] = {}
 
@@ -187,12 +194,14 @@ class ControlPlane:
         )
 
     def _start_apiserver(self) -> None:
+        # The `kubernetes` Service's ClusterIP is the service range's first address.
+        service_ip = str(ipaddress.ip_network(self.service_cidr).network_address + 1)
         serving = self._ca.issue(
             "kube-apiserver",
             server_names=(
-                "127.0.0.1",
+                *dict.fromkeys((self.address, "127.0.0.1")),
                 "localhost",
-                "10.0.0.1",
+                service_ip,
                 "kubernetes",
                 "kubernetes.default",
                 "kubernetes.default.svc",
@@ -204,20 +213,29 @@ class ControlPlane:
         sa_public, _ = pki.write(self.pki_dir, "sa", pki.service_account_signing_key())
         sa_public_path = self.pki_dir / "sa.pub"
         sa_public.rename(sa_public_path)
+        kubelet_client_cert, kubelet_client_key = pki.write(
+            self.pki_dir,
+            "apiserver-kubelet-client",
+            self._ca.issue("kube-apiserver-kubelet-client", organization="system:masters"),
+        )
         argv = [
             self._binary("kube-apiserver"),
             f"--etcd-servers={self.etcd_url}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
+            f"--bind-address={self.address}",
+            f"--advertise-address={self.address}",
             f"--secure-port={self.apiserver_port}",
             f"--tls-cert-file={serving_cert}",
             f"--tls-private-key-file={serving_key}",
             f"--client-ca-file={self.ca_path}",
             "--authorization-mode=Node,RBAC",
-            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            f"--service-cluster-ip-range={self.service_cidr}",
             f"--service-account-issuer={self.server}",
             f"--service-account-key-file={sa_public_path}",
             f"--service-account-signing-key-file={self.service_account_key}",
+            # logs, exec and port-forward on real nodes: the API server calls the kubelets as this client.
+            f"--kubelet-client-certificate={kubelet_client_cert}",
+            f"--kubelet-client-key={kubelet_client_key}",
+            "--kubelet-preferred-address-types=InternalIP",
             "--allow-privileged=true",
             "--profiling=false",
             "--event-ttl=1h",
@@ -262,7 +280,7 @@ class ControlPlane:
                     "--leader-elect=false",
                     "--bind-address=127.0.0.1",
                     f"--secure-port={free_port()}",
-                    f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+                    f"--service-cluster-ip-range={self.service_cidr}",
                     # Short eviction timings so that a killed node's pods are noticed in seconds.
                     "--node-monitor-grace-period=20s",
                     "--node-monitor-period=2s",

@@ -40,16 +40,21 @@ def spark_s3a_conf(endpoint: str) -> dict[str, str]:
 @dataclass
 class S3Server:
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ftspark-s3-")))
-    port: int = field(default_factory=free_port)
+    # Loopback, unless pods on real nodes must reach it (they cannot reach the host's loopback).
+    host: str = "127.0.0.1"
+    port: int = 0
+
+    def __post_init__(self) -> None:
+        self.port = self.port or free_port(self.host)
 
     @property
     def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def start(self) -> S3Server:
         self._process = ManagedProcess(
             "moto-s3",
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+            [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)],
             self.log_dir,
         )
         self._process.start()
