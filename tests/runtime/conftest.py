@@ -55,7 +55,7 @@ class RuntimeJob:
     jars: Path
     work: Path
     storage: str
-    script: Path = EXAMPLE
+    script: Path | str = EXAMPLE  # a path, or a URI such as s3://bucket/job.py
     source: Path | None = None  # the input folder, if not the job's own
     env: dict[str, str] = field(default_factory=dict)
     attempt: int = 0

@@ -112,8 +112,8 @@ def test_newer_attempt_fences_the_running_driver_out(make_job: Any) -> None:
 @pytest.mark.slow
 def test_script_exception_ends_with_its_last_traceback_line(make_job: Any, tmp_path: Path) -> None:
     job: RuntimeJob = make_job()
-    job.script = tmp_path / "broken.py"
-    job.script.write_text("raise ValueError('no such table: orders')\n")
+    job.script = script = tmp_path / "broken.py"
+    script.write_text("raise ValueError('no such table: orders')\n")
     job.start()
     assert job.wait(120) == Exit.SCRIPT_FAILED
     message = job.termination()

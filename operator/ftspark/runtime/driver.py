@@ -26,7 +26,8 @@ from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.driver_pod import ROLLBACK_ANNOTATION, SAVEPOINT_ANNOTATION
 from ftspark.domain.fencing import Epoch
 from ftspark.ports.stores import CheckpointStore
-from ftspark.runtime import savepoint
+from ftspark.runtime import appfiles, savepoint
+from ftspark.runtime.appfiles import Application, ApplicationFileError
 from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
 from ftspark.runtime.config import ConfigError, RuntimeConfig
 from ftspark.runtime.control import ControlRequest, ControlWatcher, stop_at_boundary
@@ -71,9 +72,14 @@ class Driver:
 
     def run(self, main_file: str, args: list[str]) -> None:
         cfg = self.config
-        main_file = main_file.removeprefix("local://")  # Spark's name for a file inside the image
-        if not Path(main_file).is_file():
-            self.ending.set(Exit.BAD_INPUT, "MainFileMissing", f"main application file {main_file} not found")
+        try:
+            app = appfiles.fetch(self.objects, main_file, appfiles.py_files(cfg.spark_conf))
+        except ApplicationFileError as error:
+            self.ending.set(Exit.BAD_INPUT, "ApplicationFile", str(error))
+            return
+        if not Path(app.main_file).is_file():
+            message = f"main application file {app.main_file} not found"
+            self.ending.set(Exit.BAD_INPUT, "MainFileMissing", message)
             return
         try:
             self.objects.check(cfg.checkpoint_root)
@@ -108,7 +114,7 @@ class Driver:
             self._watcher = ControlWatcher(
                 api, cfg.job.namespace, cfg.pod_name, cfg.control_interval, self._control
             )
-            self._run_script(main_file, args)
+            self._run_script(app, args)
         finally:
             if self._watcher is not None:
                 self._watcher.stop()
@@ -116,19 +122,18 @@ class Driver:
                 self.report_final()
             lease.release()
 
-    def _run_script(self, main_file: str, args: list[str]) -> None:
+    def _run_script(self, app: Application, args: list[str]) -> None:
         assert self._reporter is not None and self._watcher is not None
         self.queries.install()
         started = time.monotonic()
-        spark = build_session(
-            spark_settings(self.config.spark_conf, self.config.checkpoint_root, self._jars())
-        )
+        conf = app.spark_conf(self.config.spark_conf)
+        spark = build_session(spark_settings(conf, self.config.checkpoint_root, self._jars()))
         log.info("spark session ready in %.1f s", time.monotonic() - started)
         spark.streams.addListener(ProgressListener(self.queries, self._reporter))
         self._watcher.start()
-        sys.argv = [main_file, *args]
+        sys.argv = [app.main_file, *args]
         try:
-            runpy.run_path(main_file, run_name="__main__")
+            runpy.run_path(app.main_file, run_name="__main__")
             # A script may return with its queries still running: they run until they end.
             for running in self.queries.all():
                 while running.query.isActive and not self.ending.decided:

@@ -1,4 +1,5 @@
-"""The checkpoint and savepoint files on S3, as the driver runtime sees them (boto3, beside Spark's S3A).
+"""The checkpoint, savepoint and application files on S3, as the driver runtime sees them (boto3, beside
+Spark's S3A).
 
 The client is built from the same fs.s3a.* settings Spark gets, with bounded timeouts and few retries, so an
 unreachable S3 is an error within seconds rather than a hang.
@@ -6,12 +7,15 @@ unreachable S3 is an error within seconds rather than a hang.
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from ftspark.adapters.s3.stores import split_uri
 
@@ -26,17 +30,36 @@ class StorageError(Exception):
     """S3 could not be reached or refused a request."""
 
 
-def s3_client(spark_conf: Mapping[str, str], *, timeout: float = 10.0) -> S3Client:
+def endpoint_url(endpoint: str | None, ssl_enabled: str | None) -> str | None:
+    """fs.s3a.endpoint as boto3 needs it: S3A also takes a bare host[:port], over HTTPS unless
+    fs.s3a.connection.ssl.enabled is false."""
+    if not endpoint or "://" in endpoint:
+        return endpoint or None
+    scheme = "http" if (ssl_enabled or "true").lower() == "false" else "https"
+    return f"{scheme}://{endpoint}"
+
+
+def s3_client(
+    spark_conf: Mapping[str, str], *, timeout: float = 10.0, env: Mapping[str, str] = os.environ
+) -> S3Client:
+    """Credentials in the order S3A's default chain takes them: fs.s3a.access.key/secret.key/session.token,
+    else boto3's own chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, profiles, web
+    identity, instance role). Region: fs.s3a.endpoint.region, else AWS_REGION or AWS_DEFAULT_REGION."""
+
     def s3a(key: str) -> str | None:
         return spark_conf.get(f"spark.hadoop.fs.s3a.{key}")
 
     path_style = (s3a("path.style.access") or "false").lower() == "true"
     client: S3Client = boto3.client(
         "s3",
-        endpoint_url=s3a("endpoint"),
+        endpoint_url=endpoint_url(s3a("endpoint"), s3a("connection.ssl.enabled")),
         aws_access_key_id=s3a("access.key"),
         aws_secret_access_key=s3a("secret.key"),
-        region_name=s3a("endpoint.region") or "us-east-1",
+        aws_session_token=s3a("session.token"),
+        region_name=s3a("endpoint.region")
+        or env.get("AWS_REGION")
+        or env.get("AWS_DEFAULT_REGION")
+        or "us-east-1",
         config=Config(
             connect_timeout=timeout,
             read_timeout=timeout,
@@ -82,6 +105,18 @@ class ObjectStore:
         answer = self._call(f"read {uri}", lambda: self._s3.get_object(Bucket=bucket, Key=key))
         return None if answer is None else answer["Body"].read()
 
+    def download(self, uri: str, target: Path) -> bool:
+        """Stream the object into target (no whole file in memory); False if there is no such object."""
+        bucket, key = split_uri(uri)
+
+        def fetch() -> bool:
+            body = self._s3.get_object(Bucket=bucket, Key=key)["Body"]
+            with target.open("wb") as file:
+                shutil.copyfileobj(body, file)
+            return True
+
+        return self._call(f"read {uri}", fetch) or False
+
     def exists(self, uri: str) -> bool:
         bucket, key = split_uri(uri)
         return self._call(f"stat {uri}", lambda: self._s3.head_object(Bucket=bucket, Key=key)) is not None
@@ -110,9 +145,12 @@ class ObjectStore:
         try:
             return request()
         except ClientError as error:
-            code = error.response.get("Error", {}).get("Code", "")
+            answer = error.response.get("Error", {})
+            code, detail = answer.get("Code", ""), answer.get("Message", "")
             if code in _ABSENT:
                 return None
-            raise StorageError(f"{what}: S3 answered {code}") from error
+            raise StorageError(f"{what}: S3 answered {code}" + (f" ({detail})" if detail else "")) from error
+        except NoCredentialsError as error:
+            raise StorageError(f"{what}: {error}") from error
         except BotoCoreError as error:
             raise StorageError(f"{what}: S3 is unreachable: {error}") from error
