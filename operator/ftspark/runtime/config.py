@@ -11,7 +11,8 @@
 | FTSPARK_RESTORE_BATCH | roll the checkpoint back to this committed batch before starting |
 | FTSPARK_INITIAL_SAVEPOINT | savepoint to start from when a query has no checkpoint yet |
 | FTSPARK_SPARK_CONF | JSON object of Spark settings (spark.master may be local[...] in tests) |
-| FTSPARK_SPARK_JARS_DIR | the S3A jars (tools/spark_jars.sh); default ~/.cache/ftspark/jars/<versions> |
+| FTSPARK_SPARK_JARS_DIR | the S3A jars; default the Spark image's /opt/ftspark/jars/s3a if there is one, else
+  tools/spark_jars.sh's cache, `${FTSPARK_CACHE:-~/.cache/ftspark}/jars/<versions>` |
 | FTSPARK_RETAINED_CHECKPOINTS | checkpoint pointers kept in the store (default 5) |
 | FTSPARK_RESULTS_NAMESPACE | the operator's results namespace (the store needs one; default: the job's) |
 | FTSPARK_LEASE_DURATION / _RENEW_DEADLINE / _RETRY_PERIOD | driver Lease timings in seconds (15/10/2) |
@@ -32,7 +33,17 @@ from pathlib import Path
 
 from ftspark.domain.ha import JobKey
 
-DEFAULT_JARS_DIR = Path.home() / ".cache" / "ftspark" / "jars" / "hadoop-aws-3.4.1-awssdk-2.24.6"
+IMAGE_JARS_DIR = Path("/opt/ftspark/jars/s3a")  # images/spark-py/Dockerfile
+DEV_JARS_DIR_NAME = "hadoop-aws-3.4.1-awssdk-2.24.6"  # tools/spark_jars.sh's cache directory
+
+
+def s3a_jars_dir(env: Mapping[str, str], image_dir: Path = IMAGE_JARS_DIR) -> Path:
+    """Where the S3A jars are: as set, else in the Spark image, else in the development cache."""
+    if env.get("FTSPARK_SPARK_JARS_DIR"):
+        return Path(env["FTSPARK_SPARK_JARS_DIR"])
+    if image_dir.is_dir():
+        return image_dir
+    return Path(env.get("FTSPARK_CACHE") or Path.home() / ".cache" / "ftspark") / "jars" / DEV_JARS_DIR_NAME
 
 
 class ConfigError(Exception):
@@ -99,7 +110,7 @@ class RuntimeConfig:
             checkpoint_root=root,
             storage=(env.get("FTSPARK_STORAGE") or root.rsplit("/", 2)[0]).rstrip("/"),
             spark_conf={str(k): str(v) for k, v in spark_conf.items()},
-            jars_dir=Path(env.get("FTSPARK_SPARK_JARS_DIR") or DEFAULT_JARS_DIR),
+            jars_dir=s3a_jars_dir(env),
             restore_batch=int(restore_batch) if restore_batch else None,
             initial_savepoint=env.get("FTSPARK_INITIAL_SAVEPOINT") or None,
             retained_checkpoints=int(number("FTSPARK_RETAINED_CHECKPOINTS", 5)),

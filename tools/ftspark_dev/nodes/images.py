@@ -2,19 +2,17 @@
 
 | image pattern        | what the "image" provides                          | entrypoint                  |
 |----------------------|----------------------------------------------------|-----------------------------|
-| `ftspark/spark-py:*` | SPARK_HOME = the venv's pyspark, JAVA_HOME,        | Spark's entrypoint.sh,      |
-| `ftspark/ftspark:*`  | PYSPARK_PYTHON = the venv's python, PYTHONPATH =   | emulated (below)            |
+| `ftspark/spark-py:*` | SPARK_HOME = the venv's pyspark, JAVA_HOME,        | the real image's:           |
+| `ftspark/ftspark:*`  | PYSPARK_PYTHON = the venv's python, PYTHONPATH =   | ftspark.runtime.entrypoint  |
 |                      | the repo's operator/ (`ftspark` imports), PATH     |                             |
 |                      | with the venv's bin first                          |                             |
 | `python:*`           | PATH with the venv's bin first, PYTHONPATH as above | command + args             |
 | anything else        | the usual PATH                                     | command + args, or /bin/sh  |
 
-Spark's entrypoint.sh, emulated for the Spark images: args `executor …` become
-`$JAVA_HOME/bin/java $SPARK_JAVA_OPT_* -Xms$SPARK_EXECUTOR_MEMORY -Xmx$SPARK_EXECUTOR_MEMORY -cp <classpath>
-org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend --driver-url … --podName …`, args
-`driver …` become `spark-submit --conf spark.driver.bindAddress=$SPARK_DRIVER_BIND_ADDRESS --deploy-mode
-client …`, anything else runs as given. In every image a leading `python`/`python3` is the venv's
-interpreter, as the real image's python is the one with pyspark and ftspark installed.
+The Spark images run the same entrypoint function as the real image (images/spark-py/Dockerfile), Spark's
+entrypoint.sh contract: args `executor` become the executor JVM, `driver …` spark-submit in client mode,
+anything else runs as given. In every image a leading `python`/`python3` is the venv's interpreter, as the
+real image's python is the one with pyspark and ftspark installed.
 """
 
 from __future__ import annotations
@@ -28,6 +26,8 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ftspark.runtime.entrypoint import spark_argv
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 VENV_PYTHON = Path(sys.executable)
@@ -49,7 +49,7 @@ def java_home() -> Path:
     return Path(java).resolve().parents[1]
 
 
-Entrypoint = Callable[[Sequence[str], Sequence[str], Mapping[str, str]], list[str]]
+Entrypoint = Callable[[Sequence[str], Sequence[str], Mapping[str, str], str], list[str]]
 
 
 @dataclass(frozen=True)
@@ -65,73 +65,18 @@ def _python_first(argv: Sequence[str]) -> list[str]:
     return list(argv)
 
 
-def _command_or_shell(command: Sequence[str], args: Sequence[str], env: Mapping[str, str]) -> list[str]:
+def _command_or_shell(
+    command: Sequence[str], args: Sequence[str], env: Mapping[str, str], cwd: str
+) -> list[str]:
     return _python_first([*command, *args]) or ["/bin/sh"]
 
 
-def _spark_entrypoint(command: Sequence[str], args: Sequence[str], env: Mapping[str, str]) -> list[str]:
+def _spark_entrypoint(
+    command: Sequence[str], args: Sequence[str], env: Mapping[str, str], cwd: str
+) -> list[str]:
     if command:  # a pod's command replaces the image's ENTRYPOINT
         return _python_first([*command, *args])
-    if args and args[0] == "executor":
-        return _executor(args[1:], env)
-    if args and args[0] == "driver":
-        bind = env.get("SPARK_DRIVER_BIND_ADDRESS", "")
-        submit = Path(env["SPARK_HOME"]) / "bin" / "spark-submit"
-        return [
-            str(submit),
-            "--conf",
-            f"spark.driver.bindAddress={bind}",
-            "--deploy-mode",
-            "client",
-            *args[1:],
-        ]
-    return _python_first(args)
-
-
-def _executor(extra: Sequence[str], env: Mapping[str, str]) -> list[str]:
-    java_opts = [
-        value
-        for _, value in sorted(
-            (int(name.removeprefix("SPARK_JAVA_OPT_")), value)
-            for name, value in env.items()
-            if re.fullmatch(r"SPARK_JAVA_OPT_\d+", name)
-        )
-    ]
-    home = Path(env["SPARK_HOME"])
-    conf_dir = env.get("SPARK_CONF_DIR") or str(home / "conf")
-    # As entrypoint.sh: spark.executor.extraClassPath arrives as SPARK_CLASSPATH and comes first.
-    parts = (
-        env.get("SPARK_CLASSPATH", ""),
-        env.get("SPARK_EXTRA_CLASSPATH", ""),
-        conf_dir,
-        f"{home / 'jars'}/*",
-    )
-    classpath = ":".join(part for part in parts if part)
-    memory = env["SPARK_EXECUTOR_MEMORY"]
-    return [
-        str(Path(env["JAVA_HOME"]) / "bin" / "java"),
-        *java_opts,
-        f"-Xms{memory}",
-        f"-Xmx{memory}",
-        "-cp",
-        classpath,
-        "org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend",
-        "--driver-url",
-        env["SPARK_DRIVER_URL"],
-        "--executor-id",
-        env["SPARK_EXECUTOR_ID"],
-        "--cores",
-        env["SPARK_EXECUTOR_CORES"],
-        "--app-id",
-        env["SPARK_APPLICATION_ID"],
-        "--hostname",
-        env["SPARK_EXECUTOR_POD_IP"],
-        "--resourceProfileId",
-        env.get("SPARK_RESOURCE_PROFILE_ID", "0"),
-        "--podName",
-        env.get("SPARK_EXECUTOR_POD_NAME", ""),
-        *extra,
-    ]
+    return _python_first(spark_argv(args, env, cwd))
 
 
 def _spark_env() -> dict[str, str]:
@@ -178,13 +123,13 @@ def expand(value: str, env: Mapping[str, str]) -> str:
 
 
 def container_argv(
-    image_name: str, command: Sequence[str], args: Sequence[str], env: Mapping[str, str]
+    image_name: str, command: Sequence[str], args: Sequence[str], env: Mapping[str, str], cwd: str
 ) -> list[str]:
-    """What a container of image_name runs here, after $(VAR) expansion of command and args."""
+    """What a container of image_name started in cwd runs here, after $(VAR) expansion of command and args."""
     image = image_for(image_name)
     expanded_command = [expand(part, env) for part in command]
     expanded_args = [expand(part, env) for part in args]
-    return image.entrypoint(expanded_command, expanded_args, env)
+    return image.entrypoint(expanded_command, expanded_args, env, cwd)
 
 
 def image_env(image_name: str) -> dict[str, str]:

@@ -354,7 +354,11 @@ class PodRunner(threading.Thread):
             return
         env["FTSPARK_TERMINATION_LOG"] = str(container.termination_path)
         env[MARKER] = f"{self.node.marker}{self.uid}/{container.name}"
-        argv = images.container_argv(spec["image"], spec.get("command") or [], spec.get("args") or [], env)
+        working_dir = spec.get("workingDir")
+        cwd = working_dir or str(work)
+        argv = images.container_argv(
+            spec["image"], spec.get("command") or [], spec.get("args") or [], env, cwd
+        )
         script = ["set -e", f"/usr/bin/hostname {shlex.quote(self._hostname())}"]
         self.node.mountpoints.release(container.held_mountpoints)
         container.held_mountpoints = []
@@ -363,10 +367,9 @@ class PodRunner(threading.Thread):
             script.append(f"/usr/bin/mount --bind {shlex.quote(str(source))} {shlex.quote(target)}")
             if read_only:
                 script.append(f"/usr/bin/mount -o remount,bind,ro {shlex.quote(target)}")
-        working_dir = spec.get("workingDir")
         if working_dir:
             container.held_mountpoints += self.node.mountpoints.ensure(Path(working_dir), False)
-        script += [f"cd {shlex.quote(working_dir or str(work))}", 'exec "$@"']
+        script += [f"cd {shlex.quote(cwd)}", 'exec "$@"']
         with container.log_path.open("ab") as log_file:
             container.process = subprocess.Popen(
                 [

@@ -1,0 +1,37 @@
+"""The driver runtime finds the S3A jars: as set, in the Spark image, or in the development cache."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ftspark.runtime.config import DEV_JARS_DIR_NAME, IMAGE_JARS_DIR, RuntimeConfig, s3a_jars_dir
+
+
+@pytest.fixture
+def image_dir(tmp_path: Path) -> Path:
+    directory = tmp_path / "image" / "jars" / "s3a"
+    directory.mkdir(parents=True)
+    return directory
+
+
+def test_the_variable_wins(image_dir: Path) -> None:
+    assert s3a_jars_dir({"FTSPARK_SPARK_JARS_DIR": "/elsewhere"}, image_dir) == Path("/elsewhere")
+
+
+def test_the_images_directory_when_there_is_one(image_dir: Path) -> None:
+    assert s3a_jars_dir({"FTSPARK_SPARK_JARS_DIR": ""}, image_dir) == image_dir
+
+
+def test_the_development_cache_outside_the_image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    absent = tmp_path / "no-image"
+    assert s3a_jars_dir({}, absent) == tmp_path / "home" / ".cache" / "ftspark" / "jars" / DEV_JARS_DIR_NAME
+    assert s3a_jars_dir({"FTSPARK_CACHE": "/cache"}, absent) == Path("/cache/jars") / DEV_JARS_DIR_NAME
+
+
+def test_runtime_config_uses_it() -> None:
+    env = {"FTSPARK_JOB": "ns/job", "FTSPARK_POD_NAME": "job-1", "FTSPARK_CHECKPOINT_LOCATION": "s3://b/c/d"}
+    assert RuntimeConfig.from_env({**env, "FTSPARK_SPARK_JARS_DIR": "/j"}).jars_dir == Path("/j")
+    assert RuntimeConfig.from_env(env).jars_dir == s3a_jars_dir(env, IMAGE_JARS_DIR)
