@@ -45,7 +45,10 @@ def _status_lines(job: dict[str, Any]) -> list[str]:
         f"attempt:        {status.get('attempt', 0)}",
     ]
     if checkpoint := status.get("latestCheckpoint"):
-        lines.append(f"checkpoint:     {checkpoint['id']} at {checkpoint['time']} ({checkpoint['location']})")
+        batch = f", Spark batch {checkpoint['batchId']}" if "batchId" in checkpoint else ""
+        lines.append(
+            f"checkpoint:     id {checkpoint['id']}{batch} at {checkpoint['time']} ({checkpoint['location']})"
+        )
     if failure := status.get("lastFailure"):
         lines.append(f"last failure:   {failure['reason']}: {failure.get('message', '')}")
     for condition in status.get("conditions", []):

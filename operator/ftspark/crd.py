@@ -111,9 +111,17 @@ def custom_resource_definition() -> dict[str, Any]:
                         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
                         {"name": "Attempt", "type": "integer", "jsonPath": ".status.attempt"},
                         {
-                            "name": "Last checkpoint",
+                            "name": "Checkpoint",
                             "type": "integer",
+                            "description": "Id of the newest completed checkpoint (the job's counter).",
                             "jsonPath": ".status.latestCheckpoint.id",
+                        },
+                        {
+                            "name": "Batch",
+                            "type": "integer",
+                            "description": "The Spark micro-batch that checkpoint committed.",
+                            "jsonPath": ".status.latestCheckpoint.batchId",
+                            "priority": 1,
                         },
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],

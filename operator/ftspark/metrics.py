@@ -62,7 +62,9 @@ class JobMetrics(Collector):
         labels = ["namespace", "job"]
         restarts = GaugeMetricFamily("ftspark_job_restarts", "Restarts of the job so far.", labels=labels)
         last_id = GaugeMetricFamily(
-            "ftspark_job_last_checkpoint_id", "Newest completed checkpoint.", labels=labels
+            "ftspark_job_last_checkpoint_id",
+            "Id of the newest completed checkpoint: the job's checkpoint counter, not a Spark batch id.",
+            labels=labels,
         )
         age = GaugeMetricFamily(
             "ftspark_job_checkpoint_age_seconds", "Time since the newest completed checkpoint.", labels=labels

@@ -32,7 +32,12 @@ def test_cli_steers_the_gitops_way(
             "status": {
                 "phase": "Running",
                 "attempt": 2,
-                "latestCheckpoint": {"id": 7, "time": "2026-01-01T00:00:00Z", "location": "s3://b/c"},
+                "latestCheckpoint": {
+                    "id": 7,
+                    "batchId": 5,
+                    "time": "2026-01-01T00:00:00Z",
+                    "location": "s3://b/c",
+                },
             }
         },
     )
@@ -42,7 +47,7 @@ def test_cli_steers_the_gitops_way(
     assert main([*base, "status", "cli"]) == 0
     shown = capsys.readouterr().out
     assert "phase:          Running" in shown
-    assert "checkpoint:     7 at 2026-01-01T00:00:00Z (s3://b/c)" in shown
+    assert "checkpoint:     id 7, Spark batch 5 at 2026-01-01T00:00:00Z (s3://b/c)" in shown
 
     assert main([*base, "stop", "cli"]) == 0
     assert main([*base, "savepoint", "cli"]) == 0

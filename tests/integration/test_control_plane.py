@@ -57,7 +57,7 @@ def test_kubectl_get_shows_the_printer_columns(
     status: dict[str, Any] = {
         "phase": "Running",
         "attempt": 3,
-        "latestCheckpoint": {"id": 42, "time": since, "location": "s3://b/c"},
+        "latestCheckpoint": {"id": 42, "batchId": 40, "time": since, "location": "s3://b/c"},
         "conditions": [ready, {**ready, "status": "False"}],
     }
     with pytest.raises(ApiException) as twice:  # conditions are a map keyed by type
@@ -70,8 +70,13 @@ def test_kubectl_get_shows_the_printer_columns(
         API_GROUP, API_VERSION, namespace, PLURAL, "shown", {"status": status}
     )
     header, row = control_plane.kubectl("get", "ftsj", "-n", namespace).stdout.splitlines()
-    assert header.split() == ["NAME", "PHASE", "ATTEMPT", "LAST", "CHECKPOINT", "AGE"]
+    assert header.split() == ["NAME", "PHASE", "ATTEMPT", "CHECKPOINT", "AGE"]
     assert row.split()[:4] == ["shown", "Running", "3", "42"]
+    wide_header, wide_row = control_plane.kubectl(
+        "get", "ftsj", "-n", namespace, "-o", "wide"
+    ).stdout.splitlines()
+    assert wide_header.split() == ["NAME", "PHASE", "ATTEMPT", "CHECKPOINT", "BATCH", "AGE"]
+    assert wide_row.split()[:5] == ["shown", "Running", "3", "42", "40"]
 
 
 def test_kubectl_explain_shows_field_descriptions(control_plane: ControlPlane, installed_crd: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark.adapters.k8s.configmap_stores import configmap_stores
+from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.driver_pod import executor_template_name
 from ftspark.domain.fencing import Epoch, RetiredRecordError
@@ -430,13 +430,18 @@ def test_result_outlives_the_job_until_its_retention(
 def _report_checkpoints(
     api: client.ApiClient, s3: S3Server, fleet: OperatorFleet, job: str, location: str, batches: list[int]
 ) -> None:
-    """What a driver (attempt 1) reports: pointers to committed batches."""
+    """What a driver (attempt 1) reports: pointers to committed batches, with ids from the job's counter
+    (0, 1, ...: not the batch ids)."""
     stores = configmap_stores(api, S3BlobStore(s3.client()), results_namespace=fleet.namespace)
     key, epoch = JobKey(namespace=fleet.watch_namespace, name=job), Epoch("driver", 1, f"{job}-1-driver")
     for batch in batches:
         completed = datetime.datetime.now(datetime.UTC)
         pointer = CheckpointPointer(
-            checkpoint_id=batch, batch_id=batch, location=location, completed_at=completed, attempt=1
+            checkpoint_id=stores.checkpoints.counter(key) + 1,
+            batch_id=batch,
+            location=location,
+            completed_at=completed,
+            attempt=1,
         )
         stores.checkpoints.add(key, pointer, epoch, retained=3)
 
@@ -456,11 +461,13 @@ def test_restart_restores_the_newest_checkpoint_that_is_really_there(
     for batch in (4, 5):  # batch 6's commit never reached S3
         s3.put_object(Bucket=bucket, Key=f"{prefix}/commits/{batch}", Body=b"v1\n{}")
     _report_checkpoints(api_client, s3_server, fleet, "restore", location, [4, 5, 6])
-    eventually(
-        lambda: job_status(api_client, ns, "restore").get("latestCheckpoint", {}).get("id") == 6,
-        timeout=30,
-        what="the newest pointer shows in status",
-    )
+
+    def newest_pointer() -> dict[str, Any] | None:
+        shown: dict[str, Any] = job_status(api_client, ns, "restore").get("latestCheckpoint", {})
+        return shown if shown.get("id") == 2 else None
+
+    newest = eventually(newest_pointer, timeout=30, what="the newest pointer shows in status")
+    assert (newest["id"], newest["batchId"], newest["location"]) == (2, 6, location)
 
     set_driver_exited(core, ns, "restore-1-driver", 137, "killed")
     eventually(
@@ -570,7 +577,7 @@ def test_metrics_and_probes(
     _report_checkpoints(api_client, s3_server, fleet, "observed", f"s3://{bucket}/observed", [3, 7])
     labels = f'{{job="observed",namespace="{ns}"}}'
     eventually(
-        lambda: _metric(fleet.probe(first, "/metrics")[1], f"ftspark_job_last_checkpoint_id{labels}") == 7,
+        lambda: _metric(fleet.probe(first, "/metrics")[1], f"ftspark_job_last_checkpoint_id{labels}") == 1,
         timeout=30,
         what="the newest checkpoint id in the metrics",
     )
@@ -715,7 +722,9 @@ def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
 
 
 def _ha_config_maps(core: client.CoreV1Api, namespace: str, job: str) -> list[str]:
-    found = core.list_namespaced_config_map(namespace, label_selector=f"ftspark.io/job={job}").items
+    """The job's HA records (not the executor templates of its attempts, which carry the job label too)."""
+    selector = f"ftspark.io/job={job},{STORE_LABEL}"
+    found = core.list_namespaced_config_map(namespace, label_selector=selector).items
     return sorted(c.metadata.name for c in found)
 
 

@@ -58,5 +58,7 @@ class JobResultEntry(BaseModel):
     message: str = ""
     clean: bool = False
     retain_seconds: int = Field(
-        default=0, ge=0, description="Kept this long after the job's resource is gone; 0: forever."
+        default=0,
+        ge=0,
+        description="Kept this long after finished_at, and until the job's resource is gone; 0: forever.",
     )

@@ -178,9 +178,11 @@ class ResultStoreSpec(_Model):
     ttl_seconds: int = Field(
         default=7 * 24 * 3600,
         ge=0,
-        description="How long a finished job's result is kept once the resource itself is deleted; "
-        "0 keeps it forever. While the resource exists its result is kept: it is what stops a new leader "
-        "from running a finished job again.",
+        description="How long a finished job's result is kept, counted from when the job finished; 0 keeps "
+        "it forever. It is deleted only once the resource is gone too (deleted, or re-created with another "
+        "uid): while the resource exists its result is what stops a new leader from running the finished job "
+        "again. Results past their retention go at the operator's next sweep (every 300 s by default: the "
+        "chart's resultSweepSeconds).",
     )
 
 
@@ -214,11 +216,17 @@ class JobSpec(_Model):
         default="IfNotPresent", description="Pull policy of the driver and executor images."
     )
     main_application_file: str = Field(
-        min_length=1, description="The PySpark script, e.g. local:///opt/app/job.py or s3://bucket/job.py."
+        min_length=1,
+        description="The PySpark script: a path in the image (local:///opt/app/job.py or /opt/app/job.py) or "
+        "an S3 object (s3://bucket/job.py, also s3a://), which the driver fetches before Spark starts with "
+        "the job's S3 settings (sparkConf spark.hadoop.fs.s3a.*, else the AWS_* variables of env).",
     )
     arguments: list[str] = Field(default_factory=list, description="Arguments passed to the script.")
     py_files: list[str] = Field(
-        default_factory=list, description="Extra Python files or archives (--py-files)."
+        default_factory=list,
+        description="Extra Python files or archives (.py, .zip, .egg) for the driver and the executors "
+        "(spark.submit.pyFiles, as --py-files): paths in the image, or S3 objects fetched by the driver as "
+        "mainApplicationFile is.",
     )
     spark_conf: dict[str, str] = Field(
         default_factory=dict, description="Extra Spark configuration (--conf k=v)."
@@ -243,8 +251,9 @@ class JobSpec(_Model):
     )
     desired_state: DesiredState = Field(
         default="running",
-        description="running; stopped (stop with a final checkpoint, resume without rewind); "
-        "cancelled (stop now); suspended (the same stop as stopped, shown as phase Suspended: a pause).",
+        description="running; stopped (stop with a final checkpoint, resume from it without rewind; no "
+        "savepoint is taken); cancelled (stop now); suspended (the same stop as stopped, shown as phase "
+        "Suspended: a pause).",
     )
     stop_timeout_seconds: int = Field(
         default=300, ge=1, description="How long a stop may take before it is escalated to a cancel."
@@ -302,9 +311,17 @@ class Condition(_Model):
 
 
 class CheckpointRef(_Model):
-    id: int = Field(ge=0, description="Checkpoint id (the committed micro-batch id).")
+    id: int = Field(
+        ge=0,
+        description="Checkpoint id: the job's checkpoint counter, one up for every checkpoint a driver "
+        "records, across attempts and queries (Flink's CheckpointIDCounter). Not a Spark batch id: see "
+        "batchId.",
+    )
+    batch_id: int | None = Field(
+        default=None, ge=0, description="The Spark micro-batch id this checkpoint committed, in its query."
+    )
     time: datetime = Field(description="When the checkpoint completed.")
-    location: str = Field(description="s3:// location of the checkpoint directory.")
+    location: str = Field(description="The query's checkpoint directory (s3a://, as Spark names it).")
 
 
 class SavepointRef(_Model):
@@ -372,7 +389,7 @@ class JobStatus(_Model):
     )
     driver_pod: str | None = Field(default=None, description="Name of the current attempt's driver pod.")
     latest_checkpoint: CheckpointRef | None = Field(
-        default=None, description="The newest completed checkpoint."
+        default=None, description="The newest completed checkpoint (the highest checkpoint id)."
     )
     savepoints: list[SavepointRef] = Field(default_factory=list, description="Savepoints taken, newest last.")
     savepoint_in_progress: SavepointRequest | None = Field(

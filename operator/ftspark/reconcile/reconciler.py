@@ -260,7 +260,10 @@ class Reconciler:
                 status = status.model_copy(
                     update={
                         "latest_checkpoint": CheckpointRef(
-                            id=newest.checkpoint_id, time=newest.completed_at, location=newest.location
+                            id=newest.checkpoint_id,
+                            batch_id=newest.batch_id,
+                            time=newest.completed_at,
+                            location=newest.location,
                         )
                     }
                 )
