@@ -28,7 +28,8 @@ LEADER = Gauge("ftspark_leader", "1 while this replica holds the operator Lease,
 LEASE_TRANSITIONS = Counter("ftspark_lease_transitions_total", "Changes of the operator Lease holder seen.")
 FAILOVER_SECONDS = Gauge(
     "ftspark_failover_duration_seconds",
-    "At this replica's last take-over: time since the previous holder's last renew it had seen.",
+    "At this replica's last take-over: seconds since it first saw the previous holder's last renew (0 after "
+    "a release).",
 )
 STORE_CONFLICTS = Counter(
     "ftspark_store_conflicts_total", "Compare-and-swap conflicts in the HA stores (retried).", ["record"]

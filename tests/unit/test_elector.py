@@ -216,6 +216,36 @@ def test_a_released_lease_is_taken_at_the_next_retry_with_the_next_term() -> Non
     assert recorder.epochs() == [Epoch(scope="operator", term=5, holder="b")]
 
 
+class LongestWaits(random.Random):
+    """Every jittered retry as long as it can be: retryPeriod x 2.2."""
+
+    def random(self) -> float:
+        return 1.0
+
+
+@pytest.mark.parametrize("rng", [LongestWaits(), random.Random(7)], ids=["longest-waits", "random"])
+def test_takeover_comes_a_lease_duration_to_that_plus_two_longest_retries_after_the_last_renew(
+    rng: random.Random,
+) -> None:
+    """The bound the chart and docs/architecture.md state: the follower sees the last renew up to one
+    jittered retry late, counts leaseDuration from then, and acts at its first retry after that."""
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    write(lease, "other", clock.wall(), transitions=0)
+    last_renew = 0.1  # just after the follower's first look, then the holder dies
+    clock.at(last_renew, lambda: write(lease, "other", clock.wall(), transitions=0))
+    clock.at(60.0, stop.set)
+    config = LeaderElectionConfig(identity="b", **CONFIG)
+    lock = InMemoryLeaseLock(lease, "b")
+    LeaderElector(config, lock, on_started_leading=recorder.started, clock=clock, rng=rng).run(stop)
+
+    [took_over] = recorder.times("started")
+    assert 15.0 <= took_over - last_renew <= 15.0 + 2 * MAX_RETRY_WAIT
+    if isinstance(rng, LongestWaits):
+        # Beyond leaseDuration + one longest retry: the old bound of the docs did not hold.
+        assert took_over - last_renew > 15.0 + MAX_RETRY_WAIT
+
+
 def test_each_new_holder_is_a_new_term_and_the_same_holder_keeps_its_term() -> None:
     clock, lease = FakeClock(), InMemoryLease()
     recorder = Recorder(clock)

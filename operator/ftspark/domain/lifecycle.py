@@ -379,7 +379,7 @@ class _Context:
         mode = self.spec.upgrade_mode
         if self.current is not None and self.current.phase not in {DriverPhase.SUCCEEDED, DriverPhase.FAILED}:
             if mode == "savepoint" and self.current.phase == DriverPhase.RUNNING:
-                # Stop with a final checkpoint and a savepoint of it (FLIP-45's stop-with-savepoint); after
+                # Stop with a final checkpoint and a savepoint of it (FLIP-34's stop-with-savepoint); after
                 # a timeout, cancel: the new attempt then restores the latest checkpoint and re-runs at most
                 # the one uncommitted batch, as a last-state upgrade.
                 self._request_stop(self.current, upgrade_savepoint_id(self.current.attempt))
