@@ -1,5 +1,5 @@
-"""What task-local recovery buys and costs (DESIGN §8), measured with real PySpark, RocksDB state on the
-loopback S3 server through S3A, and the wrapper jar.
+"""What task-local recovery (docs/local-recovery.md) buys and costs, measured with real PySpark, RocksDB
+state on the loopback S3 server through S3A, and the wrapper jar.
 
 1. Load: the same stateful job builds the same state twice, with node-local copies and without (the wrapper
    as a pass-through), and the per-checkpoint cost is compared: RocksDB's file sync time per commit, the

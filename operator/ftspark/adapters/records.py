@@ -1,4 +1,4 @@
-"""The HA stores written once, over fenced and versioned records (DESIGN §4, §5).
+"""The HA stores written once, over fenced and versioned records (docs/architecture.md, "Fencing").
 
 A record is the unit of compare-and-swap: a ConfigMap (adapters.k8s), an S3 object (adapters.s3) or a dict
 entry (adapters.memory). It holds string data, the highest term that wrote it per fence scope, and a version

@@ -1,6 +1,6 @@
-"""The Kubernetes objects of one driver attempt, as plain manifests (DESIGN §3): a Pod running our driver
-runtime (spark-submit in client mode inside it) and a headless Service. Names are deterministic, so creating
-them twice is harmless and a new leader finds them.
+"""The Kubernetes objects of one driver attempt, as plain manifests (docs/architecture.md, "Objects"): a Pod
+running our driver runtime (spark-submit in client mode inside it) and a headless Service. Names are
+deterministic, so creating them twice is harmless and a new leader finds them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Fencing tokens (DESIGN §5): every store write carries the writer's epoch; an older epoch is refused.
+"""Fencing tokens (docs/architecture.md, "Fencing"): every store write carries the writer's epoch; an older
+epoch is refused.
 
 Two scopes fence independently: the operator leader (term = the Lease's leaseTransitions when it was
 acquired) and the job's driver (term = its attempt number, advanced by the operator before the attempt's pod

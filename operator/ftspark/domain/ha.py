@@ -1,4 +1,4 @@
-"""What the HA stores hold (DESIGN §4): job graphs, checkpoint pointers, job results. Pure data."""
+"""What the HA stores hold: job graphs, checkpoint pointers, job results (ports/stores.py). Pure data."""
 
 from __future__ import annotations
 

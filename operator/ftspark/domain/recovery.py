@@ -1,4 +1,4 @@
-"""Which checkpoint a new attempt restores (DESIGN §5).
+"""Which checkpoint a new attempt restores.
 
 The newest retained pointer whose checkpoint is really there (commits/<batch> exists); an unusable latest one
 falls back to the next older one. When pointers exist but none is usable, the answer is "manual restore

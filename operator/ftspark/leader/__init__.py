@@ -1,1 +1,2 @@
-"""Operator leader election on a Lease (DESIGN §4, §5): one acting operator, fenced by its Epoch."""
+"""Operator leader election on a Lease: one acting operator, fenced by its Epoch (docs/architecture.md,
+"One replica's life" and "Fencing")."""

@@ -1,4 +1,5 @@
-"""The HA stores (DESIGN §4, §5). Every write is conditional and fenced by the writer's Epoch.
+"""The HA stores: job graphs, checkpoint pointers, job results (docs/architecture.md, "Objects" and
+"Fencing"). Every write is conditional and fenced by the writer's Epoch.
 
 Implementations: adapters.memory (unit tests), adapters.k8s (ConfigMaps), adapters.s3. One contract test
 suite (tests/contract) runs against all of them.

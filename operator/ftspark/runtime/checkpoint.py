@@ -1,4 +1,5 @@
-"""Spark's checkpoint directory of one query (DESIGN §3), read and repaired through the ObjectStore.
+"""Spark's checkpoint directory of one query, read and repaired through the ObjectStore (the rollback rules:
+docs/driver-runtime.md, "Rollback of a damaged checkpoint").
 
     metadata                 the query id
     offsets/<n>              write-ahead log: "v1", a metadata line, one offset line per source

@@ -1,4 +1,4 @@
-"""Control requests from the operator, read from the driver's own pod (DESIGN §6).
+"""Control requests from the operator, read from the driver's own pod (docs/driver-runtime.md).
 
 The annotation `ftspark.io/control` holds one request, `<action>@<argument>`:
 

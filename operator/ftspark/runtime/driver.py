@@ -1,9 +1,10 @@
 """`python -m ftspark.runtime driver <mainApplicationFile> [args...]`: the driver pod's entry point.
 
-Order matters (DESIGN §5, §6): check the inputs (main file, S3), hold the driver Lease, then build the
-session and run the user's script; each query's checkpoint directory is prepared (savepoint restore,
-rollback) just before it starts. Whatever happens, the driver ends with one termination message and the
-exit code of termination.Exit.
+Order matters (docs/driver-runtime.md, "Order of a driver's life"): first fetch and check the inputs (the
+application files, the checkpoint bucket), so bad input fails at once, without waiting for a Lease; then hold
+the driver Lease, before anything of this attempt can write; only then build the session and run the user's
+script. Each query's checkpoint directory is prepared (savepoint restore, rollback) just before it starts.
+Whatever happens, the driver ends with one termination message and the exit code of termination.Exit.
 """
 
 from __future__ import annotations

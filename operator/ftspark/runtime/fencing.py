@@ -1,6 +1,7 @@
-"""Driver self-fencing (DESIGN §5, rules 2 and 3): the job's driver Lease `<job>-driver`, held while any
-query runs. The operator's leader elector does the work; a driver that cannot renew in time is told at once
-(on_lost) and must stop every query and exit."""
+"""Driver self-fencing: the job's driver Lease `<job>-driver`, held while any query runs, so two attempts
+never run queries at once; a driver that cannot renew in time stops every query and exits before another
+attempt may take the Lease (docs/driver-runtime.md). The operator's leader elector does the work and tells
+the driver at once (on_lost)."""
 
 from __future__ import annotations
 

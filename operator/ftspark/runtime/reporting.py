@@ -1,8 +1,9 @@
-"""Every committed micro-batch becomes a checkpoint pointer in the job's checkpoint store (DESIGN §4, §5).
+"""Every committed micro-batch becomes a checkpoint pointer in the job's checkpoint store (ConfigMap
+`<job>-checkpoints`; docs/architecture.md, "Objects" and "Fencing").
 
 Spark's progress event for batch n arrives after commits/n was written, but an idle query also sends
 progress events (for the batch it would run next), so a pointer is only written once commits/n is seen in
-storage — which also keeps rule 4: the pointer comes after what it points to. Writes are fenced by the
+storage — which also keeps a pointer from ever coming before the data it points to. Writes are fenced by the
 attempt (driver scope); a FencedOutError means a newer attempt exists or the job is gone: this driver is
 fenced out.
 """

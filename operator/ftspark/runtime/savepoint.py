@@ -1,4 +1,5 @@
-"""Savepoints (DESIGN §2): a self-contained copy of each query's checkpoint at its latest committed batch.
+"""Savepoints (docs/driver-runtime.md, "Savepoints"): a self-contained copy of each query's checkpoint at its
+latest committed batch.
 
     <storage>/savepoints/<id>/<query>/...      the files batch n needs (CheckpointDir.files_for)
     <storage>/savepoints/<id>/_manifest.json   written last: {id, job, createdAt, queries: {query:

@@ -23,7 +23,7 @@ class Exit(IntEnum):
 
     FINISHED = 0  # the script returned (every query ended) or a requested stop completed
     SCRIPT_FAILED = 1  # the user's script raised
-    BAD_INPUT = 2  # missing main file, bad environment, unreachable S3, no restorable checkpoint
+    BAD_INPUT = 2  # an unusable application file, bad environment, unreachable S3, no restorable checkpoint
     FENCED_OUT = 3  # lost the driver Lease, or a newer attempt fenced the checkpoint store
 
 

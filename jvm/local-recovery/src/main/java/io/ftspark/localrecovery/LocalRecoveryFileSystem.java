@@ -32,7 +32,7 @@ import org.slf4j.LoggerFactory;
 
 /**
  * A FileSystem for the checkpoint scheme that delegates everything to the real one (S3A) and keeps a verified
- * node-local copy of immutable state store files (DESIGN §8, {@link StateFiles}).
+ * node-local copy of immutable state store files (docs/local-recovery.md, {@link StateFiles}).
  *
  * <pre>
  * spark.hadoop.fs.s3a.impl=io.ftspark.localrecovery.LocalRecoveryFileSystem
