@@ -48,9 +48,7 @@ def test_example_and_the_pods_built_from_it_are_accepted(
     core = client.CoreV1Api(api_client)
     core.create_namespaced_service(namespace, driver_service(plan), dry_run="All")
     core.create_namespaced_pod(namespace, driver_pod(plan), dry_run="All")
-    template = executor_template_config_map(plan)
-    if template is not None:
-        core.create_namespaced_config_map(namespace, template, dry_run="All")
+    core.create_namespaced_config_map(namespace, executor_template_config_map(plan), dry_run="All")
     # Credentials come from a Secret by reference: no value of theirs is in the spec or Spark's conf.
     conf = spark_conf(plan)
     assert not any("secret.key" in key or "access.key" in key for key in conf), conf

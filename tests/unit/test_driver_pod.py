@@ -82,7 +82,6 @@ def test_executor_pod_template_is_mounted_and_named_to_spark() -> None:
     }
     attempt = plan(executor={"podTemplate": template})
     config_map = executor_template_config_map(attempt)
-    assert config_map is not None
     assert config_map["metadata"]["name"] == "job-3-driver-executor-template"
     stored = json.loads(config_map["data"]["pod-template.json"])
     assert stored["spec"]["tolerations"] == template["spec"]["tolerations"]
@@ -93,7 +92,21 @@ def test_executor_pod_template_is_mounted_and_named_to_spark() -> None:
         == f"{mount['mountPath']}/pod-template.json"
     )
     assert pod["spec"]["volumes"][0]["configMap"]["name"] == "job-3-driver-executor-template"
-    assert executor_template_config_map(plan()) is None
+
+
+def test_drivers_and_executors_meet_pod_security_restricted_unless_the_template_says_otherwise() -> None:
+    restricted_pod = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    restricted_container = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    attempt = plan()
+    driver = driver_pod(attempt)
+    executor = json.loads(executor_template_config_map(attempt)["data"]["pod-template.json"])
+    for pod in (driver, executor):
+        assert pod["spec"]["securityContext"] == restricted_pod
+        assert pod["spec"]["containers"][0]["securityContext"] == restricted_container
+    assert executor["spec"]["containers"][0]["name"] == "executor"  # Spark takes the first container
+
+    loosened = plan(executor={"podTemplate": {"spec": {"securityContext": {"runAsNonRoot": False}}}})
+    assert executor_pod_template(loosened)["spec"]["securityContext"]["runAsNonRoot"] is False
 
 
 def test_driver_pod_template_merges_over_the_operators_pod() -> None:
@@ -127,7 +140,6 @@ def test_local_recovery_template_mounts_the_node_dir_and_prefers_the_old_nodes()
         plan(localRecovery={"enabled": True, "hostPath": "/mnt/state"}), local_state_nodes=("n1", "n2")
     )
     template = executor_pod_template(attempt)
-    assert template is not None
     volume = template["spec"]["volumes"][0]
     assert volume["name"].startswith("spark-local-dir-"), "Spark uses it as the executor's local dir"
     assert volume["hostPath"] == {"path": "/mnt/state", "type": "DirectoryOrCreate"}
@@ -139,10 +151,9 @@ def test_local_recovery_template_mounts_the_node_dir_and_prefers_the_old_nodes()
 
     strict = replace(plan(localRecovery={"enabled": True, "affinity": "required"}), local_state_nodes=("n1",))
     required = executor_pod_template(strict)
-    assert required is not None
     terms = required["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["n1"]
-    assert "affinity" not in (executor_pod_template(plan(localRecovery={"enabled": True})) or {})["spec"]
+    assert "affinity" not in executor_pod_template(plan(localRecovery={"enabled": True}))["spec"]
 
 
 def test_local_recovery_puts_the_filesystem_wrapper_in_front_of_s3a() -> None:

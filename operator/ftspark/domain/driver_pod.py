@@ -14,6 +14,8 @@ from ftspark import API_GROUP, API_VERSION, JOB_LABEL, KIND
 from ftspark.domain.lifecycle import RestoreFrom, driver_pod_name
 from ftspark.domain.models import EnvVar, JobSpec
 
+Manifest = dict[str, Any]
+
 ATTEMPT_LABEL = "ftspark.io/attempt"
 ROLE_LABEL = "ftspark.io/role"
 CONTROL_ANNOTATION = "ftspark.io/control"  # operator -> driver: stop@<time>, savepoint@<id>
@@ -32,9 +34,11 @@ LOCAL_RECOVERY_JAR = (
     "/opt/ftspark/jars/ftspark-local-recovery.jar"  # in the Spark image; spec.env may override
 )
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+# Pod Security "restricted" for drivers and executors by default (the Spark image runs as uid 185); a job's
+# podTemplate may override any field, within what its namespace's Pod Security level admits.
+POD_SECURITY_CONTEXT: Manifest = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY_CONTEXT: Manifest = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 EXECUTOR_TEMPLATE_FILE = "pod-template.json"  # JSON is YAML: Spark reads it as its pod template file
-
-Manifest = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -109,10 +113,7 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
     }
     if spec.py_files:
         conf["spark.submit.pyFiles"] = ",".join(spec.py_files)
-    if executor_pod_template(plan) is not None:
-        conf["spark.kubernetes.executor.podTemplateFile"] = (
-            f"{EXECUTOR_TEMPLATE_DIR}/{EXECUTOR_TEMPLATE_FILE}"
-        )
+    conf["spark.kubernetes.executor.podTemplateFile"] = f"{EXECUTOR_TEMPLATE_DIR}/{EXECUTOR_TEMPLATE_FILE}"
     if spec.local_recovery.enabled:
         conf |= local_recovery_conf(f"{spec.local_recovery.host_path}/state")
     return {**conf, **spec.spark_conf}
@@ -130,30 +131,25 @@ def local_recovery_conf(local_dir: str | None) -> dict[str, str]:
     return conf
 
 
-def executor_pod_template(plan: AttemptPlan) -> Manifest | None:
-    """The user's executor template, plus what localRecovery needs: the node-local directory as Spark's local
-    dir (Spark uses volumes named spark-local-dir-*), and node affinity to where the state already is."""
+def executor_pod_template(plan: AttemptPlan) -> Manifest:
+    """The executors' pod template (Spark takes its first container for the executor): our security defaults,
+    what localRecovery needs (the node-local directory as Spark's local dir — Spark uses volumes named
+    spark-local-dir-* — and node affinity to where the state already is), then the user's template."""
     spec = plan.spec
     recovery = spec.local_recovery
-    if not recovery.enabled:
-        return copy.deepcopy(spec.executor.pod_template) or None
+    container: Manifest = {"name": "executor", "securityContext": copy.deepcopy(CONTAINER_SECURITY_CONTEXT)}
     ours: Manifest = {
-        "spec": {
-            "volumes": [
-                {
-                    "name": LOCAL_STATE_VOLUME,
-                    "hostPath": {"path": recovery.host_path, "type": "DirectoryOrCreate"},
-                }
-            ],
-            "containers": [
-                {
-                    "name": "executor",
-                    "volumeMounts": [{"name": LOCAL_STATE_VOLUME, "mountPath": recovery.host_path}],
-                }
-            ],
-        }
+        "spec": {"securityContext": copy.deepcopy(POD_SECURITY_CONTEXT), "containers": [container]}
     }
-    if plan.local_state_nodes:
+    if recovery.enabled:
+        ours["spec"]["volumes"] = [
+            {
+                "name": LOCAL_STATE_VOLUME,
+                "hostPath": {"path": recovery.host_path, "type": "DirectoryOrCreate"},
+            }
+        ]
+        container["volumeMounts"] = [{"name": LOCAL_STATE_VOLUME, "mountPath": recovery.host_path}]
+    if recovery.enabled and plan.local_state_nodes:
         term: Manifest = {
             "matchExpressions": [
                 {"key": HOSTNAME_LABEL, "operator": "In", "values": list(plan.local_state_nodes)}
@@ -169,14 +165,11 @@ def executor_pod_template(plan: AttemptPlan) -> Manifest | None:
     return merge_template(ours, spec.executor.pod_template)
 
 
-def executor_template_config_map(plan: AttemptPlan) -> Manifest | None:
-    """The executor pod template as the file Spark reads, in a ConfigMap the driver pod mounts; None if none.
+def executor_template_config_map(plan: AttemptPlan) -> Manifest:
+    """The executor pod template as the file Spark reads, in a ConfigMap the driver pod mounts.
 
     Made per attempt, so a spec change never alters the template of a running attempt."""
-    pod_template = executor_pod_template(plan)
-    if pod_template is None:
-        return None
-    template = {"apiVersion": "v1", "kind": "Pod", **pod_template}
+    template = {"apiVersion": "v1", "kind": "Pod", **executor_pod_template(plan)}
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -258,6 +251,8 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         ],
         "resources": {"requests": {"cpu": str(spec.driver.cores), "memory": _request(spec.driver.memory)}},
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": copy.deepcopy(CONTAINER_SECURITY_CONTEXT),
+        "volumeMounts": [{"name": "executor-template", "mountPath": EXECUTOR_TEMPLATE_DIR, "readOnly": True}],
     }
     pod: Manifest = {
         "apiVersion": "v1",
@@ -270,16 +265,11 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         "spec": {
             "restartPolicy": "Never",  # a failed driver is a failed attempt: the operator decides what next
             "serviceAccountName": DRIVER_SERVICE_ACCOUNT,
+            "securityContext": copy.deepcopy(POD_SECURITY_CONTEXT),
             "containers": [container],
+            "volumes": [{"name": "executor-template", "configMap": {"name": _executor_template_name(plan)}}],
         },
     }
-    if executor_pod_template(plan) is not None:
-        pod["spec"]["volumes"] = [
-            {"name": "executor-template", "configMap": {"name": _executor_template_name(plan)}}
-        ]
-        container["volumeMounts"] = [
-            {"name": "executor-template", "mountPath": EXECUTOR_TEMPLATE_DIR, "readOnly": True}
-        ]
     return merge_template(pod, spec.driver.pod_template)
 
 

@@ -121,14 +121,11 @@ class KubeDrivers:
         core, namespace = self._core, plan.namespace
         template = executor_template_config_map(plan)
         steps: list[tuple[str, Manifest, Any, Any]] = [
+            # The template first: a missing ConfigMap volume would keep the pod from starting.
+            ("ConfigMap", template, core.create_namespaced_config_map, core.delete_namespaced_config_map),
             ("Pod", driver_pod(plan), core.create_namespaced_pod, core.delete_namespaced_pod),
             ("Service", driver_service(plan), core.create_namespaced_service, core.delete_namespaced_service),
         ]
-        if template is not None:  # first: a missing ConfigMap volume would keep the pod from starting
-            steps.insert(
-                0,
-                ("ConfigMap", template, core.create_namespaced_config_map, core.delete_namespaced_config_map),
-            )
         # In order; an object the API server refuses (a user's podTemplate can make the pod invalid) undoes
         # the ones before it, so no half of an attempt is left behind. Costs nothing when all goes well.
         created: list[tuple[Any, str]] = []
