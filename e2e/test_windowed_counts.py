@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from ftspark_dev.tour import FaultTour
+from ftspark_dev.tour import ProcessFaultTour
 from ftspark_dev.windowed_counts import RECORDS_PER_FILE
 from ftspark_dev.world import World
 
 
 @pytest.mark.timeout(2400)  # ten faults, each recovered by real Spark on 2 cores
 def test_windowed_counts_survive_every_fault_exactly_once(world: World, tmp_path: Path) -> None:
-    tour = FaultTour(world, tmp_path)
+    tour = ProcessFaultTour(world, tmp_path)
     tour.start()
     tour.kill_executor()
     tour.kill_driver()

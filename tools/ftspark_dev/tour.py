@@ -1,5 +1,6 @@
-"""The example streaming job driven through faults on a World: the end-to-end suite and `make demo` both
-take this tour. Each step injects one fault and measures fault -> next committed batch."""
+"""The example streaming job driven through faults: the end-to-end suite and `make demo` take this tour, on
+process-backed nodes (ftspark_dev.world) or on real nodes (ftspark_dev.realworld). Each step injects one fault
+and measures fault -> next committed batch."""
 
 from __future__ import annotations
 
@@ -7,12 +8,34 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Protocol
 
 import urllib3
 from kubernetes import client
 
 from ftspark_dev.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
-from ftspark_dev.world import JOBS_NAMESPACE, World
+from ftspark_dev.world import World
+
+
+class TourWorld(Protocol):
+    """An installation the tour can drive: jobs in its jobs namespace, and the faults both kinds of node
+    can suffer."""
+
+    def job(self, name: str, input_dir: Path, output_dir: Path, **spec: Any) -> dict[str, Any]: ...
+    def create(self, body: dict[str, Any]) -> None: ...
+    def patch(self, name: str, spec: dict[str, Any]) -> None: ...
+    def status(self, name: str) -> dict[str, Any]: ...
+    def drivers(self, name: str) -> list[client.V1Pod]: ...
+    def log(self, pod: str) -> str: ...
+    def kill_pod(self, pod: str) -> None: ...
+    def kill_pods(self, label_selector: str) -> list[str]: ...
+    def kill_node(self, node: str) -> None: ...
+    def restart_node(self, node: str) -> None: ...
+    def operator_leader(self) -> str | None: ...
+    def acting_leaders(self) -> list[str]: ...
+
+    def kill_operator(self, identity: str) -> None:
+        """SIGKILL of a replica; it comes back as its Deployment brings it back."""
 
 
 class Watch:
@@ -21,7 +44,7 @@ class Watch:
     a successor can only take over a lease duration after the last renewal, so a sampling round, far shorter
     than that gap, cannot see a handover as an overlap). Also records the phases the job went through."""
 
-    def __init__(self, world: World, job: str) -> None:
+    def __init__(self, world: TourWorld, job: str) -> None:
         self.world, self.job, self._stop = world, job, threading.Event()
         self.most_alive = self.most_leaders = 0
         self.phases_seen: list[str] = []
@@ -38,13 +61,7 @@ class Watch:
                 continue  # the API server is down for a while in one of the steps
             if phase and (not self.phases_seen or self.phases_seen[-1] != phase):
                 self.phases_seen.append(phase)
-            fleet = self.world.fleet
-            acting = [
-                identity
-                for identity in list(fleet.replicas)
-                if (answer := fleet.probe(identity, "/healthz"))[0] == 200 and answer[1].startswith("leading")
-            ]
-            self.most_leaders = max(self.most_leaders, len(acting))
+            self.most_leaders = max(self.most_leaders, len(self.world.acting_leaders()))
 
     def stop(self) -> None:
         self._stop.set()
@@ -52,7 +69,9 @@ class Watch:
 
 
 class FaultTour:
-    def __init__(self, world: World, work: Path, *, name: str = "counts", feed_interval: float = 2.0) -> None:
+    def __init__(
+        self, world: TourWorld, work: Path, *, name: str = "counts", feed_interval: float = 2.0
+    ) -> None:
         self.world, self.name, self.feed_interval = world, name, feed_interval
         self.source, self.output = work / "in", Output(work / "out")
         self.recovery: dict[str, float] = {}
@@ -76,76 +95,28 @@ class FaultTour:
         self._feeder.start()
 
     def kill_executor(self) -> None:
-        killed = self.world.nodes.kill_pods(JOBS_NAMESPACE, "spark-role=executor")
+        killed = self.world.kill_pods("spark-role=executor")
         assert killed, "an executor was running"
         self._progress("executor kill", 240)
 
     def kill_driver(self) -> None:
-        self.world.nodes.kill_pod(JOBS_NAMESPACE, self.world.drivers(self.name)[-1].metadata.name)
+        self.world.kill_pod(self.world.drivers(self.name)[-1].metadata.name)
         self._progress("driver kill", 300)
 
     def kill_leader(self) -> None:
-        fleet, api = self.world.fleet, self.world.api
-        leader = fleet.leader(api)
+        leader = self.world.operator_leader()
         assert leader is not None
-        fleet.replicas[leader].kill()
+        killed = time.monotonic()
+        self.world.kill_operator(leader)
         self._progress("operator leader kill", 120)
-        self._wait(lambda: fleet.leader(api) not in {None, leader}, 60, "a new operator leader")
-        fleet.start(f"{leader}-restarted")  # what the Deployment does
-
-    def partition_leader(self) -> None:
-        """The leader is cut off from the API server: it stops acting and exits within its renew deadline,
-        the standby takes over; healed, the old one comes back as a follower."""
-        world, fleet, api = self.world, self.world.fleet, self.world.api
-        leader = fleet.leader(api)
-        assert leader is not None
-        cut = time.monotonic()
-        world.proxies[leader].partition()
-        self._wait(lambda: fleet.leader(api) not in {None, leader}, 60, "the standby to take over")
-        self.recovery["leader partitioned -> standby leads"] = time.monotonic() - cut
-        self._wait(lambda: not fleet.replicas[leader].running(), 30, "the partitioned leader to exit")
-        self.recovery["leader partitioned -> it exits"] = time.monotonic() - cut
-        self._progress("operator leader partitioned", 120, since=cut)
-        world.start_operator(leader)  # the Deployment restarts it, the network heals
-
-    def restart_api_server(self, down_seconds: float = 5.0) -> None:
-        """kube-apiserver crashes and stays down a while: watches, Leases (operator, drivers, nodes) and
-        Spark's executor watch all reconnect; a driver whose Lease lapsed is replaced."""
-        started = time.monotonic()
-        self.world.plane.restart_apiserver(down_seconds=down_seconds)
-        self._progress(f"API server down {down_seconds:.0f} s", 300, since=started)
-
-    def s3_outage(self, seconds: float = 15.0) -> None:
-        """The S3 server stops answering: checkpoints stall (requests hang, S3A retries), then go on."""
-        started = time.monotonic()
-        self.world.s3.pause()
-        try:
-            time.sleep(seconds)
-        finally:
-            self.world.s3.resume()
-        self._progress(f"S3 outage of {seconds:.0f} s", 300, since=started)
-
-    def cancel_damage_and_resume(self) -> None:
-        """Cancel (no final checkpoint), tear the newest offset log entry as a crash mid-write would, resume:
-        the driver rolls back to the newest good batch, the operator says so, nothing is lost."""
-        self.world.patch(self.name, {"desiredState": "cancelled"})
-        self._wait(lambda: self.world.status(self.name).get("phase") == "Cancelled", 120, "Cancelled")
-        self._wait(lambda: not self._alive_drivers(), 120, "no driver after the cancel")
-        location = self.world.status(self.name)["latestCheckpoint"]["location"]
-        self.damaged = self.world.damage_latest_offsets(location)
-        self.world.patch(self.name, {"desiredState": "running"})
-        self._progress("cancel, damaged checkpoint, resume", 300)
-        self._wait(
-            lambda: (self.world.status(self.name).get("lastRollback") or {}).get("message"),
-            60,
-            "the rollback in the job's status",
-        )
+        self._wait(self.world.acting_leaders, 60, "an operator leader acting again")
+        self.recovery["operator leader kill -> a leader acts"] = time.monotonic() - killed
 
     def kill_node(self) -> None:
         node = self.world.drivers(self.name)[-1].spec.node_name
-        self.world.nodes.kill_node(node)
+        self.world.kill_node(node)
         self._progress(f"node kill ({node}, the driver's)", 360)
-        self.world.nodes.restart_node(node)
+        self.world.restart_node(node)
 
     def stop_and_resume(self) -> None:
         self.world.patch(self.name, {"desiredState": "stopped"})
@@ -203,11 +174,65 @@ class FaultTour:
                 return
             time.sleep(0.5)
         drivers = self.world.drivers(self.name)
-        try:
-            log = self.world.nodes.log(JOBS_NAMESPACE, drivers[-1].metadata.name) if drivers else ""
-        except KeyError as missing:  # the pod never started
-            log = str(missing)
+        log = self.world.log(drivers[-1].metadata.name) if drivers else ""
         pods = [f"{p.metadata.name}:{p.status.phase}" for p in drivers]
         raise AssertionError(
             f"not within {timeout} s: {what}; drivers {pods}; {self.world.status(self.name)}\n{log[-3000:]}"
+        )
+
+
+class ProcessFaultTour(FaultTour):
+    """The faults only the process-backed installation injects: a network partition of one operator replica
+    (its TCP proxy), an API server crash, an S3 outage (SIGSTOP), and a damaged checkpoint."""
+
+    def __init__(self, world: World, work: Path, **options: Any) -> None:
+        super().__init__(world, work, **options)
+        self.process_world = world
+
+    def partition_leader(self) -> None:
+        """The leader is cut off from the API server: it stops acting and exits within its renew deadline,
+        the standby takes over; healed, the old one comes back as a follower."""
+        world, fleet, api = self.process_world, self.process_world.fleet, self.process_world.api
+        leader = fleet.leader(api)
+        assert leader is not None
+        cut = time.monotonic()
+        world.proxies[leader].partition()
+        self._wait(lambda: fleet.leader(api) not in {None, leader}, 60, "the standby to take over")
+        self.recovery["leader partitioned -> standby leads"] = time.monotonic() - cut
+        self._wait(lambda: not fleet.replicas[leader].running(), 30, "the partitioned leader to exit")
+        self.recovery["leader partitioned -> it exits"] = time.monotonic() - cut
+        self._progress("operator leader partitioned", 120, since=cut)
+        world.start_operator(leader)  # the Deployment restarts it, the network heals
+
+    def restart_api_server(self, down_seconds: float = 5.0) -> None:
+        """kube-apiserver crashes and stays down a while: watches, Leases (operator, drivers, nodes) and
+        Spark's executor watch all reconnect; a driver whose Lease lapsed is replaced."""
+        started = time.monotonic()
+        self.process_world.plane.restart_apiserver(down_seconds=down_seconds)
+        self._progress(f"API server down {down_seconds:.0f} s", 300, since=started)
+
+    def s3_outage(self, seconds: float = 15.0) -> None:
+        """The S3 server stops answering: checkpoints stall (requests hang, S3A retries), then go on."""
+        started = time.monotonic()
+        self.process_world.s3.pause()
+        try:
+            time.sleep(seconds)
+        finally:
+            self.process_world.s3.resume()
+        self._progress(f"S3 outage of {seconds:.0f} s", 300, since=started)
+
+    def cancel_damage_and_resume(self) -> None:
+        """Cancel (no final checkpoint), tear the newest offset log entry as a crash mid-write would, resume:
+        the driver rolls back to the newest good batch, the operator says so, nothing is lost."""
+        self.process_world.patch(self.name, {"desiredState": "cancelled"})
+        self._wait(lambda: self.process_world.status(self.name).get("phase") == "Cancelled", 120, "Cancelled")
+        self._wait(lambda: not self._alive_drivers(), 120, "no driver after the cancel")
+        location = self.process_world.status(self.name)["latestCheckpoint"]["location"]
+        self.damaged = self.process_world.damage_latest_offsets(location)
+        self.process_world.patch(self.name, {"desiredState": "running"})
+        self._progress("cancel, damaged checkpoint, resume", 300)
+        self._wait(
+            lambda: (self.process_world.status(self.name).get("lastRollback") or {}).get("message"),
+            60,
+            "the rollback in the job's status",
         )

@@ -146,6 +146,42 @@ class World:
         )
         return sorted(pods.items, key=lambda p: p.metadata.name)
 
+    # -- what the fault tour needs (ftspark_dev.tour.TourWorld) ---------------------------------------------
+
+    def log(self, pod: str) -> str:
+        try:
+            return self.nodes.log(JOBS_NAMESPACE, pod)
+        except KeyError as missing:  # the pod never started
+            return str(missing)
+
+    def kill_pod(self, pod: str) -> None:
+        self.nodes.kill_pod(JOBS_NAMESPACE, pod)
+
+    def kill_pods(self, label_selector: str) -> list[str]:
+        return self.nodes.kill_pods(JOBS_NAMESPACE, label_selector)
+
+    def kill_node(self, node: str) -> None:
+        self.nodes.kill_node(node)
+
+    def restart_node(self, node: str) -> None:
+        self.nodes.restart_node(node)
+
+    def operator_leader(self) -> str | None:
+        return self.fleet.leader(self.api)
+
+    def acting_leaders(self) -> list[str]:
+        """Replicas whose liveness probe says they lead (within their renew deadline)."""
+        return [
+            identity
+            for identity in list(self.fleet.replicas)
+            if (answer := self.fleet.probe(identity, "/healthz"))[0] == 200
+            and answer[1].startswith("leading")
+        ]
+
+    def kill_operator(self, identity: str) -> None:
+        self.fleet.replicas[identity].kill()
+        self.start_operator(f"{identity}-restarted")  # what the Deployment does
+
     def events(self, name: str) -> list[str]:
         found = client.CoreV1Api(self.api).list_namespaced_event(
             JOBS_NAMESPACE, field_selector=f"involvedObject.name={name}"

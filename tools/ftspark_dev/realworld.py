@@ -1,0 +1,320 @@
+"""ftspark as a user installs it, on real nodes: the control plane, real kubelets running the project's
+images (`make images`), an S3 server the pods reach, and the operator installed the documented way (`helm
+install` of the chart, or `kubectl apply` of deploy/ftspark-operator.yaml): the real-node tier, `make demo`.
+
+Faults are real too: a container is SIGKILLed through its node's containerd (exit 137, as an OOM kill or a
+crash), a node loses its kubelet, containerd, shims and containers at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+
+from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.realnodes import RealNodes, network
+from ftspark_dev.realnodes.images import SPARK_IMAGE, built_images
+from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from ftspark_dev.windowed_counts import EXAMPLE
+
+OPERATOR_NAMESPACE = "ftspark-system"
+JOBS_NAMESPACE = "jobs"  # at Pod Security "restricted"
+CHART = REPO_ROOT / "helm" / "ftspark-operator"
+MANIFEST = REPO_ROOT / "deploy" / "ftspark-operator.yaml"
+EXAMPLES = REPO_ROOT / "examples"
+DEMO_BUCKET = "ftspark-demo"  # the bucket the examples name
+
+
+def helm_binary() -> Path:
+    built = subprocess.run(
+        [str(REPO_ROOT / "tools" / "helm" / "build.sh")], check=True, stdout=subprocess.PIPE, text=True
+    )
+    return Path(built.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class RealWorld:
+    plane: ControlPlane
+    nodes: RealNodes
+    s3: S3Server
+    api: client.ApiClient
+    work: Path
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+    # -- the documented install ----------------------------------------------------------------------------
+
+    def s3_secret(self, namespace: str) -> None:
+        """`kubectl create secret generic s3 --from-literal=AWS_ACCESS_KEY_ID=… …`, as the quickstart says."""
+        self.plane.kubectl(
+            "-n",
+            namespace,
+            "create",
+            "secret",
+            "generic",
+            "s3",
+            f"--from-literal=AWS_ACCESS_KEY_ID={ACCESS_KEY}",
+            f"--from-literal=AWS_SECRET_ACCESS_KEY={SECRET_KEY}",
+        )
+
+    def helm_install(self, *values: str) -> subprocess.CompletedProcess[str]:
+        self.plane.kubectl("create", "namespace", OPERATOR_NAMESPACE)
+        self.s3_secret(OPERATOR_NAMESPACE)
+        return subprocess.run(
+            [
+                str(helm_binary()),
+                "install",
+                "ftspark-operator",
+                str(CHART),
+                f"--kubeconfig={self.plane.kubeconfig}",
+                f"--namespace={OPERATOR_NAMESPACE}",
+                f"--set=s3.endpoint={self.s3.endpoint}",
+                "--set=s3.credentialsSecret=s3",
+                *(f"--set={value}" for value in values),
+                "--wait",
+                "--timeout=5m",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=400,
+        )
+
+    def helm_uninstall(self) -> None:
+        subprocess.run(
+            [
+                str(helm_binary()),
+                "uninstall",
+                "ftspark-operator",
+                f"--kubeconfig={self.plane.kubeconfig}",
+                f"--namespace={OPERATOR_NAMESPACE}",
+                "--wait",
+            ],
+            capture_output=True,
+            check=True,
+            timeout=300,
+        )
+
+    def example(self, file: str, **edits: Any) -> dict[str, Any]:
+        """An example manifest with the edits the quickstart names: the S3 endpoint (and its region) for this
+        installation, plus spec fields in edits."""
+        body: dict[str, Any] = yaml.safe_load((EXAMPLES / file).read_text())
+        conf = body["spec"].setdefault("sparkConf", {})
+        conf["spark.hadoop.fs.s3a.endpoint"] = self.s3.endpoint
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = REGION
+        body["spec"] |= edits
+        return body
+
+    def volume(self, claim: str, folder: Path) -> None:
+        """A claim in the jobs namespace bound to a folder of this machine (so every node sees the same files,
+        and so does the test): a hostPath PersistentVolume, as a cluster admin would provide one."""
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o777)  # the Spark image runs as uid 185
+        namespace = JOBS_NAMESPACE
+        volume = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": f"{namespace}-{claim}"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "hostPath": {"path": str(folder), "type": "Directory"},
+                "claimRef": {"namespace": namespace, "name": claim},
+                "persistentVolumeReclaimPolicy": "Retain",
+            },
+        }
+        claim_body = {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim, "namespace": namespace},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        }
+        for manifest in (volume, claim_body):
+            self.plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
+
+    # -- jobs (ftspark_dev.tour.TourWorld) -----------------------------------------------------------------
+
+    def job(self, name: str, input_dir: Path, output_dir: Path, **spec: Any) -> dict[str, Any]:
+        """The example streaming job reading input_dir and writing output_dir, folders of this machine that
+        reach the pods as PersistentVolumes; S3 credentials from the Secret, as the examples take them."""
+        self.volume(f"{name}-in", input_dir)
+        self.volume(f"{name}-out", output_dir)
+        mounts = [{"name": "in", "mountPath": "/data/in", "readOnly": True}]
+        volumes = [{"name": "in", "persistentVolumeClaim": {"claimName": f"{name}-in", "readOnly": True}}]
+        out_volume = {"name": "out", "persistentVolumeClaim": {"claimName": f"{name}-out"}}
+        body = self.example("windowed-counts.yaml")
+        body["metadata"] = {"name": name, "namespace": JOBS_NAMESPACE}
+        body["spec"] |= {
+            "image": SPARK_IMAGE,
+            "mainApplicationFile": f"local:///opt/ftspark/examples/{EXAMPLE.name}",
+            "arguments": ["/data/in", "/data/out"],
+            "checkpoint": {"storage": f"s3://{DEMO_BUCKET}/jobs/{name}", "retained": 3},
+            "driver": {
+                "memory": "768m",
+                "podTemplate": {
+                    "spec": {
+                        "containers": [
+                            {
+                                "name": "driver",
+                                "volumeMounts": [*mounts, {"name": "out", "mountPath": "/data/out"}],
+                            }
+                        ],
+                        "volumes": [*volumes, out_volume],
+                    }
+                },
+            },
+            # The file source's executors read the input files too.
+            "executor": {
+                "instances": 1,
+                "memory": "768m",
+                "podTemplate": {
+                    "spec": {"containers": [{"name": "executor", "volumeMounts": mounts}], "volumes": volumes}
+                },
+            },
+            "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 10, "delaySeconds": 1}},
+            "stopTimeoutSeconds": 120,
+            "env": [
+                *body["spec"]["env"],
+                # Short driver-Lease timings: a killed driver's successor waits for the Lease to expire.
+                {"name": "FTSPARK_LEASE_DURATION", "value": "3"},
+                {"name": "FTSPARK_LEASE_RENEW_DEADLINE", "value": "2"},
+                {"name": "FTSPARK_LEASE_RETRY_PERIOD", "value": "0.5"},
+            ],
+        }
+        body["spec"]["sparkConf"] |= {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+        body["spec"] |= spec
+        return body
+
+    def create(self, body: dict[str, Any]) -> None:
+        client.CustomObjectsApi(self.api).create_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, body
+        )
+
+    def patch(self, name: str, spec: dict[str, Any]) -> None:
+        client.CustomObjectsApi(self.api).patch_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name, {"spec": spec}
+        )
+
+    def status(self, name: str) -> dict[str, Any]:
+        body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
+        )
+        status: dict[str, Any] = body.get("status") or {}
+        return status
+
+    def drivers(self, name: str) -> list[client.V1Pod]:
+        pods = self.core.list_namespaced_pod(
+            JOBS_NAMESPACE, label_selector=f"ftspark.io/job={name},ftspark.io/role=driver"
+        )
+        return sorted(pods.items, key=lambda p: p.metadata.name)
+
+    def log(self, pod: str, namespace: str = JOBS_NAMESPACE) -> str:
+        return self.plane.kubectl("-n", namespace, "logs", pod, "--tail=300", check=False).stdout
+
+    # -- faults --------------------------------------------------------------------------------------------
+
+    def kill_pod(self, pod: str, namespace: str = JOBS_NAMESPACE) -> None:
+        """SIGKILL of the pod's (first) container, through the containerd of the node it runs on."""
+        found = self.core.read_namespaced_pod(pod, namespace)
+        container_id = found.status.container_statuses[0].container_id.removeprefix("containerd://")
+        self.nodes.node(found.spec.node_name).ctr("tasks", "kill", "--signal", "SIGKILL", container_id)
+
+    def kill_pods(self, label_selector: str) -> list[str]:
+        pods = self.core.list_namespaced_pod(JOBS_NAMESPACE, label_selector=label_selector).items
+        running = [p.metadata.name for p in pods if p.status.phase == "Running"]
+        for pod in running:
+            self.kill_pod(pod)
+        return running
+
+    def kill_node(self, node: str) -> None:
+        self.nodes.kill_node(node)
+
+    def restart_node(self, node: str) -> None:
+        self.nodes.restart_node(node)
+
+    def operator_pods(self) -> list[client.V1Pod]:
+        pods = self.core.list_namespaced_pod(
+            OPERATOR_NAMESPACE, label_selector="app.kubernetes.io/name=ftspark-operator"
+        ).items
+        return [p for p in pods if p.metadata.deletion_timestamp is None]
+
+    def operator_leader(self) -> str | None:
+        try:
+            lease = client.CoordinationV1Api(self.api).read_namespaced_lease(
+                "ftspark-operator", OPERATOR_NAMESPACE
+            )
+        except client.ApiException:
+            return None
+        holder: str | None = lease.spec.holder_identity
+        return holder or None
+
+    def probe(self, pod: client.V1Pod, path: str) -> tuple[int, str]:
+        """An operator replica's /healthz, /readyz or /metrics, from the host (it routes to every pod)."""
+        try:
+            with urllib.request.urlopen(f"http://{pod.status.pod_ip}:8080{path}", timeout=5) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as error:
+            return error.code, error.read().decode()
+        except OSError as error:  # not listening, or killed while answering
+            return 0, str(error)
+
+    def acting_leaders(self) -> list[str]:
+        return [
+            pod.metadata.name
+            for pod in self.operator_pods()
+            if pod.status.pod_ip
+            and (answer := self.probe(pod, "/healthz"))[0] == 200
+            and answer[1].startswith("leading")
+        ]
+
+    def kill_operator(self, identity: str) -> None:
+        """The kubelet restarts the container (the pod's restartPolicy), under the same identity."""
+        self.kill_pod(identity, OPERATOR_NAMESPACE)
+
+
+@contextlib.contextmanager
+def running_real_world(nodes: int = 3) -> Iterator[RealWorld]:
+    images = built_images()
+    real = RealNodes(nodes=nodes, images=images, prefix="node").open()
+    work = Path(tempfile.mkdtemp(prefix="ftspark-realworld-"))
+    work.chmod(0o755)
+    try:
+        with (
+            ControlPlane(
+                address=network.HOST_ADDRESS,
+                service_cidr=network.SERVICE_CIDR,
+                service_account_admission=True,
+            ) as plane,
+            S3Server(host=network.HOST_ADDRESS) as s3,
+        ):
+            plane.start_controllers()
+            started = time.monotonic()
+            real.start(plane)
+            print(f"{nodes} real nodes Ready in {time.monotonic() - started:.1f} s (images imported)")
+            s3.client().create_bucket(Bucket=DEMO_BUCKET)
+            api = config.new_client_from_config(config_file=str(plane.kubeconfig))
+            world = RealWorld(plane, real, s3, api, work)
+            plane.kubectl("create", "namespace", JOBS_NAMESPACE)
+            plane.kubectl(
+                "label", "namespace", JOBS_NAMESPACE, "pod-security.kubernetes.io/enforce=restricted"
+            )
+            world.s3_secret(JOBS_NAMESPACE)
+            yield world
+    finally:
+        real.stop()
+        shutil.rmtree(work, ignore_errors=True)
