@@ -8,12 +8,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test bench lint types unit integration cluster-bin helm-bin spark-jars local-recovery-jar dev-cluster crds argocd deploy docs lock clean
+.PHONY: help demo test bench lint types unit integration cluster-bin helm-bin spark-jars local-recovery-jar images dev-cluster crds argocd deploy docs lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
 	@echo "make test         lint, types and the whole test suite (what CI runs)"
 	@echo "make cluster-bin  build etcd/kube-* once into ~/.cache/ftspark (cached by version)"
+	@echo "make images       the operator, Spark and pause images as OCI archives, without Docker (cached)"
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
 	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts); task-local recovery's (in one JVM, on the nodes)"
 	@echo "make crds         regenerate crds/, the chart's copy, docs/reference.md and deploy/ from the models"
@@ -39,6 +40,11 @@ spark-jars:
 # Task-local recovery's FileSystem (jvm/local-recovery): Maven build with its JUnit tests, cached by source hash.
 local-recovery-jar:
 	tools/local_recovery_jar.sh
+
+# The images as OCI archives in ~/.cache/ftspark/images, built with buildah on a Debian base from mmdebstrap;
+# prints `<reference> <archive>` per image (for `ctr -n k8s.io images import`).
+images:
+	tools/images/build.sh
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check operator tests tools e2e
