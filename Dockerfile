@@ -1,5 +1,6 @@
 # The operator image, ftspark/operator:0.1.0: the ftspark package without pyspark. `make images` builds it
-# without Docker (tools/images/build.sh); elsewhere: docker build -t ftspark/operator:0.1.0 .
+# without Docker (tools/images/build.sh); elsewhere, with BuildKit (RUN --mount):
+#   docker build -t ftspark/operator:0.1.0 .
 # It runs as 10001:10001 on a read-only root filesystem (helm/ftspark-operator): it writes nothing but
 # temporary files in /tmp, an emptyDir in the chart.
 

@@ -99,7 +99,8 @@ bud() {
   if [[ -n "${PIP_CERT:-}" ]]; then
     args+=(--secret "id=ca,src=$PIP_CERT" --build-arg PIP_CERT=/run/secrets/ca)
   fi
-  buildah "${store[@]}" bud "${args[@]}" "$@" . >&2
+  buildah "${store[@]}" bud "${args[@]}" "$@" . >"$cache/$name.log" 2>&1 ||
+    { tail -n 40 "$cache/$name.log" >&2 && echo "$name: the build failed, log: $cache/$name.log" >&2 && return 1; }
 }
 
 build_operator() { bud --file Dockerfile; }
@@ -124,6 +125,7 @@ build_pause() {
 # (the next build of changed code reuses them); removing $cache frees it all.
 export_image() {
   local started=$SECONDS
+  echo "$name: building $reference" >&2
   "$builder"
   buildah "${store[@]}" push --quiet "$reference" "oci-archive:$1/image.oci.tar:$reference" >&2
   echo "$name: built in $((SECONDS - started)) s," \
