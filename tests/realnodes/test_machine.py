@@ -63,4 +63,5 @@ def test_a_run_leaves_the_machine_as_it_found_it(images: dict[str, Path]) -> Non
         "iptables added",
         "mount added",
     }, "the run changed nothing on the machine: this check could not fail"
-    assert before.changes(HostState.read()) == []
+    left = before.changes(HostState.read())
+    assert left == [], "\n".join(left)
