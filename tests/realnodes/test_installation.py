@@ -17,9 +17,10 @@ import pytest
 from kubernetes import client
 
 from ftspark_dev.realnodes.images import OPERATOR_IMAGE
-from ftspark_dev.realworld import DEMO_BUCKET, MANIFEST, OPERATOR_NAMESPACE, RealWorld, running_real_world
+from ftspark_dev.realworld import DEMO_BUCKET, MANIFEST, RealWorld, running_real_world
 from ftspark_dev.tour import FaultTour
 from ftspark_dev.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
+from ftspark_dev.world import OPERATOR_NAMESPACE
 from tests.waiting import eventually
 
 
@@ -65,7 +66,7 @@ def test_windowed_counts_example_runs_at_pod_security_restricted(operator_instal
     world = operator_installed
     output = Output(world.work / "windowed-counts-output" / "output")
     world.volume("windowed-counts-output", output.folder.parent)
-    staged, files = world.work / "staged", 6
+    staged, files = world.work / "staged", 4
     write_input(staged, files)
     s3 = world.s3.client()
     for part in sorted(staged.glob("part-*")):

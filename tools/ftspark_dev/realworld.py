@@ -29,9 +29,8 @@ from ftspark_dev.realnodes import RealNodes, network
 from ftspark_dev.realnodes.images import SPARK_IMAGE, built_images
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from ftspark_dev.windowed_counts import EXAMPLE
+from ftspark_dev.world import JOBS_NAMESPACE, OPERATOR_NAMESPACE  # the jobs' at Pod Security "restricted"
 
-OPERATOR_NAMESPACE = "ftspark-system"
-JOBS_NAMESPACE = "jobs"  # at Pod Security "restricted"
 CHART = REPO_ROOT / "helm" / "ftspark-operator"
 MANIFEST = REPO_ROOT / "deploy" / "ftspark-operator.yaml"
 EXAMPLES = REPO_ROOT / "examples"

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import urllib3
 from kubernetes import client
 
+from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
 from ftspark_dev.world import World
 
@@ -20,6 +21,8 @@ from ftspark_dev.world import World
 class TourWorld(Protocol):
     """An installation the tour can drive: jobs in its jobs namespace, and the faults both kinds of node
     can suffer."""
+
+    plane: ControlPlane
 
     def job(self, name: str, input_dir: Path, output_dir: Path, **spec: Any) -> dict[str, Any]: ...
     def create(self, body: dict[str, Any]) -> None: ...
