@@ -1,6 +1,7 @@
-"""One stateful streaming job through every fault this machine can inject, exactly-once checked at the end:
-executor kill, driver kill, operator-leader kill and partition, API server restart, S3 outage, node kill,
-stop with a checkpoint then resume, and cancel with a damaged latest checkpoint then resume."""
+"""One stateful streaming job through the faults only this installation can inject, exactly-once checked at
+the end: an operator leader cut off from the API server, an API server restart, an S3 outage, and a cancel
+with a damaged latest checkpoint then resume. The faults real containers suffer the same way (executor,
+driver, leader and node kills, stop and resume) run on real nodes (tests/realnodes)."""
 
 from __future__ import annotations
 
@@ -13,22 +14,13 @@ from ftspark_dev.windowed_counts import RECORDS_PER_FILE
 from ftspark_dev.world import World
 
 
-@pytest.mark.timeout(2400)  # ten faults, each recovered by real Spark on 2 cores
+@pytest.mark.timeout(2400)  # each fault recovered by real Spark on 2 cores
 def test_windowed_counts_survive_every_fault_exactly_once(world: World, tmp_path: Path) -> None:
     tour = ProcessFaultTour(world, tmp_path)
     tour.start()
-    tour.kill_executor()
-    tour.kill_driver()
-    assert world.status(tour.name)["attempt"] >= 2
-    tour.kill_leader()
     tour.partition_leader()
     tour.restart_api_server()
     tour.s3_outage()
-    attempt = world.status(tour.name)["attempt"]
-    tour.kill_node()
-    assert world.status(tour.name)["attempt"] > attempt
-    assert world.status(tour.name)["lastFailure"]["reason"] == "NodeLost"
-    tour.stop_and_resume()
     tour.cancel_damage_and_resume()
     figures = tour.finish()
 
@@ -44,5 +36,4 @@ def test_windowed_counts_survive_every_fault_exactly_once(world: World, tmp_path
     rollback = world.status(tour.name)["lastRollback"]["message"]
     assert f"rolled back from batch {tour.damaged.rsplit('/', 1)[-1]} to" in rollback, rollback
     events = set(world.events(tour.name))
-    expected = {"Submitted", "Restarting", "Restarted", "Stopping", "Stopped", "Resumed", "Cancelled"}
-    assert expected | {"CheckpointRolledBack"} <= events, events
+    assert {"Submitted", "Cancelled", "Resumed", "CheckpointRolledBack"} <= events, events

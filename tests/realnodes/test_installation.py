@@ -113,7 +113,9 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
     tour.kill_executor()
     tour.kill_driver()
     tour.kill_leader()
+    attempt = world.status(tour.name)["attempt"]
     tour.kill_node()
+    assert world.status(tour.name)["attempt"] > attempt
     assert world.status(tour.name)["lastFailure"]["reason"] == "NodeLost"
     tour.stop_and_resume()
     figures = tour.finish()
@@ -124,6 +126,8 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
     assert figures["most operator leaders acting at once"] == 1, "never two acting leaders"
     faults = sum(step.endswith("-> next batch") for step in tour.recovery)
     assert figures["re-processed by re-run batches"] <= faults * RECORDS_PER_FILE, "at most one batch a fault"
+    events = set(world.events(tour.name))
+    assert {"Submitted", "Restarting", "Restarted", "Stopping", "Stopped", "Resumed"} <= events, events
 
 
 def test_plain_manifests_install_the_same_operator(operator_installed: RealWorld) -> None:

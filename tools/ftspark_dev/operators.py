@@ -21,6 +21,16 @@ from ftspark_dev.processes import ManagedProcess, free_port
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 
+def lease_holder(api: client.ApiClient, namespace: str, lease: str = "ftspark-operator") -> str | None:
+    """Who holds the operator Lease, if anyone."""
+    try:
+        found = client.CoordinationV1Api(api).read_namespaced_lease(lease, namespace)
+    except client.ApiException:
+        return None
+    holder: str | None = found.spec.holder_identity
+    return holder or None
+
+
 @dataclass
 class OperatorFleet:
     """Operator replicas of one installation (one Lease), each a real `python -m ftspark.app.main` process."""
@@ -74,12 +84,7 @@ class OperatorFleet:
         return identity
 
     def leader(self, api: client.ApiClient) -> str | None:
-        try:
-            lease = client.CoordinationV1Api(api).read_namespaced_lease("ftspark-operator", self.namespace)
-        except client.ApiException:
-            return None
-        holder: str | None = lease.spec.holder_identity
-        return holder or None
+        return lease_holder(api, self.namespace)
 
     def probe(self, identity: str, path: str) -> tuple[int, str]:
         """GET /metrics, /healthz or /readyz of one replica: (status, body)."""

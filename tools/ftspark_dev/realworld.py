@@ -23,13 +23,17 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
-from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.operators import lease_holder
 from ftspark_dev.realnodes import RealNodes, network
 from ftspark_dev.realnodes.images import SPARK_IMAGE, built_images
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from ftspark_dev.windowed_counts import EXAMPLE
-from ftspark_dev.world import JOBS_NAMESPACE, OPERATOR_NAMESPACE  # the jobs' at Pod Security "restricted"
+from ftspark_dev.world import (
+    JOBS_NAMESPACE,
+    OPERATOR_NAMESPACE,
+    JobsClient,
+)  # the jobs' at Pod Security "restricted"
 
 CHART = REPO_ROOT / "helm" / "ftspark-operator"
 MANIFEST = REPO_ROOT / "deploy" / "ftspark-operator.yaml"
@@ -45,7 +49,7 @@ def helm_binary() -> Path:
 
 
 @dataclass
-class RealWorld:
+class RealWorld(JobsClient):
     plane: ControlPlane
     nodes: RealNodes
     s3: S3Server
@@ -199,29 +203,6 @@ class RealWorld:
         body["spec"] |= spec
         return body
 
-    def create(self, body: dict[str, Any]) -> None:
-        client.CustomObjectsApi(self.api).create_namespaced_custom_object(
-            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, body
-        )
-
-    def patch(self, name: str, spec: dict[str, Any]) -> None:
-        client.CustomObjectsApi(self.api).patch_namespaced_custom_object(
-            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name, {"spec": spec}
-        )
-
-    def status(self, name: str) -> dict[str, Any]:
-        body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
-            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
-        )
-        status: dict[str, Any] = body.get("status") or {}
-        return status
-
-    def drivers(self, name: str) -> list[client.V1Pod]:
-        pods = self.core.list_namespaced_pod(
-            JOBS_NAMESPACE, label_selector=f"ftspark.io/job={name},ftspark.io/role=driver"
-        )
-        return sorted(pods.items, key=lambda p: p.metadata.name)
-
     def log(self, pod: str, namespace: str = JOBS_NAMESPACE) -> str:
         return self.plane.kubectl("-n", namespace, "logs", pod, "--tail=300", check=False).stdout
 
@@ -253,14 +234,7 @@ class RealWorld:
         return [p for p in pods if p.metadata.deletion_timestamp is None]
 
     def operator_leader(self) -> str | None:
-        try:
-            lease = client.CoordinationV1Api(self.api).read_namespaced_lease(
-                "ftspark-operator", OPERATOR_NAMESPACE
-            )
-        except client.ApiException:
-            return None
-        holder: str | None = lease.spec.holder_identity
-        return holder or None
+        return lease_holder(self.api, OPERATOR_NAMESPACE)
 
     def probe(self, pod: client.V1Pod, path: str) -> tuple[int, str]:
         """An operator replica's /healthz, /readyz or /metrics, from the host (it routes to every pod)."""

@@ -34,8 +34,73 @@ from ftspark_dev.windowed_counts import EXAMPLE
 OPERATOR_NAMESPACE, JOBS_NAMESPACE = "ftspark-system", "jobs"
 
 
+class JobsClient:
+    """The jobs of an installation, in its jobs namespace, through the API server: shared by the
+    process-backed World and the real-node RealWorld."""
+
+    api: client.ApiClient
+
+    def create(self, body: dict[str, Any]) -> None:
+        client.CustomObjectsApi(self.api).create_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, body
+        )
+
+    def patch(self, name: str, spec: dict[str, Any]) -> None:
+        client.CustomObjectsApi(self.api).patch_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name, {"spec": spec}
+        )
+
+    def delete(self, name: str) -> None:
+        """Deletes the job and waits until its driver and executor pods are gone (ownerReferences: the
+        garbage collector deletes the drivers, and Spark's executors with their driver)."""
+        uid = self.uid(name)
+        client.CustomObjectsApi(self.api).delete_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
+        )
+        app = spark_app_id(uid, 0).rsplit("-", 1)[0] + "-"  # every attempt's executors
+
+        def remaining() -> list[str]:
+            pods = client.CoreV1Api(self.api).list_namespaced_pod(JOBS_NAMESPACE).items
+            return [
+                p.metadata.name
+                for p in pods
+                if (p.metadata.labels or {}).get(JOB_LABEL) == name
+                or (p.metadata.labels or {}).get("spark-app-selector", "").startswith(app)
+            ]
+
+        deadline = time.monotonic() + 120
+        while left := remaining():
+            assert time.monotonic() < deadline, f"pods of {name} outlived it by 120 s: {left}"
+            time.sleep(0.5)
+
+    def uid(self, name: str) -> str:
+        body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
+        )
+        return str(body["metadata"]["uid"])
+
+    def status(self, name: str) -> dict[str, Any]:
+        body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
+        )
+        status: dict[str, Any] = body.get("status") or {}
+        return status
+
+    def drivers(self, name: str) -> list[client.V1Pod]:
+        pods = client.CoreV1Api(self.api).list_namespaced_pod(
+            JOBS_NAMESPACE, label_selector=f"ftspark.io/job={name},ftspark.io/role=driver"
+        )
+        return sorted(pods.items, key=lambda p: p.metadata.name)
+
+    def events(self, name: str) -> list[str]:
+        found = client.CoreV1Api(self.api).list_namespaced_event(
+            JOBS_NAMESPACE, field_selector=f"involvedObject.name={name}"
+        )
+        return [e.reason for e in sorted(found.items, key=lambda e: e.metadata.creation_timestamp)]
+
+
 @dataclass
-class World:
+class World(JobsClient):
     plane: ControlPlane
     nodes: NodeAgent
     s3: S3Server
@@ -94,58 +159,6 @@ class World:
         s3.put_object(Bucket=bucket, Key=key, Body=b"\x00torn offset log entry\xff")
         return key
 
-    def create(self, body: dict[str, Any]) -> None:
-        client.CustomObjectsApi(self.api).create_namespaced_custom_object(
-            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, body
-        )
-
-    def patch(self, name: str, spec: dict[str, Any]) -> None:
-        client.CustomObjectsApi(self.api).patch_namespaced_custom_object(
-            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name, {"spec": spec}
-        )
-
-    def delete(self, name: str) -> None:
-        """Deletes the job and waits until its driver and executor pods are gone (ownerReferences: the
-        garbage collector deletes the drivers, and Spark's executors with their driver)."""
-        uid = self.uid(name)
-        client.CustomObjectsApi(self.api).delete_namespaced_custom_object(
-            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
-        )
-        app = spark_app_id(uid, 0).rsplit("-", 1)[0] + "-"  # every attempt's executors
-
-        def remaining() -> list[str]:
-            pods = client.CoreV1Api(self.api).list_namespaced_pod(JOBS_NAMESPACE).items
-            return [
-                p.metadata.name
-                for p in pods
-                if (p.metadata.labels or {}).get(JOB_LABEL) == name
-                or (p.metadata.labels or {}).get("spark-app-selector", "").startswith(app)
-            ]
-
-        deadline = time.monotonic() + 120
-        while left := remaining():
-            assert time.monotonic() < deadline, f"pods of {name} outlived it by 120 s: {left}"
-            time.sleep(0.5)
-
-    def uid(self, name: str) -> str:
-        body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
-            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
-        )
-        return str(body["metadata"]["uid"])
-
-    def status(self, name: str) -> dict[str, Any]:
-        body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
-            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
-        )
-        status: dict[str, Any] = body.get("status") or {}
-        return status
-
-    def drivers(self, name: str) -> list[client.V1Pod]:
-        pods = client.CoreV1Api(self.api).list_namespaced_pod(
-            JOBS_NAMESPACE, label_selector=f"ftspark.io/job={name},ftspark.io/role=driver"
-        )
-        return sorted(pods.items, key=lambda p: p.metadata.name)
-
     # -- what the fault tour needs (ftspark_dev.tour.TourWorld) ---------------------------------------------
 
     def log(self, pod: str) -> str:
@@ -181,12 +194,6 @@ class World:
     def kill_operator(self, identity: str) -> None:
         self.fleet.replicas[identity].kill()
         self.start_operator(f"{identity}-restarted")  # what the Deployment does
-
-    def events(self, name: str) -> list[str]:
-        found = client.CoreV1Api(self.api).list_namespaced_event(
-            JOBS_NAMESPACE, field_selector=f"involvedObject.name={name}"
-        )
-        return [e.reason for e in sorted(found.items, key=lambda e: e.metadata.creation_timestamp)]
 
 
 @contextlib.contextmanager
