@@ -54,7 +54,8 @@ lint: $(VENV)/.installed
 types: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
-test: $(VENV)/.installed cluster-bin helm-bin spark-jars local-recovery-jar lint types
+# images: the real-node tier runs them (tests/realnodes); building them first keeps pytest's timings honest.
+test: $(VENV)/.installed cluster-bin helm-bin spark-jars local-recovery-jar lint types images
 	$(PY) -m pytest
 
 unit: $(VENV)/.installed
@@ -77,7 +78,7 @@ bench: $(VENV)/.installed cluster-bin spark-jars local-recovery-jar
 	$(PY) -m ftspark_dev.localrecovery_bench --keys 2000000 --payload 200 --files 8
 	$(PY) -m ftspark_dev.localrecovery_world --keys 2000000 --payload 200 --files 8
 
-demo: $(VENV)/.installed cluster-bin spark-jars
+demo: $(VENV)/.installed cluster-bin helm-bin spark-jars
 	$(PY) -m ftspark_dev.demo
 
 deploy: $(VENV)/.installed helm-bin
