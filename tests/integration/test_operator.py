@@ -707,7 +707,11 @@ def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
         nodes: list[str] | None = (job_status(api_client, ns, "local").get("placement") or {}).get("nodes")
         return nodes
 
-    assert eventually(placement, timeout=30, what="placement recorded") == ["node-a", "node-b"]
+    # A reconcile woken by the job's own status write may see the first executor only; the driver's status
+    # change wakes the next one, which adds the second.
+    eventually(
+        lambda: placement() == ["node-a", "node-b"], timeout=30, what=lambda: f"placement: {placement()}"
+    )
 
     set_driver_exited(core, ns, "local-1-driver", 137, "killed")
     eventually(partial(_only_driver, api_client, ns, "local", 2), timeout=30, what="attempt 2")
