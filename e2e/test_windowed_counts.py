@@ -24,8 +24,7 @@ def test_windowed_counts_survive_every_fault_exactly_once(world: World, tmp_path
     tour.cancel_damage_and_resume()
     figures = tour.finish()
 
-    print("\nfault -> recovery (s):", {k: round(v, 1) for k, v in tour.recovery.items()})
-    print("figures:", figures)
+    print(f"\nprocess-backed nodes:\n{tour.report(figures)}")
     print("phases seen:", tour.watch.phases_seen if tour.watch else None)
     assert (figures["lost"], figures["duplicated"]) == (0, 0)
     assert figures["records counted"] == figures["records in"]

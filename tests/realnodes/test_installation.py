@@ -119,8 +119,7 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
     assert world.status(tour.name)["lastFailure"]["reason"] == "NodeLost"
     tour.stop_and_resume()
     figures = tour.finish()
-    print("\nreal nodes, fault -> recovery (s):", {k: round(v, 1) for k, v in tour.recovery.items()})
-    print("real nodes, figures:", figures)
+    print(f"\nreal nodes:\n{tour.report(figures)}")
     assert (figures["lost"], figures["duplicated"]) == (0, 0)
     assert figures["most drivers alive at once"] == 1, "never two drivers of one job at once"
     assert figures["most operator leaders acting at once"] == 1, "never two acting leaders"

@@ -88,10 +88,7 @@ def main() -> None:
             f"latest checkpoint: {checkpoint.get('id')} (Spark batch {checkpoint.get('batchId')}, "
             f"attempt {status.get('attempt')})"
         )
-        for fault, seconds in tour.recovery.items():
-            print(f"{fault + ':':<44} {seconds:6.1f} s")
-        for figure, value in figures.items():
-            print(f"{figure + ':':<44} {value}")
+        print(tour.report(figures))
         print(plane.kubectl("get", "ftsj", "-n", JOBS_NAMESPACE).stdout)
         print(
             plane.kubectl(

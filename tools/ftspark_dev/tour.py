@@ -149,6 +149,12 @@ class FaultTour:
             "most operator leaders acting at once": self.watch.most_leaders,
         }
 
+    def report(self, figures: dict[str, int]) -> str:
+        """One line per fault's recovery time and per figure (log viewers cut long lines)."""
+        lines = [f"{fault + ':':<48} {seconds:6.1f} s" for fault, seconds in self.recovery.items()]
+        lines += [f"{figure + ':':<48} {value}" for figure, value in figures.items()]
+        return "\n".join(lines)
+
     # -- helpers -------------------------------------------------------------------------------------------
 
     def _feed(self) -> None:
