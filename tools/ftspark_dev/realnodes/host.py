@@ -34,8 +34,16 @@ SYSCTLS = (
     "net/bridge/bridge-nf-call-iptables",
 )
 
-# Fixed host paths containerd 1.6 and kubelet write whatever their configuration says.
-FIXED_PATHS = ("/var/lib/cni/results", "/run/containerd/s", "/var/log/containers", "/var/log/pods")
+# Fixed host paths containerd 1.6 (CNI results, shim sockets) and the kubelet (log links, its device-plugin
+# socket, the exec volume-plugin directory) write whatever their configuration says.
+FIXED_PATHS = (
+    "/var/lib/cni/results",
+    "/run/containerd/s",
+    "/var/log/containers",
+    "/var/log/pods",
+    "/var/lib/kubelet",
+    "/usr/libexec/kubernetes",
+)
 
 # Processes of a real-node run, by name: a new one after teardown is a leak.
 _RUN_PROCESS = re.compile(r"containerd|kubelet|kube-proxy|kubebin|runc|/pause|KubernetesExecutorBackend")

@@ -186,16 +186,15 @@ class MachineBefore:
 
     sysctls: dict[str, str]
     fixed_paths: dict[str, list[str] | None]  # entries of each fixed directory, None where it did not exist
+    new_parents: list[str]  # the fixed directories' ancestors that did not exist either
     nft_tables: list[str] | None  # iptables-nft keeps its tables when emptied: the new ones go; None: no nft
 
     @classmethod
     def read(cls) -> MachineBefore:
         sysctls = {name: value for name in SYSCTLS if (value := read_sysctl(name)) is not None}
-        paths: dict[str, list[str] | None] = {}
-        for path in FIXED_PATHS:
-            for directory in (Path(path).parent, Path(path)):
-                paths[str(directory)] = sorted(os.listdir(directory)) if directory.is_dir() else None
-        return cls(sysctls, paths, _nft_tables())
+        paths = {path: sorted(os.listdir(path)) if os.path.isdir(path) else None for path in FIXED_PATHS}
+        parents = {str(p) for path in FIXED_PATHS for p in Path(path).parents if not p.exists()}
+        return cls(sysctls, paths, sorted(parents), _nft_tables())
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.__dict__))
@@ -211,20 +210,19 @@ class MachineBefore:
         for name, value in self.sysctls.items():
             if read_sysctl(name) not in (None, value):
                 write_sysctl(name, value)
-        # Deepest first: a directory that did not exist goes once its new entries are gone.
-        for directory, entries in sorted(self.fixed_paths.items(), key=lambda item: -len(item[0])):
+        for directory, entries in self.fixed_paths.items():
             path = Path(directory)
-            if not path.exists():
-                continue
             if entries is None:
                 shutil.rmtree(path, ignore_errors=True)
-            else:
+            elif path.is_dir():  # only what the run added: others may write here too
                 for entry in set(os.listdir(path)) - set(entries):
                     target = path / entry
                     if target.is_dir() and not target.is_symlink():
                         shutil.rmtree(target, ignore_errors=True)
                     else:
                         target.unlink(missing_ok=True)
+        for directory in self.new_parents:  # made by the run for the paths above (/var/lib/cni, ...)
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def _teardown(workdir: Path, before: MachineBefore, node_names: list[str]) -> None:
@@ -256,7 +254,7 @@ def sweep_abandoned() -> None:
         except ProcessLookupError:
             pass
         nodes = json.loads((workdir / "nodes.json").read_text()) if (workdir / "nodes.json").exists() else []
-        before = MachineBefore.load(state) if state.exists() else MachineBefore({}, {}, None)
+        before = MachineBefore.load(state) if state.exists() else MachineBefore({}, {}, [], None)
         _teardown(workdir, before, nodes)
 
 
@@ -406,6 +404,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 f"--cert-dir={kubelet / 'pki'}",
                 f"--hostname-override={self.name}",
                 f"--node-ip={self.address}",
+                # Its default, /usr/libexec/kubernetes/..., is a directory of the machine's.
+                f"--volume-plugin-dir={kubelet / 'volume-plugins'}",
                 "--v=1",
             ],
             self.workdir / "logs",
