@@ -44,14 +44,6 @@ _MNT_DETACH = 2
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _docker_name(reference: str) -> str:
-    """The name containerd's CRI (and so the kubelet) uses for a reference like ftspark/spark-py:4.0.5."""
-    first = reference.split("/", 1)[0]
-    if "/" in reference and ("." in first or ":" in first or first == "localhost"):
-        return reference
-    return f"docker.io/{reference}" if "/" in reference else f"docker.io/library/{reference}"
-
-
 def _v1_hierarchies() -> list[Path]:
     # The empty cgroup2 mount next to the v1 controllers (`unified`) takes no part.
     return [h for h in sorted(CGROUP_ROOT.iterdir()) if h.name != "unified" and h.is_dir()]
@@ -321,7 +313,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [plugins."io.containerd.internal.v1.opt"]
   path = "{containerd / "opt"}"
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{_docker_name(PAUSE_IMAGE)}"
+  sandbox_image = "docker.io/{PAUSE_IMAGE}"
   # The VM lacks CAP_SYS_RESOURCE: kubelet's oom_score_adj of -998 would fail every sandbox.
   restrict_oom_score_adj = true
   netns_mounts_under_state_dir = true
