@@ -17,7 +17,9 @@ if [[ ! -f "$dir/.complete" ]]; then
   tmp="$(mktemp -d "$cache/jars/.partial.XXXXXX")"
   chmod 755 "$tmp"
   trap 'rm -rf "$tmp"' EXIT
-  mvn -q -B -f "$src/pom.xml" -Dftspark.build.dir="$tmp/build" package >&2
+  # The repository under $HOME, as tools/spark_jars.sh says.
+  mvn -q -B -Dmaven.repo.local="$HOME/.m2/repository" -f "$src/pom.xml" -Dftspark.build.dir="$tmp/build" \
+    package >&2
   mv "$tmp/build/ftspark-local-recovery-$version.jar" "$tmp/"
   rm -rf "$tmp/build"
   touch "$tmp/.complete"

@@ -13,7 +13,10 @@ if [[ ! -f "$dir/.complete" ]]; then
   tmp="$(mktemp -d "$cache/jars/.partial.XXXXXX")"
   chmod 755 "$tmp"
   trap 'rm -rf "$tmp"' EXIT
-  mvn -q -B -f "$pom" dependency:copy-dependencies -DoutputDirectory="$tmp" >&2
+  # The repository under $HOME, where tools/images/build.sh mounts it for the image's offline Maven (Java's
+  # own user.home follows the passwd entry, not $HOME).
+  mvn -q -B -Dmaven.repo.local="$HOME/.m2/repository" -f "$pom" dependency:copy-dependencies \
+    -DoutputDirectory="$tmp" >&2
   touch "$tmp/.complete"
   rm -rf "$dir"
   mv "$tmp" "$dir"
