@@ -48,10 +48,18 @@ def test_a_run_leaves_the_machine_as_it_found_it(images: dict[str, Path]) -> Non
             plane.kubectl("wait", "--for=condition=Ready", "pod/server", "--timeout=120s")
             ip = plane.kubectl("get", "service", "server", "-o", "jsonpath={.spec.clusterIP}").stdout
             assert ip.startswith("198.19.0."), ip
-            fetch = f"import urllib.request as u; print(u.urlopen('http://{ip}/hostname', timeout=5).read())"
+            # The Service routes once the endpoint controller and kube-proxy have caught up: retry until then.
+            fetch = (
+                "import time, urllib.request as u\n"
+                "for _ in range(30):\n"
+                "    try:\n"
+                f"        print(u.urlopen('http://{ip}/hostname', timeout=2).read()); break\n"
+                "    except OSError: time.sleep(1)\n"
+                "else: raise SystemExit('the Service never answered')\n"
+            )
             client = ["python", "-c", fetch]
             plane.kubectl("apply", "-f", "-", stdin=_pod("client", "machine2", client))
-            plane.kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/client", "--timeout=120s")
+            plane.kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/client", "--timeout=110s")
             during = HostState.read()
             # A node loss leaves containers, mounts and network namespaces behind: the teardown still copes.
             nodes.kill_node("machine1")
