@@ -31,6 +31,24 @@ def lease_holder(api: client.ApiClient, namespace: str, lease: str = "ftspark-op
     return holder or None
 
 
+def probe(url: str) -> tuple[int, str]:
+    """GET of an operator replica's probe endpoint: (status, body); status 0 when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+    except urllib.error.URLError as error:  # not listening (yet)
+        return 0, str(error.reason)
+    except OSError as error:  # killed while answering
+        return 0, str(error)
+
+
+def leading(answer: tuple[int, str]) -> bool:
+    """Whether a replica's /healthz answer says it leads (within its renew deadline)."""
+    return answer[0] == 200 and answer[1].startswith("leading")
+
+
 @dataclass
 class OperatorFleet:
     """Operator replicas of one installation (one Lease), each a real `python -m ftspark.app.main` process."""
@@ -88,16 +106,7 @@ class OperatorFleet:
 
     def probe(self, identity: str, path: str) -> tuple[int, str]:
         """GET /metrics, /healthz or /readyz of one replica: (status, body)."""
-        url = f"http://127.0.0.1:{self.probe_ports[identity]}{path}"
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
-        except urllib.error.URLError as error:  # not listening (yet)
-            return 0, str(error.reason)
-        except OSError as error:  # killed while answering
-            return 0, str(error)
+        return probe(f"http://127.0.0.1:{self.probe_ports[identity]}{path}")
 
     def stop_all(self) -> None:
         for process in self.replicas.values():

@@ -13,8 +13,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +22,7 @@ import yaml
 from kubernetes import client, config
 
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
-from ftspark_dev.operators import lease_holder
+from ftspark_dev.operators import leading, lease_holder, probe
 from ftspark_dev.realnodes import RealNodes, network
 from ftspark_dev.realnodes.images import SPARK_IMAGE, built_images
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
@@ -238,21 +236,13 @@ class RealWorld(JobsClient):
 
     def probe(self, pod: client.V1Pod, path: str) -> tuple[int, str]:
         """An operator replica's /healthz, /readyz or /metrics, from the host (it routes to every pod)."""
-        try:
-            with urllib.request.urlopen(f"http://{pod.status.pod_ip}:8080{path}", timeout=5) as answer:
-                return answer.status, answer.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
-        except OSError as error:  # not listening, or killed while answering
-            return 0, str(error)
+        return probe(f"http://{pod.status.pod_ip}:8080{path}")
 
     def acting_leaders(self) -> list[str]:
         return [
             pod.metadata.name
             for pod in self.operator_pods()
-            if pod.status.pod_ip
-            and (answer := self.probe(pod, "/healthz"))[0] == 200
-            and answer[1].startswith("leading")
+            if pod.status.pod_ip and leading(self.probe(pod, "/healthz"))
         ]
 
     def kill_operator(self, identity: str) -> None:

@@ -27,7 +27,7 @@ from ftspark.domain.driver_pod import spark_app_id
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.faults import ApiProxy
 from ftspark_dev.nodes import NodeAgent
-from ftspark_dev.operators import OperatorFleet, job_manifest
+from ftspark_dev.operators import OperatorFleet, job_manifest, leading
 from ftspark_dev.s3server import S3Server
 from ftspark_dev.windowed_counts import EXAMPLE
 
@@ -187,8 +187,7 @@ class World(JobsClient):
         return [
             identity
             for identity in list(self.fleet.replicas)
-            if (answer := self.fleet.probe(identity, "/healthz"))[0] == 200
-            and answer[1].startswith("leading")
+            if leading(self.fleet.probe(identity, "/healthz"))
         ]
 
     def kill_operator(self, identity: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,18 +83,19 @@ def _mounts() -> frozenset[str]:
         return frozenset(line.split()[4] for line in mountinfo)
 
 
-def _processes() -> frozenset[str]:
-    found = set()
+def cmdlines() -> Iterator[tuple[int, str]]:
+    """(pid, command line) of every process of the machine."""
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            continue
-        if _RUN_PROCESS.search(cmdline):
-            found.add(f"{entry.name} {cmdline[:200]}")
-    return frozenset(found)
+        if entry.name.isdigit():
+            try:
+                raw = (entry / "cmdline").read_bytes()
+            except OSError:  # ended meanwhile
+                continue
+            yield int(entry.name), raw.replace(b"\0", b" ").decode(errors="replace").strip()
+
+
+def _processes() -> frozenset[str]:
+    return frozenset(f"{pid} {line[:200]}" for pid, line in cmdlines() if _RUN_PROCESS.search(line))
 
 
 @dataclass(frozen=True)

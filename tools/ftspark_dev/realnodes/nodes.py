@@ -31,7 +31,14 @@ import yaml
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.processes import ManagedProcess, free_port
 from ftspark_dev.realnodes import network
-from ftspark_dev.realnodes.host import CGROUP_ROOT, FIXED_PATHS, SYSCTLS, read_sysctl, write_sysctl
+from ftspark_dev.realnodes.host import (
+    CGROUP_ROOT,
+    FIXED_PATHS,
+    SYSCTLS,
+    cmdlines,
+    read_sysctl,
+    write_sysctl,
+)
 
 STATE_ROOT = Path("/var/tmp")
 _WORKDIR_PREFIX = "ftspark-realnodes-"
@@ -97,18 +104,8 @@ def _remove_cgroup(name: str) -> None:
                     time.sleep(0.1)
 
 
-def _processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-    return found
-
-
 def _kill_processes_with(marker: str) -> None:
-    for pid in _processes_with(marker):
+    for pid in [pid for pid, line in cmdlines() if marker in line and pid != os.getpid()]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
