@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
-from ftspark.domain.driver_pod import MAX_JOB_NAME_LENGTH
 from ftspark.domain.models import JobSpec, JobStatus
+from ftspark.manifests import MAX_JOB_NAME_LENGTH
 
 _DROPPED_KEYS = {"title", "$defs", "discriminator"}
 _FORMATS = {"date-time", "int32", "int64", "float", "double", "byte", "date"}

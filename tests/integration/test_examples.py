@@ -10,14 +10,14 @@ import yaml
 from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark.domain.driver_pod import (
+from ftspark.domain.models import JobSpec
+from ftspark.manifests import (
     AttemptPlan,
     driver_pod,
     driver_service,
     executor_template_config_map,
     spark_conf,
 )
-from ftspark.domain.models import JobSpec
 from ftspark_dev.controlplane import REPO_ROOT
 
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml"))

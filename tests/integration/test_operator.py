@@ -15,9 +15,9 @@ from kubernetes import client
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
-from ftspark.domain.driver_pod import executor_template_name
 from ftspark.domain.fencing import Epoch, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
+from ftspark.protocol import executor_template_name
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import (
     OperatorFleet,

@@ -21,10 +21,9 @@ from kubernetes import client
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.records import HaStores
 from ftspark.adapters.s3.stores import S3BlobStore, split_uri
-from ftspark.domain.driver_pod import CONTROL_ANNOTATION
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey
-from ftspark.domain.lifecycle import driver_pod_name
+from ftspark.protocol import CONTROL_ANNOTATION, driver_pod_name
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.s3server import S3Server
 from ftspark_dev.windowed_counts import EXAMPLE, Output, expected_counts

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from ftspark.protocol import Exit
 from ftspark.runtime.appfiles import Application, ApplicationFileError, fetch, places, py_files, s3_object
 from ftspark.runtime.objects import ObjectStore, endpoint_url, s3_client
-from ftspark.runtime.termination import Exit
 from ftspark_dev.s3server import S3Server
 from tests.runtime.conftest import RuntimeJob
 

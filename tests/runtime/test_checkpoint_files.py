@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from ftspark.protocol import ControlRequest, Exit
 from ftspark.runtime import savepoint
 from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
 from ftspark.runtime.config import ConfigError, RuntimeConfig
-from ftspark.runtime.control import ControlRequest, parse
 from ftspark.runtime.objects import ObjectStore
 from ftspark.runtime.savepoint import SavepointError
-from ftspark.runtime.termination import MAX_MESSAGE_BYTES, Ending, Exit, write
+from ftspark.runtime.termination import MAX_MESSAGE_BYTES, Ending, write
 from ftspark_dev.s3server import S3Server
 
 OFFSETS = 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n{"logOffset":%d}\n'
@@ -132,12 +132,14 @@ def test_savepoint_copies_what_the_batch_needs_and_restores_verified(store: Obje
 
 
 def test_control_requests() -> None:
-    assert parse("stop@2026-01-01T00:00:00+00:00") == ControlRequest("stop", "2026-01-01T00:00:00+00:00")
-    assert parse("savepoint@nightly-7") == ControlRequest("savepoint", "nightly-7")
-    assert parse("stop-savepoint@upgrade") == ControlRequest("stop-savepoint", "upgrade")
-    assert parse("savepoint@") is None
-    assert parse("restart@now") is None
-    assert parse("stop") is None
+    assert ControlRequest.parse("stop@2026-01-01T00:00:00+00:00") == ControlRequest(
+        "stop", "2026-01-01T00:00:00+00:00"
+    )
+    assert ControlRequest.parse("savepoint@nightly-7") == ControlRequest("savepoint", "nightly-7")
+    assert ControlRequest.parse("stop-savepoint@upgrade") == ControlRequest("stop-savepoint", "upgrade")
+    assert ControlRequest.parse("savepoint@") is None
+    assert ControlRequest.parse("restart@now") is None
+    assert ControlRequest.parse("stop") is None
 
 
 def test_termination_message_stays_within_the_kubernetes_limit(tmp_path: Path) -> None:

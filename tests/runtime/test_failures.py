@@ -15,8 +15,8 @@ from kubernetes import client
 
 from ftspark.adapters.k8s.lease_lock import format_micro_time
 from ftspark.domain.fencing import Epoch
+from ftspark.protocol import Exit
 from ftspark.runtime.fencing import lease_name
-from ftspark.runtime.termination import Exit
 from ftspark_dev.windowed_counts import write_input
 from tests.runtime.conftest import OPERATOR, RuntimeJob
 

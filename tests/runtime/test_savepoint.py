@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ftspark.domain.driver_pod import SAVEPOINT_ANNOTATION
+from ftspark.protocol import SAVEPOINT_ANNOTATION
 from ftspark_dev.windowed_counts import write_input
 from tests.runtime.conftest import RuntimeJob
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ftspark.domain.driver_pod import IN_CLUSTER_MASTER
+from ftspark.protocol import IN_CLUSTER_MASTER
 from ftspark.runtime.session import in_cluster_master, spark_settings
 
 

@@ -15,7 +15,6 @@ from ftspark.domain.lifecycle import (
     RecordResult,
     RequestSavepoint,
     RequestStop,
-    RestoreFrom,
     SavepointReport,
     SubmitAttempt,
     decide,
@@ -23,6 +22,7 @@ from ftspark.domain.lifecycle import (
     spec_hash,
 )
 from ftspark.domain.models import JobResult, JobSpec, JobStatus, UpgradeMode
+from ftspark.protocol import RestoreFrom
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BASE = {

@@ -30,7 +30,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from ftspark.domain.driver_pod import local_recovery_conf
+from ftspark.manifests import local_recovery_conf
 from ftspark.runtime.session import extra_classpath
 from ftspark_dev.s3server import spark_s3a_conf
 

@@ -24,7 +24,8 @@ from typing import Any
 
 from kubernetes import client
 
-from ftspark.domain.driver_pod import local_recovery_conf, spark_app_id
+from ftspark.manifests import local_recovery_conf
+from ftspark.protocol import spark_app_id
 from ftspark_dev.controlplane import REPO_ROOT
 from ftspark_dev.faults import TcpProxy
 from ftspark_dev.localrecovery import ROCKSDB, expected_totals, state_size_parser, totals, write_ranges

@@ -22,8 +22,8 @@ from typing import Any
 
 from kubernetes import client, config
 
-from ftspark import API_GROUP, API_VERSION, JOB_LABEL, PLURAL
-from ftspark.domain.driver_pod import spark_app_id
+from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.protocol import JOB_LABEL, spark_app_id
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.faults import ApiProxy
 from ftspark_dev.nodes import NodeAgent

@@ -40,6 +40,7 @@ from ftspark.domain.models import (
     SavepointRequest,
 )
 from ftspark.domain.restart import on_failure
+from ftspark.protocol import RestoreFrom
 
 # Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
 _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
@@ -93,8 +94,6 @@ class Observation:
 
 
 # -- actions (carried out in order by the reconciler's actuator) --
-
-RestoreFrom = Literal["nothing", "latest-checkpoint", "initial-savepoint"]
 
 
 @dataclass(frozen=True)
@@ -168,10 +167,6 @@ def spec_hash(spec: JobSpec) -> str:
         exclude={"desired_state", "savepoint_trigger_nonce", "stop_timeout_seconds"}
     )
     return hashlib.sha256(relevant.encode()).hexdigest()[:16]
-
-
-def driver_pod_name(job_name: str, attempt: int) -> str:
-    return f"{job_name}-{attempt}-driver"
 
 
 def upgrade_savepoint_id(attempt: int) -> str:

@@ -12,10 +12,10 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from ftspark import API_GROUP, API_VERSION, JOB_LABEL, PLURAL
+from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.configmap_stores import STORE_LABEL
-from ftspark.domain.driver_pod import ROLE_LABEL
 from ftspark.domain.ha import JobKey
+from ftspark.protocol import JOB_LABEL, ROLE_LABEL
 from ftspark.reconcile.queue import WorkQueue
 
 CHECKPOINT_STATUS_DELAY = 5.0

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from ftspark.domain.driver_pod import AttemptPlan
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation
+from ftspark.manifests import AttemptPlan
 
 
 @dataclass(frozen=True)

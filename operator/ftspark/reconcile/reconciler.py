@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from ftspark.domain.driver_pod import AttemptPlan, spark_app_id
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobGraph, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
@@ -24,16 +23,17 @@ from ftspark.domain.lifecycle import (
     RequestStop,
     SubmitAttempt,
     decide,
-    driver_pod_name,
     invalid_spec,
     spec_hash,
 )
 from ftspark.domain.models import CheckpointRef, JobSpec, JobStatus
 from ftspark.domain.recovery import NoUsableCheckpointError, choose_restore_point
+from ftspark.manifests import AttemptPlan
 from ftspark.metrics import JOBS
 from ftspark.ports.checkpoints import CheckpointInspector
 from ftspark.ports.cluster import Drivers, Events, JobResource, Jobs, ObjectRejectedError
 from ftspark.ports.stores import CheckpointStore, JobGraphStore, ResultStore
+from ftspark.protocol import driver_pod_name, spark_app_id
 
 log = logging.getLogger(__name__)
 

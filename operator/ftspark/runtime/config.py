@@ -1,5 +1,5 @@
 """The driver runtime's settings, all from the environment the operator gives the driver pod
-(domain/driver_pod.py) plus a few knobs with defaults.
+(ftspark/manifests.py; the names are ftspark.protocol.DriverEnv) plus a few knobs with defaults.
 
 | variable | meaning |
 |---|---|
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftspark.domain.ha import JobKey
+from ftspark.protocol import DriverEnv
 
 IMAGE_JARS_DIR = Path("/opt/ftspark/jars/s3a")  # images/spark-py/Dockerfile
 DEV_JARS_DIR_NAME = "hadoop-aws-3.4.1-awssdk-2.24.6"  # tools/spark_jars.sh's cache directory
@@ -92,34 +93,34 @@ class RuntimeConfig:
             except ValueError:
                 raise ConfigError(f"{name}={raw!r} is not a number") from None
 
-        namespace, _, name = required("FTSPARK_JOB").partition("/")
+        namespace, _, name = required(DriverEnv.JOB).partition("/")
         if not name:
-            raise ConfigError(f"FTSPARK_JOB must be namespace/name, not {env['FTSPARK_JOB']!r}")
+            raise ConfigError(f"FTSPARK_JOB must be namespace/name, not {env[DriverEnv.JOB]!r}")
         try:
-            spark_conf = json.loads(env.get("FTSPARK_SPARK_CONF") or "{}")
+            spark_conf = json.loads(env.get(DriverEnv.SPARK_CONF) or "{}")
         except json.JSONDecodeError as error:
             raise ConfigError(f"FTSPARK_SPARK_CONF is not JSON: {error}") from None
-        root = required("FTSPARK_CHECKPOINT_LOCATION").rstrip("/")
+        root = required(DriverEnv.CHECKPOINT_LOCATION).rstrip("/")
         lease_duration = int(number("FTSPARK_LEASE_DURATION", 15))
-        restore_batch = env.get("FTSPARK_RESTORE_BATCH", "")
+        restore_batch = env.get(DriverEnv.RESTORE_BATCH, "")
         return cls(
             job=JobKey(namespace=namespace, name=name),
-            job_uid=env.get("FTSPARK_JOB_UID", ""),
-            attempt=int(number("FTSPARK_ATTEMPT", 0)),
-            pod_name=required("FTSPARK_POD_NAME"),
+            job_uid=env.get(DriverEnv.JOB_UID, ""),
+            attempt=int(number(DriverEnv.ATTEMPT, 0)),
+            pod_name=required(DriverEnv.POD_NAME),
             checkpoint_root=root,
-            storage=(env.get("FTSPARK_STORAGE") or root.rsplit("/", 2)[0]).rstrip("/"),
+            storage=(env.get(DriverEnv.STORAGE) or root.rsplit("/", 2)[0]).rstrip("/"),
             spark_conf={str(k): str(v) for k, v in spark_conf.items()},
             jars_dir=s3a_jars_dir(env),
             restore_batch=int(restore_batch) if restore_batch else None,
-            initial_savepoint=env.get("FTSPARK_INITIAL_SAVEPOINT") or None,
-            retained_checkpoints=int(number("FTSPARK_RETAINED_CHECKPOINTS", 5)),
+            initial_savepoint=env.get(DriverEnv.INITIAL_SAVEPOINT) or None,
+            retained_checkpoints=int(number(DriverEnv.RETAINED_CHECKPOINTS, 5)),
             results_namespace=env.get("FTSPARK_RESULTS_NAMESPACE") or namespace,
             lease_duration=lease_duration,
             renew_deadline=number("FTSPARK_LEASE_RENEW_DEADLINE", 10.0),
             retry_period=number("FTSPARK_LEASE_RETRY_PERIOD", 2.0),
             lease_acquire_timeout=number("FTSPARK_LEASE_ACQUIRE_TIMEOUT", 4.0 * lease_duration),
-            stop_timeout=number("FTSPARK_STOP_TIMEOUT", 120.0),
+            stop_timeout=number(DriverEnv.STOP_TIMEOUT, 120.0),
             control_interval=number("FTSPARK_CONTROL_INTERVAL", 1.0),
             termination_log=Path(env.get("FTSPARK_TERMINATION_LOG") or "/dev/termination-log"),
             kubeconfig=env.get("KUBECONFIG") or None,

@@ -1,16 +1,7 @@
-"""Control requests from the operator, read from the driver's own pod (docs/driver-runtime.md).
-
-The annotation `ftspark.io/control` holds one request, `<action>@<argument>`:
-
-    stop@<iso time>           stop with a final checkpoint (FLIP-45): let the running micro-batch commit,
-                              stop the queries, report the final checkpoint, exit 0
-    savepoint@<id>            copy the latest committed batch of every query to <storage>/savepoints/<id>/
-                              and keep running
-    stop-savepoint@<id>       both: stop at the batch boundary, then take the savepoint, then exit 0
-
-A new value is a new request (the same value is handled once). The outcome of a savepoint is written back
-to the pod as annotation `ftspark.io/savepoint`: JSON {"id", "location", "batches": {query: batch}} or
-{"id", "error"}. Cancel needs no request: it is the deletion of the pod.
+"""Control requests from the operator (ftspark.protocol.ControlRequest), read from the driver's own pod
+(docs/driver-runtime.md). A new value is a new request (the same value is handled once). The outcome of a
+savepoint is written back to the pod as annotation `ftspark.io/savepoint`: JSON {"id", "location",
+"batches": {query: batch}} or {"id", "error"}.
 """
 
 from __future__ import annotations
@@ -19,8 +10,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any
 
 import urllib3
 from kubernetes import client
@@ -28,26 +18,11 @@ from kubernetes.client.rest import ApiException
 from pyspark import SparkContext
 
 from ftspark.adapters.k8s import request_timeout
-from ftspark.domain.driver_pod import CONTROL_ANNOTATION
+from ftspark.protocol import CONTROL_ANNOTATION, ControlRequest
 
 log = logging.getLogger(__name__)
 
 _TIMEOUT = request_timeout(10.0)
-Action = Literal["stop", "savepoint", "stop-savepoint"]
-_ACTIONS: tuple[Action, ...] = ("stop", "savepoint", "stop-savepoint")
-
-
-@dataclass(frozen=True)
-class ControlRequest:
-    action: Action
-    argument: str
-
-
-def parse(value: str) -> ControlRequest | None:
-    action, separator, argument = value.partition("@")
-    if not separator or action not in _ACTIONS or (action != "stop" and not argument):
-        return None
-    return ControlRequest(cast(Action, action), argument)
 
 
 class ControlWatcher:
@@ -97,9 +72,11 @@ class ControlWatcher:
             if not value or value == handled:
                 continue
             handled = value
-            request = parse(value)
+            request = ControlRequest.parse(value)
             if request is None:
-                log.error("ignoring control request %r: not one of %s@...", value, "|".join(_ACTIONS))
+                log.error(
+                    "ignoring control request %r: not one of %s@...", value, "stop|savepoint|stop-savepoint"
+                )
                 continue
             log.info("control request: %s", value)
             self._on_request(request)

@@ -24,20 +24,20 @@ from pyspark import SparkContext
 
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
-from ftspark.domain.driver_pod import ROLLBACK_ANNOTATION, SAVEPOINT_ANNOTATION
 from ftspark.domain.fencing import Epoch
 from ftspark.ports.stores import CheckpointStore
+from ftspark.protocol import ROLLBACK_ANNOTATION, SAVEPOINT_ANNOTATION, ControlRequest, Exit
 from ftspark.runtime import appfiles, savepoint
 from ftspark.runtime.appfiles import Application, ApplicationFileError
 from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
 from ftspark.runtime.config import ConfigError, RuntimeConfig
-from ftspark.runtime.control import ControlRequest, ControlWatcher, stop_at_boundary
+from ftspark.runtime.control import ControlWatcher, stop_at_boundary
 from ftspark.runtime.fencing import DriverLease
 from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
 from ftspark.runtime.reporting import PointerReporter, ProgressListener
 from ftspark.runtime.savepoint import SavepointError
 from ftspark.runtime.session import Queries, build_session, spark_settings, spark_uri
-from ftspark.runtime.termination import Ending, Exit, write
+from ftspark.runtime.termination import Ending, write
 
 log = logging.getLogger("ftspark.runtime")
 

@@ -22,7 +22,7 @@ import pyspark
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
-from ftspark.domain.driver_pod import IN_CLUSTER_MASTER
+from ftspark.protocol import IN_CLUSTER_MASTER, DriverEnv
 
 CHECKPOINT_OPTION = "checkpointlocation"
 
@@ -56,7 +56,7 @@ def spark_settings(
     conf: Mapping[str, str], checkpoint_root: str, jars_dir: Path, env: Mapping[str, str] = os.environ
 ) -> dict[str, str]:
     # localRecovery's FileSystem (jvm/local-recovery) joins S3A where the job asks for it.
-    classpath = extra_classpath(jars_dir, env.get("FTSPARK_LOCAL_RECOVERY_JAR", ""))
+    classpath = extra_classpath(jars_dir, env.get(DriverEnv.LOCAL_RECOVERY_JAR, ""))
     settings = {
         # S3A's jars on the JVM's own classpath (no shipping of the 500 MB SDK bundle to executors: the
         # image has them at the same path).

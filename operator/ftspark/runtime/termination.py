@@ -10,21 +10,13 @@ import json
 import logging
 import threading
 from dataclasses import dataclass, field
-from enum import IntEnum
 from pathlib import Path
+
+from ftspark.protocol import Exit
 
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 4096
-
-
-class Exit(IntEnum):
-    """Exit codes, one per kind of ending."""
-
-    FINISHED = 0  # the script returned (every query ended) or a requested stop completed
-    SCRIPT_FAILED = 1  # the user's script raised
-    BAD_INPUT = 2  # an unusable application file, bad environment, unreachable S3, no restorable checkpoint
-    FENCED_OUT = 3  # lost the driver Lease, or a newer attempt fenced the checkpoint store
 
 
 @dataclass

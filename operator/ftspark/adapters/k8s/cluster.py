@@ -10,24 +10,21 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ftspark import API_GROUP, API_VERSION, JOB_LABEL, KIND, PLURAL
-from ftspark.domain.driver_pod import (
+from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
+from ftspark.domain.ha import JobKey
+from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
+from ftspark.manifests import AttemptPlan, Manifest, driver_pod, driver_service, executor_template_config_map
+from ftspark.ports.cluster import JobResource, ObjectRejectedError
+from ftspark.protocol import (
     ATTEMPT_LABEL,
     CONTROL_ANNOTATION,
     DRIVER_SERVICE_ACCOUNT,
+    JOB_LABEL,
     ROLE_LABEL,
     ROLLBACK_ANNOTATION,
     SAVEPOINT_ANNOTATION,
-    AttemptPlan,
-    Manifest,
-    driver_pod,
-    driver_service,
-    executor_template_config_map,
     executor_template_name,
 )
-from ftspark.domain.ha import JobKey
-from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
-from ftspark.ports.cluster import JobResource, ObjectRejectedError
 
 # What Spark's driver (and our runtime in it) does in its namespace: executor pods and their services and
 # config maps, PVCs for reuse, checkpoint pointers (configmaps), its self-fencing Lease, Events.

@@ -21,7 +21,6 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ftspark import JOB_LABEL
 from ftspark.adapters.k8s import request_timeout as k8s_request_timeout
 from ftspark.adapters.records import (
     DEFAULT_PAYLOAD_THRESHOLD,
@@ -34,6 +33,7 @@ from ftspark.adapters.records import (
 )
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.stores import StoreUnavailableError
+from ftspark.protocol import JOB_LABEL
 
 STORE_LABEL = "ftspark.io/store"
 RESULT_LABEL = "ftspark.io/result"

@@ -1,6 +1,7 @@
 """The Kubernetes objects of one driver attempt, as plain manifests (docs/architecture.md, "Objects"): a Pod
-running our driver runtime (spark-submit in client mode inside it) and a headless Service. Names are
-deterministic, so creating them twice is harmless and a new leader finds them.
+running our driver runtime (spark-submit in client mode inside it), a headless Service and the executors'
+pod template in a ConfigMap. Names are deterministic, so creating them twice is harmless and a new leader
+finds them. Pure: the Kubernetes adapter sends them; the names both sides agree on are in ftspark.protocol.
 """
 
 from __future__ import annotations
@@ -10,22 +11,28 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ftspark import API_GROUP, API_VERSION, JOB_LABEL, KIND
-from ftspark.domain.lifecycle import RestoreFrom, driver_pod_name
+from ftspark import API_GROUP, API_VERSION, KIND
 from ftspark.domain.models import EnvVar, JobSpec
+from ftspark.protocol import (
+    ATTEMPT_LABEL,
+    BLOCK_MANAGER_PORT,
+    DRIVER_CONTAINER,
+    DRIVER_PORT,
+    DRIVER_SERVICE_ACCOUNT,
+    IN_CLUSTER_MASTER,
+    JOB_LABEL,
+    ROLE_LABEL,
+    SPARK_ROLE_LABEL,
+    UI_PORT,
+    DriverEnv,
+    RestoreFrom,
+    driver_pod_name,
+    executor_template_name,
+    spark_app_id,
+)
 
 Manifest = dict[str, Any]
 
-ATTEMPT_LABEL = "ftspark.io/attempt"
-ROLE_LABEL = "ftspark.io/role"
-CONTROL_ANNOTATION = "ftspark.io/control"  # operator -> driver: stop@<time>, savepoint@<id>
-SAVEPOINT_ANNOTATION = "ftspark.io/savepoint"  # driver -> operator: the savepoint's outcome (JSON)
-ROLLBACK_ANNOTATION = "ftspark.io/rollbacks"  # driver -> operator: checkpoint rollbacks at start (JSON list)
-DRIVER_SERVICE_ACCOUNT = "ftspark-driver"
-DRIVER_PORT = 7078
-BLOCK_MANAGER_PORT = 7079
-UI_PORT = 4040
-IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"  # the runtime prefers KUBERNETES_SERVICE_HOST/PORT
 EXECUTOR_TEMPLATE_DIR = "/etc/ftspark/executor"
 LOCAL_STATE_VOLUME = "spark-local-dir-ftspark"
 LOCAL_RECOVERY_FS = "io.ftspark.localrecovery.LocalRecoveryFileSystem"
@@ -73,11 +80,6 @@ def _labels(plan: AttemptPlan) -> dict[str, str]:
 # Spark requires spark.kubernetes.executor.podNamePrefix (<name>-<attempt>) to be a DNS label of at most 47
 # characters (its pods are <prefix>-exec-<n>); 40 leaves room for a six-digit attempt number.
 MAX_JOB_NAME_LENGTH = 40
-
-
-def spark_app_id(job_uid: str, attempt: int) -> str:
-    """Spark labels every executor pod spark-app-selector=<this>, so an attempt's executors can be found."""
-    return f"ftspark-{job_uid[:8]}-{attempt}"
 
 
 def spark_conf(plan: AttemptPlan) -> dict[str, str]:
@@ -186,10 +188,6 @@ def _executor_template_name(plan: AttemptPlan) -> str:
     return executor_template_name(driver_pod_name(plan.job_name, plan.attempt))
 
 
-def executor_template_name(driver_pod: str) -> str:
-    return f"{driver_pod}-executor-template"
-
-
 def driver_service(plan: AttemptPlan) -> Manifest:
     name = driver_pod_name(plan.job_name, plan.attempt)
     return {
@@ -212,33 +210,33 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
     spec = plan.spec
     name = driver_pod_name(plan.job_name, plan.attempt)
     env: list[dict[str, Any]] = [
-        {"name": "FTSPARK_JOB", "value": f"{plan.namespace}/{plan.job_name}"},
-        {"name": "FTSPARK_JOB_UID", "value": plan.job_uid},
-        {"name": "FTSPARK_ATTEMPT", "value": str(plan.attempt)},
-        {"name": "FTSPARK_CHECKPOINT_LOCATION", "value": plan.checkpoint_location},
-        {"name": "FTSPARK_RESTORE_FROM", "value": plan.restore_from},
+        {"name": DriverEnv.JOB, "value": f"{plan.namespace}/{plan.job_name}"},
+        {"name": DriverEnv.JOB_UID, "value": plan.job_uid},
+        {"name": DriverEnv.ATTEMPT, "value": str(plan.attempt)},
+        {"name": DriverEnv.CHECKPOINT_LOCATION, "value": plan.checkpoint_location},
+        {"name": DriverEnv.RESTORE_FROM, "value": plan.restore_from},
         {
-            "name": "FTSPARK_RESTORE_BATCH",
+            "name": DriverEnv.RESTORE_BATCH,
             "value": "" if plan.restore_batch_id is None else str(plan.restore_batch_id),
         },
-        {"name": "FTSPARK_INITIAL_SAVEPOINT", "value": spec.initial_savepoint or ""},
+        {"name": DriverEnv.INITIAL_SAVEPOINT, "value": spec.initial_savepoint or ""},
         # The driver runtime's own settings (ftspark/runtime/config.py documents them all).
-        {"name": "FTSPARK_STORAGE", "value": spec.checkpoint.storage},
-        {"name": "FTSPARK_RETAINED_CHECKPOINTS", "value": str(spec.checkpoint.retained)},
-        {"name": "FTSPARK_STOP_TIMEOUT", "value": str(spec.stop_timeout_seconds)},
-        {"name": "FTSPARK_SPARK_CONF", "value": json.dumps(spark_conf(plan), sort_keys=True)},
+        {"name": DriverEnv.STORAGE, "value": spec.checkpoint.storage},
+        {"name": DriverEnv.RETAINED_CHECKPOINTS, "value": str(spec.checkpoint.retained)},
+        {"name": DriverEnv.STOP_TIMEOUT, "value": str(spec.stop_timeout_seconds)},
+        {"name": DriverEnv.SPARK_CONF, "value": json.dumps(spark_conf(plan), sort_keys=True)},
         # Executors reach the driver at its pod IP: works without cluster DNS, and on every cluster.
-        {"name": "SPARK_DRIVER_BIND_ADDRESS", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-        {"name": "FTSPARK_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": DriverEnv.BIND_ADDRESS, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": DriverEnv.POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         *(
-            [{"name": "FTSPARK_LOCAL_RECOVERY_JAR", "value": LOCAL_RECOVERY_JAR}]
+            [{"name": DriverEnv.LOCAL_RECOVERY_JAR, "value": LOCAL_RECOVERY_JAR}]
             if spec.local_recovery.enabled
             else []
         ),
         *(_container_env(e) for e in spec.env),
     ]
     container = {
-        "name": "driver",
+        "name": DRIVER_CONTAINER,
         "image": spec.image,
         "imagePullPolicy": spec.image_pull_policy,
         "command": ["python", "-m", "ftspark.runtime", "driver"],
@@ -259,7 +257,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "labels": {**_labels(plan), "spark-role": "driver"},
+            "labels": {**_labels(plan), SPARK_ROLE_LABEL: "driver"},
             "ownerReferences": [_owner(plan)],
         },
         "spec": {

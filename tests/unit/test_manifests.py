@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ftspark.domain.driver_pod import (
+from ftspark.domain.models import JobSpec
+from ftspark.manifests import (
     AttemptPlan,
     driver_pod,
     executor_pod_template,
     executor_template_config_map,
     spark_conf,
 )
-from ftspark.domain.models import JobSpec
 
 
 def plan(**spec: object) -> AttemptPlan:

@@ -1,0 +1,112 @@
+"""The operator ↔ driver protocol: every name both sides must agree on, in one place.
+
+The operator writes a driver pod (ftspark.manifests) and reads it back (ftspark.reconcile.observe); the driver
+runtime (ftspark.runtime) reads its environment, polls its pod for control requests and answers on it. A
+change here is a change of the protocol: both sides, and the tools that play either side in tests, import
+these names instead of spelling them.
+
+    operator → driver   the environment (DriverEnv), the control annotation (ControlRequest)
+    driver → operator   the savepoint answer and rollback annotations, the exit code (Exit) and the
+                        termination message (runtime/termination.py documents its JSON)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+from typing import Literal, cast
+
+# Every object that belongs to a job (driver pods, services, HA ConfigMaps) carries this label with its name.
+JOB_LABEL = "ftspark.io/job"
+ATTEMPT_LABEL = "ftspark.io/attempt"
+ROLE_LABEL = "ftspark.io/role"
+# Spark's own executor labels: every executor pod of an application carries both.
+SPARK_APP_SELECTOR_LABEL = "spark-app-selector"
+SPARK_ROLE_LABEL = "spark-role"
+
+CONTROL_ANNOTATION = "ftspark.io/control"  # operator → driver: one ControlRequest
+SAVEPOINT_ANNOTATION = "ftspark.io/savepoint"  # driver → operator: the savepoint's outcome (JSON)
+ROLLBACK_ANNOTATION = "ftspark.io/rollbacks"  # driver → operator: checkpoint rollbacks at start (JSON list)
+
+DRIVER_CONTAINER = "driver"
+DRIVER_SERVICE_ACCOUNT = "ftspark-driver"
+DRIVER_PORT = 7078
+BLOCK_MANAGER_PORT = 7079
+UI_PORT = 4040
+IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"  # the runtime prefers KUBERNETES_SERVICE_HOST/PORT
+
+RestoreFrom = Literal["nothing", "latest-checkpoint", "initial-savepoint"]
+
+
+class DriverEnv(StrEnum):
+    """The driver's environment as the operator sets it (runtime/config.py says what each one means)."""
+
+    JOB = "FTSPARK_JOB"
+    JOB_UID = "FTSPARK_JOB_UID"
+    ATTEMPT = "FTSPARK_ATTEMPT"
+    POD_NAME = "FTSPARK_POD_NAME"
+    CHECKPOINT_LOCATION = "FTSPARK_CHECKPOINT_LOCATION"
+    RESTORE_FROM = "FTSPARK_RESTORE_FROM"
+    RESTORE_BATCH = "FTSPARK_RESTORE_BATCH"
+    INITIAL_SAVEPOINT = "FTSPARK_INITIAL_SAVEPOINT"
+    STORAGE = "FTSPARK_STORAGE"
+    RETAINED_CHECKPOINTS = "FTSPARK_RETAINED_CHECKPOINTS"
+    STOP_TIMEOUT = "FTSPARK_STOP_TIMEOUT"
+    SPARK_CONF = "FTSPARK_SPARK_CONF"
+    LOCAL_RECOVERY_JAR = "FTSPARK_LOCAL_RECOVERY_JAR"
+    BIND_ADDRESS = "SPARK_DRIVER_BIND_ADDRESS"
+
+
+class Exit(IntEnum):
+    """The driver's exit codes, one per kind of ending."""
+
+    FINISHED = 0  # the script returned (every query ended) or a requested stop completed
+    SCRIPT_FAILED = 1  # the user's script raised
+    BAD_INPUT = 2  # an unusable application file, bad environment, unreachable S3, no restorable checkpoint
+    FENCED_OUT = 3  # lost the driver Lease, or a newer attempt fenced the checkpoint store
+
+
+ControlAction = Literal["stop", "savepoint", "stop-savepoint"]
+_CONTROL_ACTIONS: tuple[ControlAction, ...] = ("stop", "savepoint", "stop-savepoint")
+
+
+@dataclass(frozen=True)
+class ControlRequest:
+    """The control annotation holds one request, `<action>@<argument>`; a new value is a new request.
+
+    stop@<iso time>       stop with a final checkpoint: let the running batch commit, stop, exit 0
+    savepoint@<id>        copy the latest committed batch of every query to <storage>/savepoints/<id>/
+    stop-savepoint@<id>   both: stop at the batch boundary, take the savepoint, exit 0
+
+    Cancel needs no request: it is the deletion of the pod."""
+
+    action: ControlAction
+    argument: str
+
+    def __str__(self) -> str:
+        return f"{self.action}@{self.argument}"
+
+    @staticmethod
+    def parse(value: str) -> ControlRequest | None:
+        action, separator, argument = value.partition("@")
+        if not separator or action not in _CONTROL_ACTIONS or (action != "stop" and not argument):
+            return None
+        return ControlRequest(cast(ControlAction, action), argument)
+
+
+def driver_pod_name(job_name: str, attempt: int) -> str:
+    """The attempt's driver pod, and its Service and executor-template ConfigMap prefix."""
+    return f"{job_name}-{attempt}-driver"
+
+
+def executor_template_name(driver_pod: str) -> str:
+    return f"{driver_pod}-executor-template"
+
+
+def spark_app_id(job_uid: str, attempt: int) -> str:
+    """Spark labels every executor pod spark-app-selector=<this>, so an attempt's executors can be found."""
+    return f"ftspark-{job_uid[:8]}-{attempt}"
+
+
+def executor_selector(app_id: str) -> str:
+    return f"{SPARK_APP_SELECTOR_LABEL}={app_id},{SPARK_ROLE_LABEL}=executor"
