@@ -47,9 +47,19 @@ def driver(
     started_at: datetime | None = None,
     savepoint: SavepointReport | None = None,
     rollbacks: tuple[str, ...] = (),
+    node_lost: bool = False,
 ) -> DriverObservation:
     return DriverObservation(
-        attempt, f"job-{attempt}-driver", phase, exit_code, reason, message, started_at, savepoint, rollbacks
+        attempt,
+        f"job-{attempt}-driver",
+        phase,
+        exit_code,
+        reason,
+        message,
+        started_at,
+        savepoint,
+        rollbacks,
+        node_lost,
     )
 
 
@@ -346,12 +356,14 @@ def test_local_recovery_remembers_executor_nodes_and_sends_the_next_attempt_back
 
 
 def test_a_driver_on_a_lost_node_is_force_deleted_and_restarted() -> None:
-    lost = driver(1, DriverPhase.FAILED, reason="NodeLost", message="node n1 stopped reporting")
+    lost = driver(
+        1, DriverPhase.FAILED, reason="NodeLost", node_lost=True, message="node n1 stopped reporting"
+    )
     decision = run(spec(), JobStatus(phase="Running", attempt=1), lost)
     assert DeleteDriver("job-1-driver", 1, "restarting after a failure", force=True) in decision.actions
     assert decision.status.last_failure is not None
     assert decision.status.last_failure.reason == "NodeLost"
-    stuck = driver(1, DriverPhase.TERMINATING, reason="NodeLost")
+    stuck = driver(1, DriverPhase.TERMINATING, reason="NodeLost", node_lost=True)
     waiting = run(spec(), decision.status, stuck, at=10)
     assert DeleteDriver("job-1-driver", 1, "restarting", force=True) in waiting.actions
     assert "SubmitAttempt" not in kinds(waiting), "never while the old pod object exists"

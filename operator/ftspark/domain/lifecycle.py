@@ -45,7 +45,7 @@ from ftspark.protocol import RestoreFrom
 # Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
 _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
 _RESUMABLE: set[Phase] = {"Stopped", "Suspended", "Cancelled"}
-NODE_LOST = "NodeLost"  # a driver pod whose node stopped reporting
+NODE_LOST = "NodeLost"  # the failure reason of a driver pod whose node stopped reporting
 # Watches wake a job on every change of it or its driver pods; this is only a safety net.
 _POLL_SECONDS = 300.0
 _SAVEPOINT_HISTORY = 10
@@ -81,6 +81,8 @@ class DriverObservation:
     started_at: datetime | None = None
     savepoint: SavepointReport | None = None
     rollbacks: tuple[str, ...] = ()  # the driver gave up committed batches of a damaged checkpoint
+    # Its node stopped reporting: no kubelet will finish a graceful deletion, so the pod is deleted by force.
+    node_lost: bool = False
 
 
 @dataclass(frozen=True)
@@ -248,9 +250,8 @@ class _Context:
             self._delete(self.current, reason)
 
     def _delete(self, driver: DriverObservation, reason: str) -> None:
-        lost = driver.reason == NODE_LOST
-        if driver.phase != DriverPhase.TERMINATING or lost:
-            self.actions.append(DeleteDriver(driver.pod_name, driver.attempt, reason, force=lost))
+        if driver.phase != DriverPhase.TERMINATING or driver.node_lost:
+            self.actions.append(DeleteDriver(driver.pod_name, driver.attempt, reason, force=driver.node_lost))
 
     def _submit(
         self, restore_from: RestoreFrom, *, fresh: bool = False, reason: str, message: str

@@ -258,10 +258,12 @@ def _observe_phase(pod: client.V1Pod) -> DriverObservation:
     state = next((s.state for s in statuses if s.name == "driver"), statuses[0].state if statuses else None)
     lost = _on_lost_node(pod)
     if pod.metadata.deletion_timestamp is not None:
-        return DriverObservation(attempt, name, DriverPhase.TERMINATING, reason=NODE_LOST if lost else "")
+        return DriverObservation(
+            attempt, name, DriverPhase.TERMINATING, reason=NODE_LOST if lost else "", node_lost=lost
+        )
     if lost:
         message = f"node {pod.spec.node_name} stopped reporting; the driver is presumed lost"
-        return DriverObservation(attempt, name, DriverPhase.FAILED, None, NODE_LOST, message)
+        return DriverObservation(attempt, name, DriverPhase.FAILED, None, NODE_LOST, message, node_lost=True)
     if state is not None and state.terminated is not None:
         done = state.terminated
         phase = DriverPhase.SUCCEEDED if done.exit_code == 0 else DriverPhase.FAILED
