@@ -17,11 +17,13 @@ from ftspark.domain.lifecycle import (
     RequestStop,
     SavepointReport,
     SubmitAttempt,
+    SubmittedGraph,
     decide,
     invalid_spec,
     spec_hash,
 )
 from ftspark.domain.models import JobResult, JobSpec, JobStatus, UpgradeMode
+from ftspark.domain.recovery import RestorePoint
 from ftspark.protocol import RestoreFrom
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -33,8 +35,38 @@ BASE = {
 }
 
 
+UID = "0123abcd-0000-4000-8000-000000000000"
+NOTHING_TO_RESTORE = RestorePoint(None, ())
+
+
 def spec(**changes: object) -> JobSpec:
     return JobSpec.model_validate({**BASE, **changes})
+
+
+def location(run: int = 1) -> str:
+    """The checkpoint directory a job started afresh by attempt `run` writes to."""
+    return f"s3://bucket/job/checkpoints/0123abcd-run-{run}"
+
+
+def observe(
+    job: JobSpec,
+    *drivers: DriverObservation,
+    generation: int = 1,
+    submitted: JobSpec | None = None,
+    result: JobResultEntry | None = None,
+    executor_nodes: tuple[str, ...] = (),
+) -> Observation:
+    """A job that has submitted (its graph is there, at location(1)) and has no checkpoint yet."""
+    return Observation(
+        job_uid=UID,
+        generation=generation,
+        spec_hash=spec_hash(job),
+        graph=SubmittedGraph(UID, spec_hash(submitted or job), location()),
+        drivers=drivers,
+        result=result,
+        executor_nodes=executor_nodes,
+        restore_point=None if drivers else NOTHING_TO_RESTORE,
+    )
 
 
 def driver(
@@ -71,7 +103,7 @@ def run(
     submitted: JobSpec | None = None,
     result: JobResultEntry | None = None,
 ) -> Decision:
-    observation = Observation(1, spec_hash(job), spec_hash(submitted or job), drivers, result)
+    observation = observe(job, *drivers, submitted=submitted, result=result)
     return decide(job, status, observation, T0 + timedelta(seconds=at), lambda: 0.5)
 
 
@@ -80,16 +112,18 @@ def kinds(decision: Decision) -> list[str]:
 
 
 def test_first_reconcile_submits_attempt_one() -> None:
-    decision = decide(spec(), JobStatus(), Observation(1, "h", None), T0, lambda: 0.5)
-    assert decision.actions[0] == SubmitAttempt(1, "nothing")
+    first = Observation(job_uid=UID, generation=1, spec_hash="h", restore_point=NOTHING_TO_RESTORE)
+    decision = decide(spec(), JobStatus(), first, T0, lambda: 0.5)
+    assert decision.actions[0] == SubmitAttempt(1, "nothing", location(1))
     assert decision.status.phase == "Submitting"
     assert decision.status.attempt == 1
 
 
 def test_initial_savepoint_is_restored_on_first_submission() -> None:
     job = spec(initialSavepoint="s3://bucket/other/savepoints/sp-1")
-    decision = decide(job, JobStatus(), Observation(1, "h", None), T0, lambda: 0.5)
-    assert decision.actions[0] == SubmitAttempt(1, "initial-savepoint")
+    first = Observation(job_uid=UID, generation=1, spec_hash="h", restore_point=NOTHING_TO_RESTORE)
+    decision = decide(job, JobStatus(), first, T0, lambda: 0.5)
+    assert decision.actions[0] == SubmitAttempt(1, "initial-savepoint", location(1))
 
 
 def test_running_driver_makes_the_job_ready() -> None:
@@ -122,7 +156,7 @@ def test_failed_driver_restarts_after_the_delay_and_never_overlaps_attempts() ->
     assert "SubmitAttempt" not in kinds(pod_lingers)
 
     resubmitted = run(job, decision.status, at=16)
-    assert resubmitted.actions[0] == SubmitAttempt(2, "latest-checkpoint")
+    assert resubmitted.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
     assert resubmitted.status.attempt == 2
 
 
@@ -180,7 +214,7 @@ def test_stop_asks_the_driver_then_escalates_to_cancel_after_the_timeout() -> No
     assert stopped.status.phase == "Stopped"
 
     resumed = run(spec(), stopped.status, at=40)
-    assert resumed.actions[0] == SubmitAttempt(2, "latest-checkpoint")
+    assert resumed.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
 
 
 def test_resume_waits_for_a_stopped_driver_pod_to_go() -> None:
@@ -195,23 +229,23 @@ def test_cancel_deletes_now_and_resume_restores_the_latest_checkpoint() -> None:
     assert kinds(cancelling) == ["DeleteDriver"]
     cancelled = run(job, cancelling.status)
     assert cancelled.status.phase == "Cancelled"
-    assert run(spec(), cancelled.status).actions[0] == SubmitAttempt(2, "latest-checkpoint")
+    assert run(spec(), cancelled.status).actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
 
 
 def test_spec_change_follows_the_upgrade_mode() -> None:
     old = spec()
     running = JobStatus(phase="Running", attempt=1)
-    cases: tuple[tuple[UpgradeMode, RestoreFrom, bool], ...] = (
-        ("stateless", "nothing", True),
-        ("last-state", "latest-checkpoint", False),
+    cases: tuple[tuple[UpgradeMode, RestoreFrom, str], ...] = (
+        ("stateless", "nothing", location(2)),
+        ("last-state", "latest-checkpoint", location(1)),
     )
-    for mode, restore, fresh in cases:
+    for mode, restore, directory in cases:
         new = spec(upgradeMode=mode, arguments=["--v2"])
         upgrading = run(new, running, driver(1, DriverPhase.RUNNING), submitted=old)
         assert kinds(upgrading) == ["DeleteDriver"]
         assert upgrading.status.phase == "Upgrading"
         submitted = run(new, upgrading.status, submitted=old)
-        assert submitted.actions[0] == SubmitAttempt(2, restore, fresh)
+        assert submitted.actions[0] == SubmitAttempt(2, restore, directory)
 
     new = spec(upgradeMode="savepoint", arguments=["--v2"])
     upgrading = run(new, running, driver(1, DriverPhase.RUNNING), submitted=old)
@@ -222,7 +256,9 @@ def test_spec_change_follows_the_upgrade_mode() -> None:
     assert kinds(finished) == ["DeleteDriver"]
     assert [(sp.id, sp.batch_id) for sp in finished.status.savepoints] == [("sp-upgrade-a1", 9)]
     assert run(new, finished.status, stopped, submitted=old).status.savepoints == finished.status.savepoints
-    assert run(new, finished.status, submitted=old).actions[0] == SubmitAttempt(2, "latest-checkpoint")
+    assert run(new, finished.status, submitted=old).actions[0] == SubmitAttempt(
+        2, "latest-checkpoint", location()
+    )
 
 
 def test_a_savepoint_upgrade_whose_stop_hangs_is_cancelled_after_the_stop_timeout() -> None:
@@ -236,13 +272,13 @@ def test_a_savepoint_upgrade_whose_stop_hangs_is_cancelled_after_the_stop_timeou
     timed_out = EmitEvent("Warning", "StopTimedOut", "no final checkpoint within 30 s; cancelling")
     assert timed_out in escalated.actions
     gone = run(new, escalated.status, at=31, submitted=old)
-    assert gone.actions[0] == SubmitAttempt(2, "latest-checkpoint")
+    assert gone.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
 
 
 def test_observed_generation_follows_every_spec_change_acted_on() -> None:
     status = JobStatus(phase="Running", attempt=1, observed_generation=1)
     stop = spec(desiredState="stopped")
-    observation = Observation(2, spec_hash(stop), spec_hash(stop), (driver(1, DriverPhase.RUNNING),), None)
+    observation = observe(stop, driver(1, DriverPhase.RUNNING), generation=2)
     stopping = decide(stop, status, observation, T0, lambda: 0.5)
     assert stopping.status.observed_generation == 2
 
@@ -282,9 +318,9 @@ def test_manual_restore_waits_for_a_spec_change() -> None:
     waiting = JobStatus(phase="Failed", attempt=2, observed_generation=1)
     assert run(spec(), waiting).actions == ()
     fixed = spec(upgradeMode="stateless")
-    observation = Observation(2, spec_hash(fixed), spec_hash(spec()), (), None)
+    observation = observe(fixed, generation=2, submitted=spec())
     decision = decide(fixed, waiting, observation, T0, lambda: 0.5)
-    assert decision.actions[0] == SubmitAttempt(3, "nothing", True)
+    assert decision.actions[0] == SubmitAttempt(3, "nothing", location(3))
 
 
 def test_a_new_savepoint_nonce_asks_the_running_driver_once_and_records_the_answer() -> None:
@@ -338,21 +374,21 @@ def test_a_savepoint_without_answer_fails_after_the_stop_timeout_and_is_not_retr
 def test_local_recovery_remembers_executor_nodes_and_sends_the_next_attempt_back() -> None:
     job = spec(localRecovery={"enabled": True})
     running = JobStatus(phase="Running", attempt=1)
-    observation = Observation(
-        1, spec_hash(job), spec_hash(job), (driver(1, DriverPhase.RUNNING),), None, ("n2", "n1")
-    )
+    observation = observe(job, driver(1, DriverPhase.RUNNING), executor_nodes=("n2", "n1"))
     seen = decide(job, running, observation, T0, lambda: 0.5)
     assert seen.status.placement is not None
     assert seen.status.placement.nodes == ["n1", "n2"]
-    more = Observation(1, spec_hash(job), spec_hash(job), (driver(1, DriverPhase.RUNNING),), None, ("n3",))
+    more = observe(job, driver(1, DriverPhase.RUNNING), executor_nodes=("n3",))
     assert decide(job, seen.status, more, T0, lambda: 0.5).status.placement.nodes == ["n1", "n2", "n3"]  # type: ignore[union-attr]
 
     failed = run(job, seen.status, driver(1, DriverPhase.FAILED, exit_code=137))
     restarted = run(job, failed.status, at=60)
-    assert restarted.actions[0] == SubmitAttempt(2, "latest-checkpoint", False, ("n1", "n2"))
+    assert restarted.actions[0] == SubmitAttempt(2, "latest-checkpoint", location(), None, ("n1", "n2"))
 
     without = spec()
-    assert run(without, failed.status, at=60).actions[0] == SubmitAttempt(2, "latest-checkpoint", False, ())
+    assert run(without, failed.status, at=60).actions[0] == SubmitAttempt(
+        2, "latest-checkpoint", location(), None, ()
+    )
 
 
 def test_a_driver_on_a_lost_node_is_force_deleted_and_restarted() -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
-import pytest
-
 from ftspark.domain.ha import CheckpointPointer
-from ftspark.domain.recovery import NoUsableCheckpointError, choose_restore_point
+from ftspark.domain.recovery import choose_restore_point
 
 
 def pointer(checkpoint_id: int) -> CheckpointPointer:
@@ -29,8 +28,10 @@ def test_newest_usable_pointer_wins_and_skipped_ones_are_named() -> None:
 def test_no_pointers_means_a_fresh_start() -> None:
     point = choose_restore_point([], lambda p: True)
     assert point.pointer is None
+    assert point.unusable == ""
 
 
 def test_pointers_without_any_usable_checkpoint_require_a_manual_restore() -> None:
-    with pytest.raises(NoUsableCheckpointError, match=r"\[9, 8\].*manual restore required"):
-        choose_restore_point([pointer(9), pointer(8)], lambda p: False)
+    point = choose_restore_point([pointer(9), pointer(8)], lambda p: False)
+    assert point.pointer is None
+    assert re.search(r"\[9, 8\].*manual restore required", point.unusable)

@@ -1,8 +1,10 @@
 """The job lifecycle: one pure function decides, from what was observed, what to do next.
 
-observe → decide → act → record: the reconciler gathers an Observation, `decide` returns a Decision
-(actions to carry out, in order, and the status to record), and adapters carry it out. Actions are
-idempotent, so a crash between acting and recording is repaired by the next reconcile.
+observe → decide → act → record: the reconciler gathers an Observation (everything a decision needs, read
+first), `decide` returns a Decision (actions to carry out, in order, each with its final parameters, and the
+status to record), and the reconciler only carries it out. Actions are idempotent, so a crash between acting
+and recording is repaired by the next reconcile. The one decision taken after acting is `rejected`: the API
+server refused an object built from the spec.
 
 State diagram (phase → phase, on what):
 
@@ -20,13 +22,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Literal
 
-from ftspark.domain.ha import JobResultEntry
+from ftspark.domain.ha import CheckpointPointer, JobResultEntry
 from ftspark.domain.models import (
+    CheckpointRef,
     Condition,
     ConditionType,
     Failure,
@@ -39,6 +42,7 @@ from ftspark.domain.models import (
     SavepointRef,
     SavepointRequest,
 )
+from ftspark.domain.recovery import RestorePoint
 from ftspark.domain.restart import on_failure
 from ftspark.protocol import RestoreFrom
 
@@ -86,16 +90,39 @@ class DriverObservation:
 
 
 @dataclass(frozen=True)
+class SubmittedGraph:
+    """The job graph persisted before the latest attempt's pod: what was launched, and where its state is."""
+
+    uid: str  # of the job that submitted it: another uid is a deleted job's of the same name
+    spec_hash: str
+    checkpoint_location: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class Observation:
+    job_uid: str
     generation: int
     spec_hash: str
-    submitted_spec_hash: str | None
+    graph: SubmittedGraph | None = None
     drivers: tuple[DriverObservation, ...] = ()
     result: JobResultEntry | None = None
     executor_nodes: tuple[str, ...] = ()  # nodes running the current attempt's executors
+    latest_checkpoint: CheckpointPointer | None = None  # the newest pointer in the checkpoint store
+    # Read only when no driver pod exists, the only time an attempt can be submitted (it inspects S3).
+    # None: not read.
+    restore_point: RestorePoint | None = None
+
+    @property
+    def own_graph(self) -> SubmittedGraph | None:
+        return self.graph if self.graph is not None and self.graph.uid == self.job_uid else None
 
 
 # -- actions (carried out in order by the reconciler's actuator) --
+
+
+@dataclass(frozen=True)
+class DiscardPreviousJob:
+    """Delete the HA records a deleted job of the same name left behind (deleted while no leader watched)."""
 
 
 @dataclass(frozen=True)
@@ -104,7 +131,8 @@ class SubmitAttempt:
 
     attempt: int
     restore_from: RestoreFrom
-    fresh_checkpoints: bool = False
+    checkpoint_location: str
+    restore_batch_id: int | None = None  # the newest verified checkpoint; later batches are rolled back
     local_state_nodes: tuple[str, ...] = ()  # localRecovery: where the previous executors kept state
 
 
@@ -143,6 +171,8 @@ class RecordResult:
 
     state: Literal["Succeeded", "Failed"]
     message: str
+    finished_at: datetime
+    retain_seconds: int  # resultStore.ttlSeconds
 
 
 @dataclass(frozen=True)
@@ -152,7 +182,15 @@ class EmitEvent:
     message: str
 
 
-Action = SubmitAttempt | DeleteDriver | RequestStop | RequestSavepoint | RecordResult | EmitEvent
+Action = (
+    DiscardPreviousJob
+    | SubmitAttempt
+    | DeleteDriver
+    | RequestStop
+    | RequestSavepoint
+    | RecordResult
+    | EmitEvent
+)
 
 
 @dataclass(frozen=True)
@@ -160,7 +198,6 @@ class Decision:
     status: JobStatus
     actions: tuple[Action, ...] = ()
     requeue_after: float | None = None
-    notes: tuple[str, ...] = field(default=())
 
 
 def spec_hash(spec: JobSpec) -> str:
@@ -200,6 +237,12 @@ def invalid_spec(
     new_status = status.model_copy(update={"conditions": conditions, "observed_generation": generation})
     already_said = previous is not None and (previous.reason, previous.message) == ("InvalidSpec", text)
     return Decision(new_status, () if already_said else (EmitEvent("Warning", "InvalidSpec", text),))
+
+
+def rejected(status: JobStatus, generation: int, message: str, now: datetime) -> Decision:
+    """The API server refused an object built from the spec (nothing of the attempt was created): like a spec
+    that fails validation, Ready=False with the server's words, no pods, no retry until the spec changes."""
+    return invalid_spec(status, generation, "", message, now)
 
 
 class _Context:
@@ -243,6 +286,16 @@ class _Context:
     def _done(self, requeue_after: float | None = None) -> Decision:
         # Every decision acts on the whole current spec (an upgrade in progress shows as phase Upgrading).
         self._update(observed_generation=self.obs.generation)
+        newest = self.obs.latest_checkpoint
+        if newest is not None:
+            self._update(
+                latest_checkpoint=CheckpointRef(
+                    id=newest.checkpoint_id,
+                    batch_id=newest.batch_id,
+                    time=newest.completed_at,
+                    location=newest.location,
+                )
+            )
         return Decision(self.status, tuple(self.actions), requeue_after)
 
     def _delete_current(self, reason: str) -> None:
@@ -256,19 +309,45 @@ class _Context:
     def _submit(
         self, restore_from: RestoreFrom, *, fresh: bool = False, reason: str, message: str
     ) -> Decision:
+        """fresh: a new checkpoint directory even though the job has one (a stateless upgrade)."""
         if self.stale or self.current:
             return self._done(1.0)  # never start an attempt while an earlier driver pod still exists
         attempt = self.status.attempt + 1
+        graph = None if fresh else self.obs.own_graph
+        # A re-created job of the same name is a new job (new uid): it never resumes the old one's state by
+        # accident; starting from old state is explicit (initialSavepoint).
+        storage = self.spec.checkpoint.storage.rstrip("/")
+        location = (
+            graph.checkpoint_location
+            if graph is not None
+            else f"{storage}/checkpoints/{self.obs.job_uid[:8]}-run-{attempt}"
+        )
+        restore_batch = None
+        if restore_from == "latest-checkpoint" and graph is None:
+            # No record of where this job's state is (its job graph was deleted): it starts without state,
+            # and says so.
+            restore_from = "nothing"
+            self.actions.append(
+                EmitEvent("Warning", "StateNotFound", f"no job graph: attempt {attempt} starts without state")
+            )
+        elif restore_from == "latest-checkpoint":
+            point = self.obs.restore_point
+            if point is None:
+                return self._done(1.0)  # not read yet (a driver pod existed when this job was observed)
+            if point.unusable:
+                return self._manual_restore_required(point.unusable)
+            if point.skipped:
+                self.actions.append(
+                    EmitEvent("Warning", "CheckpointSkipped", f"unusable checkpoints {list(point.skipped)}")
+                )
+            restore_batch = point.pointer.batch_id if point.pointer else None
         placement = self.status.placement
         nodes = (
             tuple(placement.nodes)
-            if placement
-            and self.spec.local_recovery.enabled
-            and not fresh
-            and restore_from == "latest-checkpoint"
+            if placement and self.spec.local_recovery.enabled and restore_from == "latest-checkpoint"
             else ()
         )
-        self.actions.append(SubmitAttempt(attempt, restore_from, fresh, nodes))
+        self.actions.append(SubmitAttempt(attempt, restore_from, location, restore_batch, nodes))
         self._update(
             attempt=attempt,
             driver_pod=None,
@@ -280,8 +359,18 @@ class _Context:
         self._condition("Progressing", "True", reason, message)
         return self._done(_POLL_SECONDS)
 
+    def _manual_restore_required(self, message: str) -> Decision:
+        """Checkpoints exist but none is complete in storage: never a silent start from nothing. Failed with
+        no result, so nothing starts until the user changes the spec (initialSavepoint, or stateless)."""
+        self._update(phase="Failed")
+        self._condition("Ready", "False", "InvalidSpec", message)
+        self.actions.append(EmitEvent("Warning", "ManualRestoreRequired", message))
+        return self._done()
+
     # the dispatch
     def decide(self) -> Decision:
+        if self.obs.graph is not None and self.obs.own_graph is None:
+            self.actions.append(DiscardPreviousJob())
         for driver in self.stale:
             self._delete(driver, "superseded by a later attempt")
         if self.obs.result is not None:
@@ -367,7 +456,8 @@ class _Context:
             return self._awaiting_manual_restore()
         if status.phase == "Restarting":
             return self._restarting()
-        if self.obs.submitted_spec_hash not in {None, self.obs.spec_hash}:
+        graph = self.obs.own_graph
+        if graph is not None and graph.spec_hash != self.obs.spec_hash:
             return self._upgrade()
         return self._observe_driver()
 
@@ -444,12 +534,14 @@ class _Context:
                 self._condition("Degraded", "False", "Running", "")
             return self._done(waiting)
         if current.phase == DriverPhase.SUCCEEDED:
-            self.actions.append(
-                RecordResult("Succeeded", current.message or "the driver finished with exit code 0")
-            )
+            self._record_result("Succeeded", current.message or "the driver finished with exit code 0")
             return self._done(1.0)
         self._delete_current("node lost")  # only acts for a pod on a lost node: it would never go
         return self._done(1.0)  # terminating: wait for it to go
+
+    def _record_result(self, state: Literal["Succeeded", "Failed"], message: str) -> None:
+        retain = self.spec.result_store.ttl_seconds
+        self.actions.append(RecordResult(state, message, self.now, retain))
 
     def _report_rollbacks(self, driver: DriverObservation) -> None:
         """Once per attempt: a user must learn that committed batches were given up (they run again)."""
@@ -527,7 +619,7 @@ class _Context:
         self._condition("Degraded", "True", failure.reason, failure.message)
         if not verdict.restart:
             message = f"{failure.reason}: {failure.message} — not restarted: {verdict.reason}"
-            self.actions.append(RecordResult("Failed", message))
+            self._record_result("Failed", message)
             self._condition("Ready", "False", "RestartsExhausted", message)
             return self._done(1.0)
         due = self.now + timedelta(seconds=verdict.delay_seconds)

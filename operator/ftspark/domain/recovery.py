@@ -13,14 +13,20 @@ from dataclasses import dataclass
 from ftspark.domain.ha import CheckpointPointer
 
 
-class NoUsableCheckpointError(Exception):
-    """Checkpoint pointers exist but none of them points at a complete checkpoint."""
-
-
 @dataclass(frozen=True)
 class RestorePoint:
     pointer: CheckpointPointer | None
     skipped: tuple[int, ...]  # ids of newer pointers found unusable
+
+    @property
+    def unusable(self) -> str:
+        """Why a manual restore is required (pointers exist, none is usable); empty when restorable."""
+        if self.pointer is not None or not self.skipped:
+            return ""
+        return (
+            f"none of the retained checkpoints {list(self.skipped)} is complete in storage; manual restore "
+            "required (set spec.initialSavepoint, or use upgradeMode: stateless to start without state)"
+        )
 
 
 def choose_restore_point(
@@ -32,9 +38,4 @@ def choose_restore_point(
         if committed(pointer):
             return RestorePoint(pointer, tuple(skipped))
         skipped.append(pointer.checkpoint_id)
-    if skipped:
-        raise NoUsableCheckpointError(
-            f"none of the retained checkpoints {skipped} is complete in storage; manual restore required "
-            "(set spec.initialSavepoint, or use upgradeMode: stateless to start without state)"
-        )
-    return RestorePoint(None, ())
+    return RestorePoint(None, tuple(skipped))

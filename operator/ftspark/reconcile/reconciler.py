@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import assert_never
 
 from pydantic import ValidationError
 
@@ -15,6 +16,7 @@ from ftspark.domain.lifecycle import (
     Action,
     Decision,
     DeleteDriver,
+    DiscardPreviousJob,
     DriverPhase,
     EmitEvent,
     Observation,
@@ -22,12 +24,14 @@ from ftspark.domain.lifecycle import (
     RequestSavepoint,
     RequestStop,
     SubmitAttempt,
+    SubmittedGraph,
     decide,
     invalid_spec,
+    rejected,
     spec_hash,
 )
-from ftspark.domain.models import CheckpointRef, JobSpec, JobStatus
-from ftspark.domain.recovery import NoUsableCheckpointError, choose_restore_point
+from ftspark.domain.models import JobSpec, JobStatus
+from ftspark.domain.recovery import choose_restore_point
 from ftspark.manifests import AttemptPlan
 from ftspark.metrics import JOBS
 from ftspark.ports.checkpoints import CheckpointInspector
@@ -83,49 +87,14 @@ class Reconciler:
         except ValidationError as error:
             field, message = describe_validation_error(error)
             decision = invalid_spec(status, job.generation, field, message, now)
-            for action in decision.actions:
-                self._act(job, None, None, action)
-            self._record(job, decision, None)
-            return None
-        graph = self._graphs.get(key)
-        if graph is not None and graph.uid != job.uid:
-            # Left by a deleted job of the same name (deleted while no leader watched): not this job's.
-            self._forget(key)
-            graph = None
-        drivers = tuple(self._drivers.observe(key))
-        running = [d for d in drivers if d.phase == DriverPhase.RUNNING and d.attempt == status.attempt]
-        executor_nodes = (
-            tuple(self._drivers.executor_nodes(key, spark_app_id(job.uid, status.attempt)))
-            if spec.local_recovery.enabled and running
-            else ()
-        )
-        observation = Observation(
-            generation=job.generation,
-            spec_hash=spec_hash(spec),
-            submitted_spec_hash=graph.spec_hash if graph is not None and graph.uid == job.uid else None,
-            drivers=drivers,
-            result=self._results.get(job.uid),
-            executor_nodes=executor_nodes,
-        )
-        decision = decide(spec, status, observation, now, self._uniform)
-        try:
-            for action in decision.actions:
-                self._act(job, spec, graph, action)
-        except ObjectRejectedError as error:
-            # Like a spec that fails validation: Ready=False with the API server's words, no pods, no retry
-            # until the spec changes.
-            decision = invalid_spec(status, job.generation, "", str(error), now)
-            for action in decision.actions:
-                self._act(job, spec, graph, action)
-        except NoUsableCheckpointError as error:
-            decision = invalid_spec(status, job.generation, "", str(error), now)
-            decision = Decision(
-                decision.status.model_copy(update={"phase": "Failed"}),
-                (EmitEvent("Warning", "ManualRestoreRequired", str(error)),),
-            )
-            for action in decision.actions:
-                self._act(job, spec, graph, action)
-        self._record(job, decision, key)
+        else:
+            decision = decide(spec, status, self._observe(job, spec, status), now, self._uniform)
+            try:
+                self._carry_out(job, spec, decision.actions)
+            except ObjectRejectedError as error:
+                decision = rejected(status, job.generation, str(error), now)
+        self._carry_out(job, None, decision.actions)
+        self._record(job, decision)
         return decision.requeue_after
 
     def finish_dirty_results(self) -> int:
@@ -174,51 +143,58 @@ class Reconciler:
         self._checkpoints.delete(key, epoch)
         self._graphs.delete(key, epoch)
 
-    def _act(self, job: JobResource, spec: JobSpec | None, graph: JobGraph | None, action: Action) -> None:
+    def _observe(self, job: JobResource, spec: JobSpec, status: JobStatus) -> Observation:
+        """Everything `decide` needs, read from the API server and the stores (never from a cache)."""
         key = job.key
-        match action:
-            case SubmitAttempt():
-                assert spec is not None, "an invalid spec is never submitted"
-                self._submit(job, spec, graph, action)
-            case DeleteDriver(pod_name=pod, force=force):
-                self._drivers.delete(key, pod, force=force)
-            case RequestStop(pod_name=pod, savepoint_id=savepoint_id):
-                self._drivers.request_stop(key, pod, savepoint_id)
-            case RequestSavepoint(pod_name=pod, savepoint_id=savepoint_id):
-                self._drivers.request_savepoint(key, pod, savepoint_id)
-            case RecordResult(state=state, message=message):
-                entry = JobResultEntry(
-                    job=key,
-                    uid=job.uid,
-                    state=state,
-                    finished_at=self._clock(),
-                    message=message,
-                    retain_seconds=spec.result_store.ttl_seconds if spec else 0,
-                )
-                self._results.create_dirty(entry, self._epoch())
-                self._drivers.delete_all(key, job.uid)
-                self._results.mark_clean(job.uid, self._epoch())
-            case EmitEvent(type=type_, reason=reason, message=message):
-                self._events.emit(job, type_, reason, message)
-
-    def _submit(self, job: JobResource, spec: JobSpec, graph: JobGraph | None, action: SubmitAttempt) -> None:
-        key, epoch = job.key, self._epoch()
-        reuse = graph is not None and graph.uid == job.uid and not action.fresh_checkpoints
-        location = (
-            graph.checkpoint_location
-            if graph and reuse
-            # A re-created job of the same name is a new job (new uid): it never resumes the old one's
-            # state by accident; starting from old state is explicit (initialSavepoint).
-            else f"{spec.checkpoint.storage.rstrip('/')}/checkpoints/{job.uid[:8]}-run-{action.attempt}"
+        stored = self._graphs.get(key)
+        graph = SubmittedGraph(stored.uid, stored.spec_hash, stored.checkpoint_location) if stored else None
+        drivers = tuple(self._drivers.observe(key))
+        running = [d for d in drivers if d.phase == DriverPhase.RUNNING and d.attempt == status.attempt]
+        executor_nodes = (
+            tuple(self._drivers.executor_nodes(key, spark_app_id(job.uid, status.attempt)))
+            if spec.local_recovery.enabled and running
+            else ()
         )
-        restore_batch = None
-        if action.restore_from == "latest-checkpoint" and reuse:
-            point = choose_restore_point(self._checkpoints.pointers(key), self._inspector.committed)
-            if point.skipped:
-                self._events.emit(
-                    job, "Warning", "CheckpointSkipped", f"unusable checkpoints {point.skipped}"
-                )
-            restore_batch = point.pointer.batch_id if point.pointer else None
+        own = graph is not None and graph.uid == job.uid
+        pointers = self._checkpoints.pointers(key) if own else []
+        return Observation(
+            job_uid=job.uid,
+            generation=job.generation,
+            spec_hash=spec_hash(spec),
+            graph=graph,
+            drivers=drivers,
+            result=self._results.get(job.uid),
+            executor_nodes=executor_nodes,
+            latest_checkpoint=pointers[0] if pointers else None,
+            # A submission is decided only when no driver pod exists: only then is S3 inspected.
+            restore_point=None if drivers else choose_restore_point(pointers, self._inspector.committed),
+        )
+
+    def _carry_out(self, job: JobResource, spec: JobSpec | None, actions: Sequence[Action]) -> None:
+        """In order; spec is None only for the decisions that submit nothing (an invalid or refused spec)."""
+        key = job.key
+        for action in actions:
+            match action:
+                case DiscardPreviousJob():
+                    self._forget(key)
+                case SubmitAttempt():
+                    assert spec is not None, "an invalid spec is never submitted"
+                    self._submit(job, spec, action)
+                case DeleteDriver(pod_name=pod, force=force):
+                    self._drivers.delete(key, pod, force=force)
+                case RequestStop(pod_name=pod, savepoint_id=savepoint_id):
+                    self._drivers.request_stop(key, pod, savepoint_id)
+                case RequestSavepoint(pod_name=pod, savepoint_id=savepoint_id):
+                    self._drivers.request_savepoint(key, pod, savepoint_id)
+                case RecordResult():
+                    self._record_result(job, action)
+                case EmitEvent(type=type_, reason=reason, message=message):
+                    self._events.emit(job, type_, reason, message)
+                case _:
+                    assert_never(action)
+
+    def _submit(self, job: JobResource, spec: JobSpec, action: SubmitAttempt) -> None:
+        key, epoch = job.key, self._epoch()
         # The job graph is persisted before any pod exists (a new leader knows what was launched) ...
         self._graphs.put(
             JobGraph(
@@ -227,7 +203,7 @@ class Reconciler:
                 generation=job.generation,
                 spec_hash=spec_hash(spec),
                 spec=spec,
-                checkpoint_location=location,
+                checkpoint_location=action.checkpoint_location,
                 submitted_at=self._clock(),
             ),
             epoch,
@@ -242,32 +218,28 @@ class Reconciler:
                 job_uid=job.uid,
                 attempt=action.attempt,
                 spec=spec,
-                checkpoint_location=location,
-                restore_from=action.restore_from
-                if reuse or action.restore_from != "latest-checkpoint"
-                else "nothing",
-                restore_batch_id=restore_batch,
+                checkpoint_location=action.checkpoint_location,
+                restore_from=action.restore_from,
+                restore_batch_id=action.restore_batch_id,
                 local_state_nodes=action.local_state_nodes,
             )
         )
 
-    def _record(self, job: JobResource, decision: Decision, key: JobKey | None) -> None:
-        status = decision.status
-        if key is not None:
-            pointers = self._checkpoints.pointers(key)
-            if pointers:
-                newest = pointers[0]
-                status = status.model_copy(
-                    update={
-                        "latest_checkpoint": CheckpointRef(
-                            id=newest.checkpoint_id,
-                            batch_id=newest.batch_id,
-                            time=newest.completed_at,
-                            location=newest.location,
-                        )
-                    }
-                )
-        JOBS.record(job.key, status)
-        written = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    def _record_result(self, job: JobResource, action: RecordResult) -> None:
+        entry = JobResultEntry(
+            job=job.key,
+            uid=job.uid,
+            state=action.state,
+            finished_at=action.finished_at,
+            message=action.message,
+            retain_seconds=action.retain_seconds,
+        )
+        self._results.create_dirty(entry, self._epoch())
+        self._drivers.delete_all(job.key, job.uid)
+        self._results.mark_clean(job.uid, self._epoch())
+
+    def _record(self, job: JobResource, decision: Decision) -> None:
+        JOBS.record(job.key, decision.status)
+        written = decision.status.model_dump(mode="json", by_alias=True, exclude_none=True)
         if written != job.status:  # unchanged: no write, no watch event, no extra reconcile
             self._jobs.write_status(job, written)
