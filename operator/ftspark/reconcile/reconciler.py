@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import assert_never
 
@@ -13,7 +13,6 @@ from pydantic import ValidationError
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobGraph, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
-    Action,
     Decision,
     DeleteDriver,
     DiscardPreviousJob,
@@ -80,20 +79,7 @@ class Reconciler:
             JOBS.record(key, None)
             self._forget(key)  # deleted: its pods go with it (ownerReferences), its HA data goes here
             return None
-        now = self._clock()
-        status = self._status(job)
-        try:
-            spec = JobSpec.model_validate(job.spec)
-        except ValidationError as error:
-            field, message = describe_validation_error(error)
-            decision = invalid_spec(status, job.generation, field, message, now)
-        else:
-            decision = decide(spec, status, self._observe(job, spec, status), now, self._uniform)
-            try:
-                self._carry_out(job, spec, decision.actions)
-            except ObjectRejectedError as error:
-                decision = rejected(status, job.generation, str(error), now)
-        self._carry_out(job, None, decision.actions)
+        decision = self._decide_and_act(job, self._status(job), self._clock())
         self._record(job, decision)
         return decision.requeue_after
 
@@ -143,6 +129,18 @@ class Reconciler:
         self._checkpoints.delete(key, epoch)
         self._graphs.delete(key, epoch)
 
+    def _decide_and_act(self, job: JobResource, status: JobStatus, now: datetime) -> Decision:
+        try:
+            spec = JobSpec.model_validate(job.spec)
+        except ValidationError as error:
+            field, message = describe_validation_error(error)
+            return self._carried_out(job, None, invalid_spec(status, job.generation, field, message, now))
+        decision = decide(spec, status, self._observe(job, spec, status), now, self._uniform)
+        try:
+            return self._carried_out(job, spec, decision)
+        except ObjectRejectedError as error:
+            return self._carried_out(job, None, rejected(status, job.generation, str(error), now))
+
     def _observe(self, job: JobResource, spec: JobSpec, status: JobStatus) -> Observation:
         """Everything `decide` needs, read from the API server and the stores (never from a cache)."""
         key = job.key
@@ -157,23 +155,28 @@ class Reconciler:
         )
         own = graph is not None and graph.uid == job.uid
         pointers = self._checkpoints.pointers(key) if own else []
+        result = self._results.get(job.uid)
         return Observation(
             job_uid=job.uid,
             generation=job.generation,
             spec_hash=spec_hash(spec),
             graph=graph,
             drivers=drivers,
-            result=self._results.get(job.uid),
+            result=result,
             executor_nodes=executor_nodes,
             latest_checkpoint=pointers[0] if pointers else None,
-            # A submission is decided only when no driver pod exists: only then is S3 inspected.
-            restore_point=None if drivers else choose_restore_point(pointers, self._inspector.committed),
+            # A submission is decided only when no driver pod exists and the job has no result: only then
+            # is S3 inspected.
+            restore_point=None
+            if drivers or result is not None
+            else choose_restore_point(pointers, self._inspector.committed),
         )
 
-    def _carry_out(self, job: JobResource, spec: JobSpec | None, actions: Sequence[Action]) -> None:
-        """In order; spec is None only for the decisions that submit nothing (an invalid or refused spec)."""
+    def _carried_out(self, job: JobResource, spec: JobSpec | None, decision: Decision) -> Decision:
+        """Acts in order; spec is None only for the decisions that submit nothing (an invalid or refused
+        spec)."""
         key = job.key
-        for action in actions:
+        for action in decision.actions:
             match action:
                 case DiscardPreviousJob():
                     self._forget(key)
@@ -192,6 +195,7 @@ class Reconciler:
                     self._events.emit(job, type_, reason, message)
                 case _:
                     assert_never(action)
+        return decision
 
     def _submit(self, job: JobResource, spec: JobSpec, action: SubmitAttempt) -> None:
         key, epoch = job.key, self._epoch()

@@ -1,0 +1,110 @@
+"""The cluster port (ports.cluster) in memory, for fast unit tests of the reconciler: job resources, driver
+pods as the observations a real pod would give, and Events, with what each call did kept for assertions.
+
+A test plays the kubelet and the user: `set_driver` moves a driver pod to a new state, `refuse` makes the
+"API server" refuse the next object of a kind. Not thread-safe: one reconcile at a time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from ftspark.domain.ha import JobKey
+from ftspark.domain.lifecycle import DriverObservation, DriverPhase
+from ftspark.manifests import AttemptPlan
+from ftspark.ports.cluster import JobResource, ObjectRejectedError
+from ftspark.protocol import driver_pod_name
+
+
+class MemoryJobs:
+    def __init__(self) -> None:
+        self.resources: dict[JobKey, JobResource] = {}
+        self.status_writes = 0
+
+    def apply(self, key: JobKey, spec: dict[str, Any], *, uid: str = "uid-1") -> JobResource:
+        """Create the job, or change its spec (a new generation), as kubectl apply would."""
+        current = self.resources.get(key)
+        if current is None or current.uid != uid:
+            job = JobResource(key, uid, 1, spec, {})
+        else:
+            job = replace(current, spec=spec, generation=current.generation + 1)
+        self.resources[key] = job
+        return job
+
+    def delete(self, key: JobKey) -> None:
+        self.resources.pop(key, None)
+
+    def get(self, key: JobKey) -> JobResource | None:
+        return self.resources.get(key)
+
+    def write_status(self, job: JobResource, status: dict[str, Any]) -> None:
+        self.status_writes += 1
+        current = self.resources.get(job.key)
+        if current is not None and current.uid == job.uid:
+            self.resources[job.key] = replace(current, status=status)
+
+
+@dataclass
+class MemoryDrivers:
+    pods: dict[JobKey, dict[str, DriverObservation]] = field(default_factory=dict)
+    plans: list[AttemptPlan] = field(default_factory=list)  # every attempt created, in order
+    deleted: list[tuple[str, bool]] = field(default_factory=list)  # (pod, force)
+    controls: list[tuple[str, str]] = field(default_factory=list)  # (pod, "stop" | savepoint id)
+    executors: dict[str, list[str]] = field(default_factory=dict)  # spark app id → nodes
+    refusals: list[str] = field(default_factory=list)  # kinds to refuse, one each
+
+    def refuse(self, kind: Literal["ConfigMap", "Pod", "Service"]) -> None:
+        self.refusals.append(kind)
+
+    def set_driver(self, key: JobKey, attempt: int, phase: DriverPhase, **fields: Any) -> None:
+        name = driver_pod_name(key.name, attempt)
+        self.pods.setdefault(key, {})[name] = DriverObservation(attempt, name, phase, **fields)
+
+    def observe(self, key: JobKey) -> list[DriverObservation]:
+        return sorted(self.pods.get(key, {}).values(), key=lambda d: d.attempt)
+
+    def create(self, plan: AttemptPlan) -> None:
+        if self.refusals:
+            kind = self.refusals.pop(0)
+            raise ObjectRejectedError(f"the API server refused the driver's {kind}: invalid")
+        key = JobKey(namespace=plan.namespace, name=plan.job_name)
+        name = driver_pod_name(plan.job_name, plan.attempt)
+        self.pods.setdefault(key, {}).setdefault(
+            name, DriverObservation(plan.attempt, name, DriverPhase.PENDING)
+        )
+        self.plans.append(plan)
+
+    def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
+        self.deleted.append((pod_name, force))
+        self.pods.get(key, {}).pop(pod_name, None)
+
+    def request_stop(self, key: JobKey, pod_name: str, savepoint_id: str = "") -> None:
+        self.controls.append((pod_name, savepoint_id or "stop"))
+
+    def request_savepoint(self, key: JobKey, pod_name: str, savepoint_id: str) -> None:
+        self.controls.append((pod_name, savepoint_id))
+
+    def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
+        return sorted(set(self.executors.get(spark_app_id, [])))
+
+    def delete_all(self, key: JobKey, uid: str) -> None:
+        self.pods.pop(key, None)
+
+
+@dataclass(frozen=True)
+class EmittedEvent:
+    job: JobKey
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass
+class MemoryEvents:
+    emitted: list[EmittedEvent] = field(default_factory=list)
+
+    def emit(self, job: JobResource, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        self.emitted.append(EmittedEvent(job.key, type_, reason, message))
+
+    def reasons(self) -> list[str]:
+        return [event.reason for event in self.emitted]

@@ -1,0 +1,270 @@
+"""The reconciler (observe → decide → act → record) over the in-memory cluster port and HA stores: what each
+reconcile reads, creates, deletes and writes, in milliseconds. The same paths against a real API server, S3
+and Spark are in tests/integration and e2e."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ftspark.adapters.memory.cluster import MemoryDrivers, MemoryEvents, MemoryJobs
+from ftspark.adapters.memory.stores import memory_stores
+from ftspark.adapters.records import HaStores
+from ftspark.domain.fencing import Epoch
+from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey
+from ftspark.domain.lifecycle import DriverPhase
+from ftspark.domain.models import JobSpec, JobStatus
+from ftspark.protocol import driver_pod_name, spark_app_id
+from ftspark.reconcile.reconciler import Reconciler
+
+KEY = JobKey(namespace="team-a", name="counts")
+UID = "0123abcd-0000-4000-8000-000000000001"
+SPEC: dict[str, Any] = {
+    "image": "img",
+    "mainApplicationFile": "local:///job.py",
+    "checkpoint": {"storage": "s3://bucket/counts"},
+    "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 3, "delaySeconds": 5}},
+}
+LEADER = Epoch("operator", 1, "leader-0")
+
+
+@dataclass
+class Inspector:
+    """Which checkpoints are complete in storage (by checkpoint id); the real one HEADs commits/<batch>."""
+
+    missing: set[int] = field(default_factory=set)
+
+    def committed(self, pointer: CheckpointPointer) -> bool:
+        return pointer.checkpoint_id not in self.missing
+
+
+@dataclass
+class Cluster:
+    jobs: MemoryJobs = field(default_factory=MemoryJobs)
+    drivers: MemoryDrivers = field(default_factory=MemoryDrivers)
+    events: MemoryEvents = field(default_factory=MemoryEvents)
+    stores: HaStores = field(default_factory=memory_stores)
+    inspector: Inspector = field(default_factory=Inspector)
+    now: datetime = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def __post_init__(self) -> None:
+        self.reconciler = Reconciler(
+            jobs=self.jobs,
+            drivers=self.drivers,
+            events=self.events,
+            graphs=self.stores.job_graphs,
+            checkpoints=self.stores.checkpoints,
+            results=self.stores.results,
+            inspector=self.inspector,
+            epoch=lambda: LEADER,
+            clock=lambda: self.now,
+            uniform=lambda: 0.5,
+        )
+
+    def reconcile(self, *, after: float = 0.0) -> float | None:
+        self.now += timedelta(seconds=after)
+        return self.reconciler.reconcile(KEY)
+
+    def status(self) -> JobStatus:
+        job = self.jobs.get(KEY)
+        assert job is not None
+        return JobStatus.model_validate(job.status)
+
+    def commit(self, attempt: int, checkpoint_id: int) -> None:
+        """The attempt's driver records a completed checkpoint, as the runtime does."""
+        graph = self.stores.job_graphs.get(KEY)
+        assert graph is not None
+        pointer = CheckpointPointer(
+            checkpoint_id=checkpoint_id,
+            batch_id=checkpoint_id,
+            location=graph.checkpoint_location,
+            completed_at=self.now,
+            attempt=attempt,
+        )
+        driver = Epoch("driver", attempt, driver_pod_name(KEY.name, attempt))
+        self.stores.checkpoints.add(KEY, pointer, driver, retained=5)
+
+    def running(self, attempt: int = 1) -> None:
+        self.drivers.set_driver(KEY, attempt, DriverPhase.RUNNING, started_at=self.now)
+        self.reconcile()
+
+    def fail(self, attempt: int = 1) -> None:
+        self.drivers.set_driver(KEY, attempt, DriverPhase.FAILED, exit_code=1, message="boom")
+        self.reconcile()
+        self.drivers.pods.pop(KEY, None)  # the deleted pod is gone
+
+
+@pytest.fixture
+def cluster() -> Cluster:
+    return Cluster()
+
+
+def run_dir(uid: str, attempt: int) -> str:
+    return f"s3://bucket/counts/checkpoints/{uid[:8]}-run-{attempt}"
+
+
+def test_the_first_reconcile_persists_the_graph_then_creates_attempt_one(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    (plan,) = cluster.drivers.plans
+    assert (plan.attempt, plan.restore_from, plan.checkpoint_location) == (1, "nothing", run_dir(UID, 1))
+    graph = cluster.stores.job_graphs.get(KEY)
+    assert graph is not None
+    assert (graph.uid, graph.checkpoint_location) == (UID, run_dir(UID, 1))
+    assert (cluster.status().phase, cluster.status().attempt) == ("Submitting", 1)
+    assert cluster.events.reasons() == ["Submitted"]
+
+
+def test_status_is_written_only_when_it_changes(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    writes = cluster.jobs.status_writes
+    for _ in range(3):
+        cluster.reconcile(after=1)
+    assert cluster.jobs.status_writes == writes
+    assert cluster.status().phase == "Running"
+
+
+def test_a_restart_restores_the_newest_complete_checkpoint_and_names_the_skipped_ones(
+    cluster: Cluster,
+) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    for checkpoint_id in (3, 4, 5):
+        cluster.commit(1, checkpoint_id)
+    cluster.inspector.missing = {5}  # the newest pointer's commit file is not in storage
+    cluster.fail()
+    assert cluster.status().phase == "Restarting"
+    cluster.reconcile(after=5)
+    restart = cluster.drivers.plans[-1]
+    assert (restart.attempt, restart.restore_from, restart.restore_batch_id) == (2, "latest-checkpoint", 4)
+    assert restart.checkpoint_location == run_dir(UID, 1), "the same directory, so Spark resumes from it"
+    assert "CheckpointSkipped" in cluster.events.reasons()
+    latest = cluster.status().latest_checkpoint
+    assert latest is not None
+    assert latest.id == 5
+
+
+def test_no_complete_checkpoint_asks_for_a_manual_restore_and_starts_nothing(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.commit(1, 7)
+    cluster.inspector.missing = {7}
+    cluster.fail()
+    cluster.reconcile(after=5)
+    assert len(cluster.drivers.plans) == 1
+    status = cluster.status()
+    assert status.phase == "Failed"
+    assert status.result is None, "not final: the user can fix it"
+    ready = next(c for c in status.conditions if c.type == "Ready")
+    assert "manual restore required" in ready.message
+    assert cluster.events.reasons()[-1] == "ManualRestoreRequired"
+    cluster.reconcile(after=60)
+    assert len(cluster.drivers.plans) == 1, "nothing starts until the spec changes"
+
+    cluster.jobs.apply(KEY, {**SPEC, "upgradeMode": "stateless"}, uid=UID)
+    cluster.reconcile()
+    restart = cluster.drivers.plans[-1]
+    assert (restart.attempt, restart.restore_from) == (2, "nothing")
+    assert restart.checkpoint_location == run_dir(UID, 2), "stateless: a new directory"
+
+
+def test_a_restart_without_a_job_graph_starts_without_state_and_says_so(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.stores.job_graphs.delete(KEY, LEADER)  # deleted by hand
+    cluster.fail()
+    cluster.reconcile(after=5)
+    restart = cluster.drivers.plans[-1]
+    assert (restart.attempt, restart.restore_from) == (2, "nothing")
+    assert "StateNotFound" in cluster.events.reasons()
+
+
+def test_a_deleted_jobs_records_are_discarded_before_a_new_job_of_the_same_name_starts(
+    cluster: Cluster,
+) -> None:
+    old = JobGraph(
+        job=KEY,
+        uid="ffffeeee-old",
+        generation=4,
+        spec_hash="x",
+        spec=JobSpec.model_validate(SPEC),
+        checkpoint_location=run_dir("ffffeeee-old", 1),
+        submitted_at=cluster.now,
+    )
+    cluster.stores.job_graphs.put(old, LEADER)
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    (plan,) = cluster.drivers.plans
+    assert (plan.restore_from, plan.checkpoint_location) == ("nothing", run_dir(UID, 1))
+    graph = cluster.stores.job_graphs.get(KEY)
+    assert graph is not None
+    assert graph.uid == UID
+
+
+def test_an_object_the_api_server_refuses_leaves_no_attempt_and_is_reported_once(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.drivers.refuse("Pod")
+    assert cluster.reconcile() is None, "no retry until the spec changes"
+    assert cluster.drivers.plans == []
+    status = cluster.status()
+    ready = next(c for c in status.conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("False", "InvalidSpec")
+    assert "refused the driver's Pod" in ready.message
+    assert status.attempt == 0
+    cluster.drivers.refuse("Pod")
+    cluster.reconcile()
+    assert cluster.events.reasons() == ["InvalidSpec"], "said once"
+
+
+def test_an_invalid_spec_names_the_field_and_creates_nothing(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, {**SPEC, "checkpoint": {"storage": "/tmp/x"}}, uid=UID)
+    assert cluster.reconcile() is None
+    assert cluster.drivers.plans == []
+    ready = next(c for c in cluster.status().conditions if c.type == "Ready")
+    assert ready.reason == "InvalidSpec"
+    assert "spec.checkpoint.storage" in ready.message
+
+
+def test_a_finished_driver_records_a_clean_result_and_never_runs_again(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, {**SPEC, "resultStore": {"ttlSeconds": 60}}, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.SUCCEEDED, exit_code=0)
+    cluster.reconcile(after=3)
+    result = cluster.stores.results.get(UID)
+    assert result is not None
+    assert (result.state, result.clean, result.retain_seconds) == ("Succeeded", True, 60)
+    assert KEY not in cluster.drivers.pods, "its pods were cleaned up"
+    cluster.reconcile(after=1)
+    assert cluster.status().phase == "Succeeded"
+    assert len(cluster.drivers.plans) == 1
+
+
+def test_local_recovery_sends_the_next_attempt_to_the_executors_nodes(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, {**SPEC, "localRecovery": {"enabled": True}}, uid=UID)
+    cluster.reconcile()
+    cluster.drivers.executors[spark_app_id(UID, 1)] = ["node-b", "node-a"]
+    cluster.running()
+    cluster.commit(1, 0)
+    cluster.fail()
+    cluster.reconcile(after=5)
+    assert cluster.drivers.plans[-1].local_state_nodes == ("node-a", "node-b")
+
+
+def test_a_deleted_job_leaves_no_ha_records(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.commit(1, 0)
+    cluster.jobs.delete(KEY)
+    cluster.reconcile()
+    assert cluster.stores.job_graphs.get(KEY) is None
+    assert cluster.stores.checkpoints.pointers(KEY) == []
