@@ -23,6 +23,7 @@ from pathlib import Path
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.protocol import ROLE_LABEL
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.operators import OperatorFleet, job_manifest, set_driver_exited, set_driver_running
 from ftspark_dev.s3server import S3Server
@@ -44,9 +45,7 @@ def _peak_rss_mib(pid: int) -> float:
 
 def _driver_pods(core: client.CoreV1Api, namespace: str) -> set[str]:
     # Raw JSON: deserializing a thousand V1Pod models would make the benchmark its own bottleneck.
-    pods = core.list_namespaced_pod(
-        namespace, label_selector="ftspark.io/role=driver", _preload_content=False
-    )
+    pods = core.list_namespaced_pod(namespace, label_selector=f"{ROLE_LABEL}=driver", _preload_content=False)
     return {item["metadata"]["name"] for item in json.loads(pods.data)["items"]}
 
 

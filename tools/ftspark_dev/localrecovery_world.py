@@ -25,7 +25,7 @@ from typing import Any
 from kubernetes import client
 
 from ftspark.manifests import local_recovery_conf
-from ftspark.protocol import spark_app_id
+from ftspark.protocol import SPARK_APP_SELECTOR_LABEL, executor_selector, spark_app_id
 from ftspark_dev.controlplane import REPO_ROOT
 from ftspark_dev.faults import TcpProxy
 from ftspark_dev.localrecovery import ROCKSDB, expected_totals, state_size_parser, totals, write_ranges
@@ -116,7 +116,7 @@ class StateJob:
         batches = self._batches()
         killed = time.monotonic()
         if fault == "executor":
-            assert self.world.nodes.kill_pods(JOBS_NAMESPACE, f"spark-app-selector={self._app()}")
+            assert self.world.nodes.kill_pods(JOBS_NAMESPACE, f"{SPARK_APP_SELECTOR_LABEL}={self._app()}")
         else:
             self.world.nodes.kill_pod(JOBS_NAMESPACE, self.world.drivers(self.name)[-1].metadata.name)
         self._write(10**12 + self.files, 100)
@@ -186,9 +186,7 @@ class StateJob:
     def _executor_nodes(self) -> tuple[str, ...]:
         pods = (
             client.CoreV1Api(self.world.api)
-            .list_namespaced_pod(
-                JOBS_NAMESPACE, label_selector=f"spark-app-selector={self._app()},spark-role=executor"
-            )
+            .list_namespaced_pod(JOBS_NAMESPACE, label_selector=executor_selector(self._app()))
             .items
         )
         return tuple(sorted(p.spec.node_name for p in pods if p.status.phase == "Running"))

@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.protocol import JOB_LABEL
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.processes import ManagedProcess, free_port
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
@@ -210,5 +211,5 @@ def event_reasons(api: client.ApiClient, namespace: str, name: str) -> list[str]
 
 
 def pod_names(api: client.ApiClient, namespace: str, job: str) -> list[str]:
-    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"ftspark.io/job={job}")
+    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"{JOB_LABEL}={job}")
     return sorted(p.metadata.name for p in pods.items)

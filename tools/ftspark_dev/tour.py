@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import urllib3
 from kubernetes import client
 
+from ftspark.protocol import SPARK_ROLE_LABEL
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
 from ftspark_dev.world import World
@@ -98,7 +99,7 @@ class FaultTour:
         self._feeder.start()
 
     def kill_executor(self) -> None:
-        killed = self.world.kill_pods("spark-role=executor")
+        killed = self.world.kill_pods(f"{SPARK_ROLE_LABEL}=executor")
         assert killed, "an executor was running"
         self._progress("executor kill", 240)
 

@@ -23,7 +23,7 @@ from typing import Any
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark.protocol import JOB_LABEL, spark_app_id
+from ftspark.protocol import JOB_LABEL, ROLE_LABEL, SPARK_APP_SELECTOR_LABEL, spark_app_id
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.faults import ApiProxy
 from ftspark_dev.nodes import NodeAgent
@@ -65,7 +65,7 @@ class JobsClient:
                 p.metadata.name
                 for p in pods
                 if (p.metadata.labels or {}).get(JOB_LABEL) == name
-                or (p.metadata.labels or {}).get("spark-app-selector", "").startswith(app)
+                or (p.metadata.labels or {}).get(SPARK_APP_SELECTOR_LABEL, "").startswith(app)
             ]
 
         deadline = time.monotonic() + 120
@@ -88,7 +88,7 @@ class JobsClient:
 
     def drivers(self, name: str) -> list[client.V1Pod]:
         pods = client.CoreV1Api(self.api).list_namespaced_pod(
-            JOBS_NAMESPACE, label_selector=f"ftspark.io/job={name},ftspark.io/role=driver"
+            JOBS_NAMESPACE, label_selector=f"{JOB_LABEL}={name},{ROLE_LABEL}=driver"
         )
         return sorted(pods.items, key=lambda p: p.metadata.name)
 
