@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import json
 from typing import Any, Literal
@@ -12,19 +11,17 @@ from kubernetes.client.rest import ApiException
 
 from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
 from ftspark.domain.ha import JobKey
-from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
+from ftspark.domain.lifecycle import DriverObservation
 from ftspark.manifests import AttemptPlan, Manifest, driver_pod, driver_service, executor_template_config_map
 from ftspark.ports.cluster import JobResource, ObjectRejectedError
 from ftspark.protocol import (
-    ATTEMPT_LABEL,
     CONTROL_ANNOTATION,
     DRIVER_SERVICE_ACCOUNT,
     JOB_LABEL,
     ROLE_LABEL,
-    ROLLBACK_ANNOTATION,
-    SAVEPOINT_ANNOTATION,
     executor_template_name,
 )
+from ftspark.reconcile.observe import observe_driver
 
 # What Spark's driver (and our runtime in it) does in its namespace: executor pods and their services and
 # config maps, PVCs for reuse, checkpoint pointers (configmaps), its self-fencing Lease, Events.
@@ -110,8 +107,12 @@ class KubeDrivers:
         self._identities_ensured: set[str] = set()  # namespaces; a deleted SA is re-created after a restart
 
     def observe(self, key: JobKey) -> list[DriverObservation]:
-        pods = self._core.list_namespaced_pod(key.namespace, label_selector=self._selector(key)).items
-        return sorted((_observe(pod) for pod in pods), key=lambda d: d.attempt)
+        # Raw JSON, as observe_driver reads it: no V1Pod models to build, which adds up at thousands of jobs.
+        response = self._core.list_namespaced_pod(
+            key.namespace, label_selector=self._selector(key), _preload_content=False
+        )
+        drivers = (observe_driver(pod) for pod in json.loads(response.data)["items"])
+        return sorted((d for d in drivers if d is not None), key=lambda d: d.attempt)
 
     def create(self, plan: AttemptPlan) -> None:
         self._ensure_driver_identity(plan.namespace)
@@ -206,85 +207,6 @@ class KubeDrivers:
         )
         _ignore(409, self._rbac.create_namespaced_role_binding, namespace, binding)
         self._identities_ensured.add(namespace)
-
-
-def _savepoint_report(pod: client.V1Pod) -> SavepointReport | None:
-    """The runtime's answer: {"id", "location", "batches": {query: batch}} or {"id", "error"}."""
-    raw = (pod.metadata.annotations or {}).get(SAVEPOINT_ANNOTATION)
-    if not raw:
-        return None
-    try:
-        answer = json.loads(raw)
-        batches = answer.get("batches") or {}
-        return SavepointReport(
-            id=str(answer["id"]),
-            location=str(answer.get("location", "")),
-            batch_id=min((int(b) for b in batches.values()), default=0),
-            error=str(answer.get("error", "")),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        return SavepointReport(id="", error=f"unreadable savepoint answer {raw!r}: {error}")
-
-
-def _rollbacks(pod: client.V1Pod) -> tuple[str, ...]:
-    """The runtime's rollbacks at start: a JSON list of descriptions."""
-    raw = (pod.metadata.annotations or {}).get(ROLLBACK_ANNOTATION)
-    if not raw:
-        return ()
-    try:
-        return tuple(str(r) for r in json.loads(raw))
-    except (ValueError, TypeError):
-        return (f"unreadable rollback report {raw!r}",)
-
-
-def _observe(pod: client.V1Pod) -> DriverObservation:
-    return dataclasses.replace(
-        _observe_phase(pod), savepoint=_savepoint_report(pod), rollbacks=_rollbacks(pod)
-    )
-
-
-def _on_lost_node(pod: client.V1Pod) -> bool:
-    """The node controller marks a lost node's pods Ready=False and leaves the containers' own `ready` as the
-    kubelet last wrote it: both at once mean nobody is reporting for this pod any more."""
-    ready = next((c for c in pod.status.conditions or [] if c.type == "Ready"), None)
-    containers_ready = [s.ready for s in pod.status.container_statuses or []]
-    return ready is not None and ready.status == "False" and bool(containers_ready) and all(containers_ready)
-
-
-def _observe_phase(pod: client.V1Pod) -> DriverObservation:
-    attempt = int(pod.metadata.labels.get(ATTEMPT_LABEL, "0"))
-    name = pod.metadata.name
-    statuses = pod.status.container_statuses or []
-    state = next((s.state for s in statuses if s.name == "driver"), statuses[0].state if statuses else None)
-    lost = _on_lost_node(pod)
-    if pod.metadata.deletion_timestamp is not None:
-        return DriverObservation(
-            attempt, name, DriverPhase.TERMINATING, reason=NODE_LOST if lost else "", node_lost=lost
-        )
-    if lost:
-        message = f"node {pod.spec.node_name} stopped reporting; the driver is presumed lost"
-        return DriverObservation(attempt, name, DriverPhase.FAILED, None, NODE_LOST, message, node_lost=True)
-    if state is not None and state.terminated is not None:
-        done = state.terminated
-        phase = DriverPhase.SUCCEEDED if done.exit_code == 0 else DriverPhase.FAILED
-        return DriverObservation(attempt, name, phase, done.exit_code, done.reason or "", done.message or "")
-    phase_name = pod.status.phase or "Pending"
-    if phase_name in {"Failed", "Unknown"}:  # e.g. evicted, or its node was lost
-        reason = pod.status.reason or ("NodeLost" if phase_name == "Unknown" else "PodFailed")
-        return DriverObservation(attempt, name, DriverPhase.FAILED, None, reason, pod.status.message or "")
-    if phase_name == "Succeeded":
-        return DriverObservation(attempt, name, DriverPhase.SUCCEEDED, 0)
-    if state is not None and state.running is not None and phase_name == "Running":
-        return DriverObservation(attempt, name, DriverPhase.RUNNING, started_at=state.running.started_at)
-    waiting = state.waiting if state is not None else None
-    return DriverObservation(
-        attempt,
-        name,
-        DriverPhase.PENDING,
-        None,
-        (waiting.reason or "") if waiting else "",
-        (waiting.message or "") if waiting else "",
-    )
 
 
 class KubeEvents:

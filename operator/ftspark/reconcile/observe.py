@@ -1,0 +1,203 @@
+"""What a driver pod says about its attempt: a pure function from the pod's JSON to a DriverObservation.
+
+The input is the pod exactly as the API server serves it (`kubectl get pod -o json`: camelCase keys, empty
+fields left out). Only what is read is parsed, each shape by a small pydantic model that ignores the rest:
+
+    metadata.labels        ftspark.io/attempt: which attempt the pod runs (without it, not one of ours)
+    metadata.annotations   the runtime's answers: the savepoint outcome and the rollbacks at start
+    metadata.deletionTimestamp
+                           being deleted: whatever it reports, the driver is going (Terminating)
+    spec.nodeName          named when the node is lost
+    status.phase, reason, message
+                           the kubelet's (or the eviction's) verdict on the pod as a whole
+    status.conditions      Ready, for the lost-node check below
+    status.containerStatuses
+                           every container's ready flag (the lost-node check); the state of the driver's
+                           (the one named "driver", else the first): waiting (reason, message), running
+                           (startedAt) or terminated (exitCode, reason, message)
+
+A lost node: the node controller marks the pods of a node that stopped reporting Ready=False and leaves
+their container statuses as the kubelet last wrote them, ready ones included. The kubelet derives Ready from
+its containers' readiness, so Ready=False while every container reports ready means nobody reports for this
+pod any more (as would a readinessGate not yet met: ours declare none, unless a user's podTemplate adds one).
+The driver is presumed lost, and a graceful deletion would never complete (no kubelet to confirm it):
+node_lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, NonNegativeInt, TypeAdapter, ValidationError
+from pydantic.alias_generators import to_camel
+
+from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
+from ftspark.protocol import ATTEMPT_LABEL, DRIVER_CONTAINER, ROLLBACK_ANNOTATION, SAVEPOINT_ANNOTATION
+
+log = logging.getLogger(__name__)
+
+
+class _View(BaseModel):
+    """camelCase on the wire; whatever is not read is ignored."""
+
+    model_config = ConfigDict(alias_generator=to_camel, extra="ignore", frozen=True)
+
+
+class Waiting(_View):
+    reason: str = ""
+    message: str = ""
+
+
+class Running(_View):
+    started_at: datetime | None = None
+
+
+class Terminated(_View):
+    exit_code: int
+    reason: str = ""
+    message: str = ""
+
+
+class ContainerState(_View):
+    waiting: Waiting | None = None
+    running: Running | None = None
+    terminated: Terminated | None = None
+
+
+class ContainerStatus(_View):
+    name: str
+    ready: bool = False
+    state: ContainerState = ContainerState()
+
+
+class PodCondition(_View):
+    type: str
+    status: str
+
+
+class PodStatus(_View):
+    phase: str = "Pending"
+    reason: str = ""
+    message: str = ""
+    conditions: list[PodCondition] = []
+    container_statuses: list[ContainerStatus] = []
+
+
+class PodSpec(_View):
+    node_name: str = ""
+
+
+class PodMetadata(_View):
+    name: str
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    deletion_timestamp: datetime | None = None
+
+
+class PodView(_View):
+    metadata: PodMetadata
+    spec: PodSpec = PodSpec()
+    status: PodStatus = PodStatus()
+
+
+class SavepointAnswer(_View):
+    """The runtime's answer (runtime/driver.py): {"id", "location", "batches": {query: batch}} or {"id",
+    "error"}."""
+
+    id: str
+    location: str = ""
+    batches: dict[str, NonNegativeInt] = {}  # the status refuses a negative batch
+    error: str = ""
+
+
+_ROLLBACKS = TypeAdapter(list[str])  # the runtime's rollbacks at start, one description each
+
+
+def observe_driver(pod: Mapping[str, Any]) -> DriverObservation | None:
+    """The attempt's driver as its pod shows it; None (with a warning) for a pod that cannot be one of our
+    drivers: leaving it out beats failing the reconcile of the whole job."""
+    try:
+        view = PodView.model_validate(pod)
+    except ValidationError as error:
+        log.warning("ignoring a driver pod that is no pod: %s", _problems(error))
+        return None
+    label = view.metadata.labels.get(ATTEMPT_LABEL, "")
+    # ASCII digits only: int() would also take "1_0" (label values may hold "_") and "-1".
+    if not (label.isascii() and label.isdigit()):
+        log.warning(
+            "ignoring pod %s: label %s=%r is no attempt number", view.metadata.name, ATTEMPT_LABEL, label
+        )
+        return None
+    annotations = view.metadata.annotations
+    return dataclasses.replace(
+        _phase(view, int(label)),
+        savepoint=_savepoint(annotations.get(SAVEPOINT_ANNOTATION, "")),
+        rollbacks=_rollbacks(annotations.get(ROLLBACK_ANNOTATION, "")),
+    )
+
+
+def _phase(pod: PodView, attempt: int) -> DriverObservation:
+    name, status = pod.metadata.name, pod.status
+    statuses = status.container_statuses
+    driver = next((s for s in statuses if s.name == DRIVER_CONTAINER), statuses[0] if statuses else None)
+    state = driver.state if driver is not None else ContainerState()
+    lost = _on_lost_node(status)
+    if pod.metadata.deletion_timestamp is not None:
+        return DriverObservation(
+            attempt, name, DriverPhase.TERMINATING, reason=NODE_LOST if lost else "", node_lost=lost
+        )
+    if lost:
+        message = f"node {pod.spec.node_name} stopped reporting; the driver is presumed lost"
+        return DriverObservation(attempt, name, DriverPhase.FAILED, None, NODE_LOST, message, node_lost=True)
+    if (done := state.terminated) is not None:
+        phase = DriverPhase.SUCCEEDED if done.exit_code == 0 else DriverPhase.FAILED
+        return DriverObservation(attempt, name, phase, done.exit_code, done.reason, done.message)
+    if status.phase in {"Failed", "Unknown"}:  # e.g. evicted, or its node was lost
+        reason = status.reason or (NODE_LOST if status.phase == "Unknown" else "PodFailed")
+        return DriverObservation(attempt, name, DriverPhase.FAILED, None, reason, status.message)
+    if status.phase == "Succeeded":
+        return DriverObservation(attempt, name, DriverPhase.SUCCEEDED, 0)
+    if state.running is not None and status.phase == "Running":
+        return DriverObservation(attempt, name, DriverPhase.RUNNING, started_at=state.running.started_at)
+    waiting = state.waiting or Waiting()
+    return DriverObservation(attempt, name, DriverPhase.PENDING, None, waiting.reason, waiting.message)
+
+
+def _on_lost_node(status: PodStatus) -> bool:
+    """Ready=False while every container still reports ready (the module docstring says why)."""
+    ready = next((c.status for c in status.conditions if c.type == "Ready"), None)
+    statuses = status.container_statuses
+    return ready == "False" and bool(statuses) and all(s.ready for s in statuses)
+
+
+def _savepoint(raw: str) -> SavepointReport | None:
+    if not raw:
+        return None
+    try:
+        answer = SavepointAnswer.model_validate_json(raw)
+    except ValidationError as error:
+        return SavepointReport(id="", error=f"unreadable savepoint answer {raw!r}: {_problems(error)}")
+    # The status holds one batch per savepoint: the lowest of its queries'.
+    batch_id = min(answer.batches.values(), default=0)
+    return SavepointReport(answer.id, answer.location, batch_id, answer.error)
+
+
+def _rollbacks(raw: str) -> tuple[str, ...]:
+    if not raw:
+        return ()
+    try:
+        return tuple(_ROLLBACKS.validate_json(raw))
+    except ValidationError:
+        return (f"unreadable rollback report {raw!r}",)
+
+
+def _problems(error: ValidationError) -> str:
+    """One line (it ends up in an Event), not pydantic's multi-line report."""
+    problems = error.errors(include_url=False)
+    return "; ".join(
+        f"{'.'.join(map(str, p['loc']))}: {p['msg']}" if p["loc"] else p["msg"] for p in problems
+    )

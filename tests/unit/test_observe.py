@@ -1,0 +1,351 @@
+"""observe_driver: every state a driver pod can be in, as the API server serves it, and what it means."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
+from ftspark.protocol import (
+    ATTEMPT_LABEL,
+    DRIVER_CONTAINER,
+    JOB_LABEL,
+    ROLE_LABEL,
+    ROLLBACK_ANNOTATION,
+    SAVEPOINT_ANNOTATION,
+    Exit,
+)
+from ftspark.reconcile.observe import observe_driver
+
+Pod = dict[str, Any]
+NAME = "job-1-driver"
+STARTED = "2026-01-01T00:00:00Z"
+DELETED = "2026-01-01T00:05:00Z"
+
+
+def pod(
+    status: Pod | None = None,
+    *,
+    attempt: str | None = "1",
+    annotations: dict[str, str] | None = None,
+    deleting: bool = False,
+) -> Pod:
+    labels = {JOB_LABEL: "job", ROLE_LABEL: "driver"} | (
+        {ATTEMPT_LABEL: attempt} if attempt is not None else {}
+    )
+    metadata: Pod = {"name": NAME, "namespace": "ns", "uid": "u-1", "labels": labels}
+    if annotations:
+        metadata["annotations"] = annotations
+    if deleting:
+        metadata |= {"deletionTimestamp": DELETED, "deletionGracePeriodSeconds": 30}
+    body: Pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {"nodeName": "node-a"}}
+    if status is not None:
+        body["status"] = status
+    return body
+
+
+def container(state: Pod, *, name: str = DRIVER_CONTAINER, ready: bool = False) -> Pod:
+    return {"name": name, "image": "img", "ready": ready, "restartCount": 0, "state": state}
+
+
+def ready(value: str) -> Pod:
+    return {"type": "Ready", "status": value, "lastTransitionTime": STARTED}
+
+
+def waiting(reason: str, message: str = "") -> Pod:
+    state = {"waiting": {"reason": reason} | ({"message": message} if message else {})}
+    return {"phase": "Pending", "conditions": [ready("False")], "containerStatuses": [container(state)]}
+
+
+RUNNING = {"running": {"startedAt": STARTED}}
+
+
+def running(*, condition: str = "True", containers_ready: bool = True) -> Pod:
+    return {
+        "phase": "Running",
+        "conditions": [ready(condition)],
+        "containerStatuses": [container(RUNNING, ready=containers_ready)],
+    }
+
+
+def exited(code: int, reason: str, message: str = "") -> Pod:
+    terminated = {"exitCode": code, "reason": reason, "startedAt": STARTED, "finishedAt": DELETED}
+    state = {"terminated": terminated | ({"message": message} if message else {})}
+    phase = "Succeeded" if code == 0 else "Failed"
+    return {"phase": phase, "conditions": [ready("False")], "containerStatuses": [container(state)]}
+
+
+def seen(
+    phase: DriverPhase, *, code: int | None = None, reason: str = "", message: str = "", **more: Any
+) -> DriverObservation:
+    return DriverObservation(1, NAME, phase, code, reason, message, **more)
+
+
+LOST = "node node-a stopped reporting; the driver is presumed lost"
+EVICTED = "The node was low on resource: memory. Container driver was using 3Gi, which exceeds its request."
+
+
+@pytest.mark.parametrize(
+    ("status", "deleting", "expected"),
+    [
+        pytest.param(None, False, seen(DriverPhase.PENDING), id="no-status-yet"),
+        pytest.param({"phase": "Pending"}, False, seen(DriverPhase.PENDING), id="pending-unscheduled"),
+        pytest.param(
+            waiting("ContainerCreating"),
+            False,
+            seen(DriverPhase.PENDING, reason="ContainerCreating"),
+            id="creating",
+        ),
+        pytest.param(
+            waiting("ImagePullBackOff", 'Back-off pulling image "img"'),
+            False,
+            seen(DriverPhase.PENDING, reason="ImagePullBackOff", message='Back-off pulling image "img"'),
+            id="image-pull-backoff",
+        ),
+        pytest.param(
+            waiting("ErrImagePull", "manifest unknown"),
+            False,
+            seen(DriverPhase.PENDING, reason="ErrImagePull", message="manifest unknown"),
+            id="err-image-pull",
+        ),
+        pytest.param(
+            waiting("InvalidImageName", 'Failed to apply default image tag "IMG"'),
+            False,
+            seen(
+                DriverPhase.PENDING,
+                reason="InvalidImageName",
+                message='Failed to apply default image tag "IMG"',
+            ),
+            id="invalid-image-name",
+        ),
+        pytest.param(
+            waiting("CreateContainerConfigError", 'secret "s3" not found'),
+            False,
+            seen(DriverPhase.PENDING, reason="CreateContainerConfigError", message='secret "s3" not found'),
+            id="create-container-config-error",
+        ),
+        pytest.param(
+            running(),
+            False,
+            seen(DriverPhase.RUNNING, started_at=datetime(2026, 1, 1, tzinfo=UTC)),
+            id="running",
+        ),
+        pytest.param(
+            running(condition="False", containers_ready=False),
+            False,
+            seen(DriverPhase.RUNNING, started_at=datetime(2026, 1, 1, tzinfo=UTC)),
+            id="running-not-ready-is-no-lost-node",
+        ),
+        pytest.param(
+            {"phase": "Pending", "containerStatuses": [container(RUNNING)]},
+            False,
+            seen(DriverPhase.PENDING),
+            id="container-running-before-the-pod-phase-says-so",
+        ),
+        pytest.param(
+            exited(Exit.FINISHED, "Completed"),
+            False,
+            seen(DriverPhase.SUCCEEDED, code=0, reason="Completed"),
+            id="exit-0",
+        ),
+        pytest.param(
+            exited(Exit.SCRIPT_FAILED, "Error", "ZeroDivisionError"),
+            False,
+            seen(DriverPhase.FAILED, code=1, reason="Error", message="ZeroDivisionError"),
+            id="exit-1-script-failed",
+        ),
+        pytest.param(
+            exited(Exit.BAD_INPUT, "Error", "no restorable checkpoint"),
+            False,
+            seen(DriverPhase.FAILED, code=2, reason="Error", message="no restorable checkpoint"),
+            id="exit-2-bad-input",
+        ),
+        pytest.param(
+            exited(Exit.FENCED_OUT, "Error", "fenced out by attempt 2"),
+            False,
+            seen(DriverPhase.FAILED, code=3, reason="Error", message="fenced out by attempt 2"),
+            id="exit-3-fenced-out",
+        ),
+        pytest.param(
+            exited(137, "OOMKilled"),
+            False,
+            seen(DriverPhase.FAILED, code=137, reason="OOMKilled"),
+            id="exit-137-oom",
+        ),
+        pytest.param(
+            exited(143, "Error"),
+            False,
+            seen(DriverPhase.FAILED, code=143, reason="Error"),
+            id="exit-143-sigterm",
+        ),
+        pytest.param(
+            {
+                "phase": "Failed",
+                "reason": "Evicted",
+                "message": EVICTED,
+                "containerStatuses": [container(RUNNING)],
+            },
+            False,
+            seen(DriverPhase.FAILED, reason="Evicted", message=EVICTED),
+            id="evicted",
+        ),
+        pytest.param(
+            {"phase": "Failed"},
+            False,
+            seen(DriverPhase.FAILED, reason="PodFailed"),
+            id="failed-without-reason",
+        ),
+        pytest.param(
+            {"phase": "Unknown"}, False, seen(DriverPhase.FAILED, reason=NODE_LOST), id="phase-unknown"
+        ),
+        pytest.param(
+            running(condition="False"),
+            False,
+            seen(DriverPhase.FAILED, reason=NODE_LOST, message=LOST, node_lost=True),
+            id="node-lost",
+        ),
+        pytest.param(
+            running(condition="False"),
+            True,
+            seen(DriverPhase.TERMINATING, reason=NODE_LOST, node_lost=True),
+            id="node-lost-while-deleting",
+        ),
+        pytest.param(running(), True, seen(DriverPhase.TERMINATING), id="deleting"),
+        pytest.param(exited(0, "Completed"), True, seen(DriverPhase.TERMINATING), id="deleting-after-exit"),
+        pytest.param(
+            {"phase": "Succeeded"},
+            False,
+            seen(DriverPhase.SUCCEEDED, code=0),
+            id="succeeded-without-containers",
+        ),
+        pytest.param(
+            {
+                "phase": "Running",
+                "conditions": [ready("False")],
+                "containerStatuses": [
+                    container(RUNNING, name="log-shipper", ready=True),
+                    container({"terminated": {"exitCode": 1, "reason": "Error"}}),
+                ],
+            },
+            False,
+            seen(DriverPhase.FAILED, code=1, reason="Error"),
+            id="sidecar-listed-first",
+        ),
+        pytest.param(
+            {"phase": "Running", "containerStatuses": [container(RUNNING, name="main")]},
+            False,
+            seen(DriverPhase.RUNNING, started_at=datetime(2026, 1, 1, tzinfo=UTC)),
+            id="no-container-named-driver-takes-the-first",
+        ),
+    ],
+)
+def test_phase(status: Pod | None, deleting: bool, expected: DriverObservation) -> None:
+    assert observe_driver(pod(status, deleting=deleting)) == expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        pytest.param(
+            {"id": "sp-1-a1", "location": "s3://b/job/savepoints/sp-1-a1", "batches": {"q0": 7, "q1": 5}},
+            SavepointReport("sp-1-a1", "s3://b/job/savepoints/sp-1-a1", batch_id=5),
+            id="ok-lowest-batch",
+        ),
+        pytest.param(
+            {"id": "sp-1-a1", "location": "s3://b/job/savepoints/sp-1-a1"},
+            SavepointReport("sp-1-a1", "s3://b/job/savepoints/sp-1-a1"),
+            id="ok-without-batches",
+        ),
+        pytest.param(
+            {"id": "sp-1-a1", "error": "no committed batch yet"},
+            SavepointReport("sp-1-a1", error="no committed batch yet"),
+            id="error",
+        ),
+    ],
+)
+def test_savepoint_answer(answer: Pod, expected: SavepointReport) -> None:
+    observed = observe_driver(pod(running(), annotations={SAVEPOINT_ANNOTATION: json.dumps(answer)}))
+    assert observed is not None
+    assert observed.savepoint == expected
+
+
+@pytest.mark.parametrize(
+    ("raw", "problem"),
+    [
+        pytest.param('{"id": "sp-1-a1",', "Invalid JSON", id="unreadable-json"),
+        pytest.param('{"location": "s3://b/x"}', "id: Field required", id="missing-id"),
+        pytest.param('{"id": "sp-1-a1", "batches": {"q0": "seven"}}', "batches.q0:", id="batch-not-a-number"),
+        pytest.param('{"id": "sp-1-a1", "batches": {"q0": -1}}', "batches.q0:", id="negative-batch"),
+        pytest.param('["sp-1-a1"]', "Input should be an object", id="not-an-object"),
+    ],
+)
+def test_unreadable_savepoint_answer_is_a_report_with_an_error(raw: str, problem: str) -> None:
+    observed = observe_driver(pod(running(), annotations={SAVEPOINT_ANNOTATION: raw}))
+    assert observed is not None and observed.savepoint is not None
+    assert observed.savepoint.id == ""
+    assert observed.savepoint.error.startswith(f"unreadable savepoint answer {raw!r}: ")
+    assert problem in observed.savepoint.error
+    assert "\n" not in observed.savepoint.error  # it becomes an Event's message
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        pytest.param({}, (), id="none"),
+        pytest.param(
+            {ROLLBACK_ANNOTATION: json.dumps(["q0: batch 9 -> 8 (commits/9 unreadable)"])},
+            ("q0: batch 9 -> 8 (commits/9 unreadable)",),
+            id="list",
+        ),
+        pytest.param({ROLLBACK_ANNOTATION: "[1"}, ("unreadable rollback report '[1'",), id="unreadable-json"),
+        pytest.param(
+            {ROLLBACK_ANNOTATION: '"q0: batch 9"'},
+            ("unreadable rollback report '\"q0: batch 9\"'",),
+            id="not-a-list",
+        ),
+    ],
+)
+def test_rollbacks(annotations: dict[str, str], expected: tuple[str, ...]) -> None:
+    observed = observe_driver(pod(running(), annotations=annotations))
+    assert observed is not None
+    assert observed.rollbacks == expected
+    assert observed.savepoint is None
+
+
+def test_attempt_comes_from_the_label() -> None:
+    observed = observe_driver(pod(running(), attempt="12"))
+    assert observed is not None and observed.attempt == 12
+
+
+@pytest.mark.parametrize(
+    "attempt",
+    [
+        pytest.param(None, id="missing"),
+        pytest.param("", id="empty"),
+        pytest.param("one", id="not-a-number"),
+        pytest.param("-1", id="negative"),
+        pytest.param("1_0", id="underscored"),
+    ],
+)
+def test_a_pod_without_an_attempt_number_is_no_driver(
+    attempt: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert observe_driver(pod(running(), attempt=attempt)) is None
+    assert f"ignoring pod {NAME}" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param({"metadata": {"labels": {ATTEMPT_LABEL: "1"}}}, id="no-name"),
+        pytest.param(
+            pod({"phase": "Running", "containerStatuses": [{"ready": True}]}), id="container-without-name"
+        ),
+    ],
+)
+def test_a_body_that_is_no_pod_is_no_driver(body: Pod, caplog: pytest.LogCaptureFixture) -> None:
+    assert observe_driver(body) is None
+    assert "ignoring a driver pod that is no pod" in caplog.text
