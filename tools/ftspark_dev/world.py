@@ -6,9 +6,9 @@ Real Spark runs on it: the operator creates the driver pod, our runtime in it ru
 mode, Spark's Kubernetes backend creates executor pods, the real scheduler places them and the node agent runs
 them as JVMs.
 
-A new fault is a step of ftspark_dev.tour; what it needs of this installation is a method among World's
-TourWorld ones (and of realworld.RealWorld too, if real nodes can suffer it); a new node kind gets a world of
-its own like this one.
+A new fault is a step of ftspark_dev.tour, and what it needs of this installation a method of World (one of
+its TourWorld methods, in realworld.RealWorld too, if real nodes can suffer it); a new node kind gets a world
+of its own like this one.
 """
 
 from __future__ import annotations
