@@ -8,13 +8,30 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import Any, assert_never, get_args
 
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.domain.models import DesiredState
 
-_STATES = {"stop": "stopped", "cancel": "cancelled", "suspend": "suspended", "resume": "running"}
+
+def _verb(state: DesiredState) -> str:
+    """The command that sets state: every desired state has one."""
+    match state:
+        case "stopped":
+            return "stop"
+        case "cancelled":
+            return "cancel"
+        case "suspended":
+            return "suspend"
+        case "running":
+            return "resume"
+        case _:
+            assert_never(state)
+
+
+_STATES: dict[str, DesiredState] = {_verb(state): state for state in get_args(DesiredState)}
 
 
 def _api(args: argparse.Namespace) -> client.CustomObjectsApi:

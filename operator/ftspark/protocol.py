@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
-from typing import Literal, cast
+from typing import Literal, assert_never, cast, get_args
 
 # Every object that belongs to a job (driver pods, services, HA ConfigMaps) carries this label with its name.
 JOB_LABEL = "ftspark.io/job"
@@ -67,7 +67,7 @@ class Exit(IntEnum):
 
 
 ControlAction = Literal["stop", "savepoint", "stop-savepoint"]
-_CONTROL_ACTIONS: tuple[ControlAction, ...] = ("stop", "savepoint", "stop-savepoint")
+_CONTROL_ACTIONS: tuple[ControlAction, ...] = get_args(ControlAction)
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,21 @@ class ControlRequest:
     @staticmethod
     def parse(value: str) -> ControlRequest | None:
         action, separator, argument = value.partition("@")
-        if not separator or action not in _CONTROL_ACTIONS or (action != "stop" and not argument):
+        if not separator or action not in _CONTROL_ACTIONS:
             return None
-        return ControlRequest(cast(ControlAction, action), argument)
+        known = cast(ControlAction, action)
+        return ControlRequest(known, argument) if argument or not _names_a_savepoint(known) else None
+
+
+def _names_a_savepoint(action: ControlAction) -> bool:
+    """Its argument is the savepoint's id, so it cannot be empty (a stop's time only tells requests apart)."""
+    match action:
+        case "savepoint" | "stop-savepoint":
+            return True
+        case "stop":
+            return False
+        case _:
+            assert_never(action)
 
 
 def driver_pod_name(job_name: str, attempt: int) -> str:

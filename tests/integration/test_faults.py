@@ -19,7 +19,7 @@ from ftspark.adapters.memory.stores import MemoryBlobStore
 from ftspark.ports.leadership import LeaderElectionRecord, LockUnavailableError
 from ftspark.ports.stores import StoreUnavailableError
 from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.faults import ApiProxy
+from ftspark_dev.netproxy import ApiProxy
 from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
 from ftspark_dev.s3server import S3Server
 from tests.waiting import eventually

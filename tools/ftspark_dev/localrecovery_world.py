@@ -27,8 +27,8 @@ from kubernetes import client
 from ftspark.manifests import local_recovery_conf
 from ftspark.protocol import SPARK_APP_SELECTOR_LABEL, executor_selector, spark_app_id
 from ftspark_dev.controlplane import REPO_ROOT
-from ftspark_dev.faults import TcpProxy
 from ftspark_dev.localrecovery import ROCKSDB, expected_totals, state_size_parser, totals, write_ranges
+from ftspark_dev.netproxy import TcpProxy
 from ftspark_dev.world import JOBS_NAMESPACE, World, running_world
 
 KEYED_TOTALS = REPO_ROOT / "examples" / "keyed_totals.py"

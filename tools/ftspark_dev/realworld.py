@@ -3,7 +3,8 @@ images (`make images`), an S3 server the pods reach, and the operator installed 
 install` of the chart, or `kubectl apply` of deploy/ftspark-operator.yaml): the real-node tier, `make demo`.
 
 Faults are real too: a container is SIGKILLed through its node's containerd (exit 137, as an OOM kill or a
-crash), a node loses its kubelet, containerd, shims and containers at once.
+crash), a node loses its kubelet, containerd, shims and containers at once. A new one is a TourWorld method
+here and in world.World, driven by a step of ftspark_dev.tour.FaultTour.
 """
 
 from __future__ import annotations

@@ -1,6 +1,11 @@
 """The example streaming job driven through faults: the end-to-end suite and `make demo` take this tour, on
 process-backed nodes (ftspark_dev.world) or on real nodes (ftspark_dev.realworld). Each step injects one fault
-and measures fault -> next committed batch."""
+and measures fault -> next committed batch.
+
+A new fault is a step here that ends in _progress: on FaultTour when both kinds of node can suffer it (what it
+needs of the installation goes into TourWorld, which world.World and realworld.RealWorld implement), on
+ProcessFaultTour when only process-backed nodes can inject it; e2e/test_windowed_counts.py,
+tests/realnodes/test_installation.py and demo.py choose the steps they take."""
 
 from __future__ import annotations
 

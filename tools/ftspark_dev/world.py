@@ -5,6 +5,10 @@ the CRD, and two operator replicas.
 Real Spark runs on it: the operator creates the driver pod, our runtime in it runs spark-submit in client
 mode, Spark's Kubernetes backend creates executor pods, the real scheduler places them and the node agent runs
 them as JVMs.
+
+A new fault is a step of ftspark_dev.tour, and what it needs of this installation a method of World (one of
+its TourWorld methods, in realworld.RealWorld too, if real nodes can suffer it); a new node kind gets a world
+of its own like this one.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from kubernetes import client, config
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.protocol import JOB_LABEL, ROLE_LABEL, SPARK_APP_SELECTOR_LABEL, spark_app_id
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
-from ftspark_dev.faults import ApiProxy
+from ftspark_dev.netproxy import ApiProxy
 from ftspark_dev.nodes import NodeAgent
 from ftspark_dev.operators import OperatorFleet, job_manifest, leading
 from ftspark_dev.s3server import S3Server

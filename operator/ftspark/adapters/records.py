@@ -23,9 +23,9 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, assert_never
 
-from ftspark.domain.fencing import Epoch, RetiredRecordError, StaleEpochError, admit
+from ftspark.domain.fencing import Epoch, FenceScope, RetiredRecordError, StaleEpochError, admit
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.metrics import FENCED_WRITES, STORE_CONFLICTS
 from ftspark.ports.blobs import BlobStore
@@ -220,9 +220,7 @@ class RecordCheckpointStore:
         rid = RecordId.of_job("checkpoints", job)
 
         def added(data: Mapping[str, str] | None) -> dict[str, str]:
-            if data is None and epoch.scope == "driver":
-                # The operator creates the record before a driver exists (advance_fence) and deletes it with
-                # the job: a driver that finds none belongs to a deleted job and must not revive its pointers.
+            if data is None and not _creates_checkpoint_records(epoch.scope):
                 raise RetiredRecordError(str(rid), epoch)
             new = dict(data or {})
             counter = int(new.get(COUNTER, "-1"))
@@ -258,6 +256,18 @@ class RecordCheckpointStore:
     def _data(self, job: JobKey) -> Mapping[str, str]:
         record = self._fenced.records.read(RecordId.of_job("checkpoints", job))
         return record.data if record else {}
+
+
+def _creates_checkpoint_records(scope: FenceScope) -> bool:
+    """The operator creates the record before a driver exists (advance_fence) and deletes it with the job: a
+    driver that finds none belongs to a deleted job and must not revive its pointers."""
+    match scope:
+        case "operator":
+            return True
+        case "driver":
+            return False
+        case _:
+            assert_never(scope)
 
 
 def _checkpoint_ids(data: Mapping[str, str]) -> list[int]:

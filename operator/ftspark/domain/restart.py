@@ -2,6 +2,9 @@
 
 The state that must survive a leader change lives in RestartState (kept in the job's status); time is
 passed in, randomness is passed in, so tests drive everything with a fake clock.
+
+A new strategy is a member of models.RestartStrategyType, its settings model on models.RestartStrategy, and a
+case in on_failure (mypy refuses the match without it); tests/unit/test_restart.py drives each strategy.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import assert_never
 
 from ftspark.domain.models import RestartState, RestartStrategy
 
@@ -30,27 +34,31 @@ def on_failure(
 ) -> RestartVerdict:
     """Decide after a failed attempt; uniform() returns a number in [0, 1) for jitter."""
     failures = [t for t in state.recent_failures if t <= now] + [now]
-    if strategy.type == "none":
-        return RestartVerdict(
-            False, 0.0, state.model_copy(update={"recent_failures": failures[-1:]}), "no restarts"
-        )
-    if strategy.type == "fixed-delay":
-        settings = strategy.fixed_delay
-        if state.count >= settings.attempts:
-            return _give_up(state, f"{settings.attempts} restart(s) used")
-        return _restart(state, settings.delay_seconds, failures[-1:], "fixed delay")
-    if strategy.type == "failure-rate":
-        rate = strategy.failure_rate
-        window_start = now - timedelta(seconds=rate.interval_seconds)
-        in_window = [t for t in failures if t > window_start]
-        if len(in_window) > rate.max_failures_per_interval:
-            return _give_up(
-                state.model_copy(update={"recent_failures": in_window}),
-                f"{len(in_window)} failures within {rate.interval_seconds:g} s "
-                f"(at most {rate.max_failures_per_interval} allowed)",
+    match strategy.type:
+        case "none":
+            return RestartVerdict(
+                False, 0.0, state.model_copy(update={"recent_failures": failures[-1:]}), "no restarts"
             )
-        return _restart(state, rate.delay_seconds, in_window, "failure rate within bounds")
-    return _exponential(strategy, state, now, attempt_started_at, uniform)
+        case "fixed-delay":
+            settings = strategy.fixed_delay
+            if state.count >= settings.attempts:
+                return _give_up(state, f"{settings.attempts} restart(s) used")
+            return _restart(state, settings.delay_seconds, failures[-1:], "fixed delay")
+        case "failure-rate":
+            rate = strategy.failure_rate
+            window_start = now - timedelta(seconds=rate.interval_seconds)
+            in_window = [t for t in failures if t > window_start]
+            if len(in_window) > rate.max_failures_per_interval:
+                return _give_up(
+                    state.model_copy(update={"recent_failures": in_window}),
+                    f"{len(in_window)} failures within {rate.interval_seconds:g} s "
+                    f"(at most {rate.max_failures_per_interval} allowed)",
+                )
+            return _restart(state, rate.delay_seconds, in_window, "failure rate within bounds")
+        case "exponential-delay":
+            return _exponential(strategy, state, now, attempt_started_at, uniform)
+        case _:
+            assert_never(strategy.type)
 
 
 def _exponential(

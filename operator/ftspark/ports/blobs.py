@@ -1,4 +1,9 @@
-"""Payload storage for the HA stores (Flink's `high-availability.storageDir`): bytes by s3:// URI."""
+"""Payload storage for the HA stores (Flink's `high-availability.storageDir`): bytes by s3:// URI.
+
+Implementations: adapters.s3.stores.S3BlobStore, adapters.memory.stores.MemoryBlobStore. A new one
+becomes a Backend's `blobs` in tests/contract/conftest.py, where tests/contract/test_job_graph_store.py's
+large-graph tests exercise it.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""Looking into a checkpoint directory (S3) before restoring from it."""
+"""Looking into a checkpoint directory (S3) before restoring from it.
+
+Implementation: adapters.s3.inspector.S3CheckpointInspector, wired in app.main. A new one (another storage)
+must pass the restore tests of tests/integration/test_operator.py (the newest checkpoint really there wins;
+none usable asks for a manual restore); domain.recovery makes the choice (tests/unit/test_recovery.py).
+"""
 
 from __future__ import annotations
 

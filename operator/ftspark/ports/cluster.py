@@ -1,5 +1,11 @@
 """What the reconciler needs from the cluster, apart from the HA stores: the job resources, driver pods,
-and Events. The Kubernetes adapter is adapters.k8s.cluster; tests of pure logic can use fakes."""
+and Events.
+
+Implementations: adapters.k8s.cluster (tests/integration/test_operator.py runs the operator on it against a
+real API server) and the in-memory adapters.memory.cluster (tests/unit/test_reconciler.py drives the
+Reconciler on it); a new one keeps the promises of the docstrings below (reads never from a cache, creates
+idempotent) and passes the suite of the one it stands in for.
+"""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, assert_never
 
 import urllib3
 from kubernetes import client
@@ -103,8 +103,8 @@ class ConfigMapRecords:
         )
 
     def scan(self, kind: Kind) -> dict[str, Record]:
-        selector = f"{RESULT_LABEL}=true" if kind == "result" else f"{STORE_LABEL}={kind}"
-        namespaces = (self._results_namespace,) if kind == "result" else self._namespaces
+        selector = f"{RESULT_LABEL}=true" if _is_result(kind) else f"{STORE_LABEL}={kind}"
+        namespaces = (self._results_namespace,) if _is_result(kind) else self._namespaces
         found: dict[str, Record] = {}
         for namespace in namespaces or (None,):
             listed = _call(
@@ -124,7 +124,7 @@ class ConfigMapRecords:
         )
 
     def _locate(self, rid: RecordId) -> tuple[str, str]:
-        if rid.kind == "result":
+        if _is_result(rid.kind):
             return self._results_namespace, f"{RESULT_PREFIX}{rid.key}"
         job = rid.job()
         return job.namespace, f"{job.name}-{rid.kind}"
@@ -140,7 +140,7 @@ class ConfigMapRecords:
         namespace, name = self._locate(rid)
         labels = (
             {RESULT_LABEL: "true"}
-            if rid.kind == "result"
+            if _is_result(rid.kind)
             else {JOB_LABEL: rid.job().name, STORE_LABEL: rid.kind}
         )
         annotations = {f"{FENCE_ANNOTATION_PREFIX}{scope}": str(term) for scope, term in fences.items()}
@@ -161,8 +161,21 @@ def _record(config_map: Any) -> Record:
     return Record(dict(config_map.data or {}), fences, config_map.metadata.resource_version)
 
 
+def _is_result(kind: Kind) -> bool:
+    """Results live in the results namespace, named by uid; the other records beside their job."""
+    match kind:
+        case "result":
+            return True
+        case "jobgraph" | "checkpoints":
+            return False
+        case "result-dirty":
+            raise ValueError("ConfigMaps keep a dirty result in its clean record (clean_results_apart)")
+        case _:
+            assert_never(kind)
+
+
 def _key(kind: Kind, config_map: Any) -> str:
-    if kind == "result":
+    if _is_result(kind):
         name: str = config_map.metadata.name
         return name.removeprefix(RESULT_PREFIX)
     return f"{config_map.metadata.namespace}/{config_map.metadata.labels[JOB_LABEL]}"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, assert_never
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -82,20 +82,10 @@ class S3Records:
 
     def scan(self, kind: Kind) -> dict[str, Record]:
         found: dict[str, Record] = {}
-        folder = f"{self._prefix}results/" if kind.startswith("result") else f"{self._prefix}ha/"
+        folder = f"{self._prefix}{_folder(kind)}"
         for key in self._list(folder):
-            name = key.removeprefix(folder)
-            if kind == "result-dirty" and name.endswith("_DIRTY.json"):
-                record_key = name.removesuffix("_DIRTY.json")
-            elif kind == "result" and name.endswith(".json") and not name.endswith("_DIRTY.json"):
-                record_key = name.removesuffix(".json")
-            elif (
-                kind in ("jobgraph", "checkpoints")
-                and name.endswith(f"/{kind}.json")
-                and name.count("/") == 2
-            ):
-                record_key = name.removesuffix(f"/{kind}.json")
-            else:
+            record_key = _record_key(kind, key.removeprefix(folder))
+            if record_key is None:
                 continue
             record = self._read_key(key)
             if record is not None:  # deleted since the listing
@@ -103,11 +93,7 @@ class S3Records:
         return found
 
     def _key(self, rid: RecordId) -> str:
-        if rid.kind == "result":
-            return f"{self._prefix}results/{rid.key}.json"
-        if rid.kind == "result-dirty":
-            return f"{self._prefix}results/{rid.key}_DIRTY.json"
-        return f"{self._prefix}ha/{rid.key}/{rid.kind}.json"
+        return f"{self._prefix}{_folder(rid.kind)}{_name(rid.kind, rid.key)}"
 
     def _read_key(self, key: str) -> Record | None:
         answer = _call(
@@ -124,6 +110,44 @@ class S3Records:
             return [item["Key"] for page in pages for item in page.get("Contents", [])]
 
         return _call(f"list s3://{self._bucket}/{folder}", listing) or []
+
+
+def _folder(kind: Kind) -> str:
+    match kind:
+        case "result" | "result-dirty":
+            return "results/"
+        case "jobgraph" | "checkpoints":
+            return "ha/"
+        case _:
+            assert_never(kind)
+
+
+def _name(kind: Kind, key: str) -> str:
+    """The record's object in its kind's folder (_record_key reads the key back)."""
+    match kind:
+        case "result":
+            return f"{key}.json"
+        case "result-dirty":
+            return f"{key}_DIRTY.json"
+        case "jobgraph" | "checkpoints":
+            return f"{key}/{kind}.json"
+        case _:
+            assert_never(kind)
+
+
+def _record_key(kind: Kind, name: str) -> str | None:
+    """The key of the record kept in object `name` of the kind's folder; None if it holds another kind."""
+    match kind:
+        case "result":
+            clean = name.endswith(".json") and not name.endswith("_DIRTY.json")
+            return name.removesuffix(".json") if clean else None
+        case "result-dirty":
+            return name.removesuffix("_DIRTY.json") if name.endswith("_DIRTY.json") else None
+        case "jobgraph" | "checkpoints":
+            suffix = f"/{kind}.json"
+            return name.removesuffix(suffix) if name.endswith(suffix) and name.count("/") == 2 else None
+        case _:
+            assert_never(kind)
 
 
 class S3BlobStore:

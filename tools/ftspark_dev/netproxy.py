@@ -1,9 +1,12 @@
-"""Network faults and conditions between a client and a server on loopback: a TCP proxy that can be
-partitioned, and slowed to a given bandwidth per connection.
+"""Network conditions between a client and a server on loopback: a TCP proxy that can be partitioned, and
+slowed to a given bandwidth per connection.
 
 partition() black-holes traffic both ways (connections stay open, nothing passes: clients see timeouts, as
 in a real partition); heal() drops the black-holed connections, so clients reconnect, and forwards again.
 ApiProxy is one for the API server (with a kubeconfig through it).
+
+Only the conditions live here: a new one is a TcpProxy method like partition(), and the fault that uses it a
+step of ftspark_dev.tour (as ProcessFaultTour.partition_leader uses world.World's proxies).
 """
 
 from __future__ import annotations
