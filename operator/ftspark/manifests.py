@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, assert_never
 
 from ftspark import API_GROUP, API_VERSION, KIND
 from ftspark.domain.models import EnvVar, JobSpec
@@ -161,9 +161,13 @@ def executor_pod_template(plan: AttemptPlan) -> Manifest:
         preferred: Manifest = {
             "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]
         }
-        ours["spec"]["affinity"] = {
-            "nodeAffinity": required if recovery.affinity == "required" else preferred
-        }
+        match recovery.affinity:
+            case "required":
+                ours["spec"]["affinity"] = {"nodeAffinity": required}
+            case "preferred":
+                ours["spec"]["affinity"] = {"nodeAffinity": preferred}
+            case unknown:
+                assert_never(unknown)
     return merge_template(ours, spec.executor.pod_template)
 
 

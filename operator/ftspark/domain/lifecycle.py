@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Literal
+from typing import Literal, assert_never
 
 from ftspark.domain.ha import CheckpointPointer, JobResultEntry
 from ftspark.domain.models import (
@@ -378,12 +378,17 @@ class _Context:
         if self.status.result is not None:
             # The result store entry is gone (expired, or lost) but the status remembers the end: still final.
             return self._done()
-        desired = self.spec.desired_state
-        if desired == "cancelled":
-            return self._cancel()
-        if desired in {"stopped", "suspended"}:
-            return self._stop("Stopped" if desired == "stopped" else "Suspended")
-        return self._keep_running()
+        match self.spec.desired_state:
+            case "running":
+                return self._keep_running()
+            case "stopped":
+                return self._stop("Stopped")
+            case "suspended":
+                return self._stop("Suspended")
+            case "cancelled":
+                return self._cancel()
+            case unknown:
+                assert_never(unknown)
 
     def _finished(self, result: JobResultEntry) -> Decision:
         # A job with a result never runs again, whoever leads now (FLIP-194).
@@ -478,8 +483,13 @@ class _Context:
         self._delete_current(f"spec changed ({mode} upgrade)")
         if self.current is not None:
             return self._done(1.0)
-        restore: RestoreFrom = "nothing" if mode == "stateless" else "latest-checkpoint"
-        return self._submit(restore, fresh=mode == "stateless", reason="Upgraded", message=f"{mode} upgrade")
+        match mode:
+            case "stateless":
+                return self._submit("nothing", fresh=True, reason="Upgraded", message=f"{mode} upgrade")
+            case "last-state" | "savepoint":
+                return self._submit("latest-checkpoint", reason="Upgraded", message=f"{mode} upgrade")
+            case unknown:
+                assert_never(unknown)
 
     def _record_upgrade_savepoint(self, stopped: DriverObservation) -> None:
         """Once: the savepoint the stopped driver answered with (or its error)."""
@@ -514,30 +524,39 @@ class _Context:
 
     def _observe_driver(self) -> Decision:
         current = self.current
-        if current is None or current.phase == DriverPhase.FAILED:
-            return self._failed(current)
-        if current.phase == DriverPhase.PENDING:
-            self._update(driver_pod=current.pod_name)
-            if current.reason in _STUCK_REASONS:
-                self._condition("Degraded", "True", current.reason, current.message or current.reason)
-            return self._done(_POLL_SECONDS)
-        if current.phase == DriverPhase.RUNNING:
-            self._savepoints(current)
-            self._report_rollbacks(current)
-            self._remember_placement(current.attempt)
-            waiting = self.spec.stop_timeout_seconds if self.status.savepoint_in_progress else _POLL_SECONDS
-            if self.status.phase != "Running":
-                self._update(attempt_started_at=current.started_at or self.now, driver_pod=current.pod_name)
-                self._phase("Running", "Running", f"attempt {current.attempt} is running")
-                self._condition("Ready", "True", "Running", f"attempt {current.attempt} is running")
-                self._condition("Progressing", "False", "Running", "")
-                self._condition("Degraded", "False", "Running", "")
-            return self._done(waiting)
-        if current.phase == DriverPhase.SUCCEEDED:
-            self._record_result("Succeeded", current.message or "the driver finished with exit code 0")
-            return self._done(1.0)
-        self._delete_current("node lost")  # only acts for a pod on a lost node: it would never go
-        return self._done(1.0)  # terminating: wait for it to go
+        if current is None:
+            return self._failed(None)
+        match current.phase:
+            case DriverPhase.FAILED:
+                return self._failed(current)
+            case DriverPhase.PENDING:
+                self._update(driver_pod=current.pod_name)
+                if current.reason in _STUCK_REASONS:
+                    self._condition("Degraded", "True", current.reason, current.message or current.reason)
+                return self._done(_POLL_SECONDS)
+            case DriverPhase.RUNNING:
+                return self._running(current)
+            case DriverPhase.SUCCEEDED:
+                self._record_result("Succeeded", current.message or "the driver finished with exit code 0")
+                return self._done(1.0)
+            case DriverPhase.TERMINATING:
+                self._delete_current("node lost")  # only acts for a pod on a lost node: it would never go
+                return self._done(1.0)  # wait for it to go
+            case unknown:
+                assert_never(unknown)
+
+    def _running(self, current: DriverObservation) -> Decision:
+        self._savepoints(current)
+        self._report_rollbacks(current)
+        self._remember_placement(current.attempt)
+        waiting = self.spec.stop_timeout_seconds if self.status.savepoint_in_progress else _POLL_SECONDS
+        if self.status.phase != "Running":
+            self._update(attempt_started_at=current.started_at or self.now, driver_pod=current.pod_name)
+            self._phase("Running", "Running", f"attempt {current.attempt} is running")
+            self._condition("Ready", "True", "Running", f"attempt {current.attempt} is running")
+            self._condition("Progressing", "False", "Running", "")
+            self._condition("Degraded", "False", "Running", "")
+        return self._done(waiting)
 
     def _record_result(self, state: Literal["Succeeded", "Failed"], message: str) -> None:
         retain = self.spec.result_store.ttl_seconds

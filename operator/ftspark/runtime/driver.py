@@ -18,6 +18,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from typing import assert_never
 
 from kubernetes import client, config
 from pyspark import SparkContext
@@ -248,15 +249,24 @@ class Driver:
         os._exit(int(self.ending.code))
 
     def _control(self, request: ControlRequest) -> None:
-        if request.action == "savepoint":
-            self._savepoint(request.argument)
-            return
+        match request.action:
+            case "savepoint":
+                self._savepoint(request.argument)
+            case "stop":
+                self._stop(savepoint_id="")
+            case "stop-savepoint":
+                self._stop(savepoint_id=request.argument)
+            case unknown:
+                assert_never(unknown)
+
+    def _stop(self, savepoint_id: str) -> None:
+        """At the batch boundary (or cancelled after the stop timeout), then a savepoint if one is asked for."""
         with self._stopping:
             running = self.queries.all()
             graceful = stop_at_boundary([q.query for q in running], self.config.stop_timeout)
             self.report_final()
-            if request.action == "stop-savepoint":
-                self._savepoint(request.argument)
+            if savepoint_id:
+                self._savepoint(savepoint_id)
             batches = self.last_committed()
             if graceful:
                 message = f"stopped with a final checkpoint: last committed batches {batches}"

@@ -19,6 +19,8 @@ from ftspark.protocol import (
     DRIVER_SERVICE_ACCOUNT,
     JOB_LABEL,
     ROLE_LABEL,
+    ControlRequest,
+    executor_selector,
     executor_template_name,
 )
 from ftspark.reconcile.observe import observe_driver
@@ -144,21 +146,21 @@ class KubeDrivers:
 
     def request_stop(self, key: JobKey, pod_name: str, savepoint_id: str = "") -> None:
         request = (
-            f"stop-savepoint@{savepoint_id}"
+            ControlRequest("stop-savepoint", savepoint_id)
             if savepoint_id
-            else f"stop@{datetime.datetime.now(datetime.UTC).isoformat()}"
+            else ControlRequest("stop", datetime.datetime.now(datetime.UTC).isoformat())
         )
         self._control(key, pod_name, request)
 
     def request_savepoint(self, key: JobKey, pod_name: str, savepoint_id: str) -> None:
-        self._control(key, pod_name, f"savepoint@{savepoint_id}")
+        self._control(key, pod_name, ControlRequest("savepoint", savepoint_id))
 
-    def _control(self, key: JobKey, pod_name: str, request: str) -> None:
-        body = {"metadata": {"annotations": {CONTROL_ANNOTATION: request}}}
+    def _control(self, key: JobKey, pod_name: str, request: ControlRequest) -> None:
+        body = {"metadata": {"annotations": {CONTROL_ANNOTATION: str(request)}}}
         _ignore(404, self._core.patch_namespaced_pod, pod_name, key.namespace, body)
 
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
-        selector = f"spark-app-selector={spark_app_id},spark-role=executor"
+        selector = executor_selector(spark_app_id)
         pods = self._core.list_namespaced_pod(key.namespace, label_selector=selector).items
         return sorted({pod.spec.node_name for pod in pods if pod.spec.node_name})
 
