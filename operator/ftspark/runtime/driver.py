@@ -260,7 +260,7 @@ class Driver:
                 assert_never(unknown)
 
     def _stop(self, savepoint_id: str) -> None:
-        """At the batch boundary (or cancelled after the stop timeout), then a savepoint if one is asked for."""
+        """At the batch boundary (cancelled after the stop timeout), then a savepoint if one is asked."""
         with self._stopping:
             running = self.queries.all()
             graceful = stop_at_boundary([q.query for q in running], self.config.stop_timeout)
