@@ -15,7 +15,7 @@ and retries are the caller's (botocore.config.Config).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -43,10 +43,12 @@ def split_uri(uri: str) -> tuple[str, str]:
 class S3Records:
     clean_results_apart = True
 
-    def __init__(self, s3: S3Client, root: str) -> None:
+    def __init__(self, s3: S3Client, root: str, *, namespaces: Sequence[str] = ()) -> None:
+        """namespaces limits scan() of job records to those, as on ConfigMaps; empty: all of them."""
         self._s3 = s3
         self._bucket, prefix = split_uri(root)
         self._prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+        self._namespaces = tuple(namespaces)
 
     def read(self, rid: RecordId) -> Record | None:
         return self._read_key(self._key(rid))
@@ -82,25 +84,43 @@ class S3Records:
 
     def scan(self, kind: Kind) -> dict[str, Record]:
         found: dict[str, Record] = {}
-        folder = f"{self._prefix}results/" if kind.startswith("result") else f"{self._prefix}ha/"
-        for key in self._list(folder):
-            name = key.removeprefix(folder)
-            if kind == "result-dirty" and name.endswith("_DIRTY.json"):
-                record_key = name.removesuffix("_DIRTY.json")
-            elif kind == "result" and name.endswith(".json") and not name.endswith("_DIRTY.json"):
-                record_key = name.removesuffix(".json")
-            elif (
-                kind in ("jobgraph", "checkpoints")
-                and name.endswith(f"/{kind}.json")
-                and name.count("/") == 2
-            ):
-                record_key = name.removesuffix(f"/{kind}.json")
-            else:
-                continue
+        for key, record_key, _ in self._listed(kind):
             record = self._read_key(key)
             if record is not None:  # deleted since the listing
                 found[record_key] = record
         return found
+
+    def versions(self, kind: Kind) -> dict[str, str]:
+        """Every record of a kind by key, as its version only: one listing and no reads. S3 has no watch;
+        a changed version is a changed record."""
+        return {record_key: etag for _, record_key, etag in self._listed(kind)}
+
+    def _listed(self, kind: Kind) -> list[tuple[str, str, str]]:
+        """(object key, record key, ETag) of every record of a kind."""
+        if kind.startswith("result"):
+            base = f"{self._prefix}results/"
+            folders = [base]
+        else:
+            base = f"{self._prefix}ha/"
+            folders = [f"{base}{namespace}/" for namespace in self._namespaces] or [base]
+        listed = []
+        for folder in folders:
+            for key, etag in self._list(folder):
+                name = key.removeprefix(base)
+                if kind == "result-dirty" and name.endswith("_DIRTY.json"):
+                    record_key = name.removesuffix("_DIRTY.json")
+                elif kind == "result" and name.endswith(".json") and not name.endswith("_DIRTY.json"):
+                    record_key = name.removesuffix(".json")
+                elif (
+                    kind in ("jobgraph", "checkpoints")
+                    and name.endswith(f"/{kind}.json")
+                    and name.count("/") == 2
+                ):
+                    record_key = name.removesuffix(f"/{kind}.json")
+                else:
+                    continue
+                listed.append((key, record_key, etag))
+        return listed
 
     def _key(self, rid: RecordId) -> str:
         if rid.kind == "result":
@@ -118,10 +138,10 @@ class S3Records:
         stored = json.loads(answer["Body"].read())
         return Record(stored["data"], stored["fences"], answer["ETag"])
 
-    def _list(self, folder: str) -> list[str]:
-        def listing() -> list[str]:
+    def _list(self, folder: str) -> list[tuple[str, str]]:
+        def listing() -> list[tuple[str, str]]:
             pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=folder)
-            return [item["Key"] for page in pages for item in page.get("Contents", [])]
+            return [(item["Key"], item["ETag"]) for page in pages for item in page.get("Contents", [])]
 
         return _call(f"list s3://{self._bucket}/{folder}", listing) or []
 
@@ -173,6 +193,6 @@ def _call(what: str, request: Callable[[], T], *, absent_is_conflict: bool = Fal
         raise StoreUnavailableError(f"{what}: S3 is unreachable: {error}") from error
 
 
-def s3_stores(s3: S3Client, root: str) -> HaStores:
+def s3_stores(s3: S3Client, root: str, *, namespaces: Sequence[str] = ()) -> HaStores:
     """Objects hold any size, so job graphs stay inline: no payload indirection on S3."""
-    return stores_on(S3Records(s3, root), None)
+    return stores_on(S3Records(s3, root, namespaces=namespaces), None)
