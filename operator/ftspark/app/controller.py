@@ -11,7 +11,6 @@ from collections.abc import Callable, Collection, Mapping
 import kopf
 from kubernetes import client
 
-from ftspark.adapters.records import RecordId
 from ftspark.domain.ha import JobKey
 from ftspark.handlers.watch import CHECKPOINT_STATUS_DELAY, build_registry
 from ftspark.metrics import RECONCILE_SECONDS
@@ -34,10 +33,10 @@ class Controller:
         namespaces: Collection[str],
         on_fatal: Callable[[], None],
         result_sweep_seconds: float = 300.0,
-        checkpoint_versions: Callable[[], Mapping[str, str]] | None = None,
+        checkpoint_versions: Callable[[], Mapping[JobKey, str]] | None = None,
     ) -> None:
-        """checkpoint_versions: where checkpoint records cannot be watched (S3), their versions by job key
-        ("<namespace>/<name>"), polled instead; None: they are ConfigMaps, watched."""
+        """checkpoint_versions: where checkpoint records cannot be watched (S3), their versions by job,
+        polled instead; None: they are ConfigMaps, watched."""
         self._reconciler = reconciler
         self._api_configuration = api_configuration
         self._queue: WorkQueue[JobKey] = WorkQueue()
@@ -116,20 +115,19 @@ class Controller:
 
     def _poll_checkpoints(self) -> None:
         """What the ConfigMap watch does for records on S3: a job whose checkpoint record changed gets its
-        status (latest checkpoint) refreshed. One listing per poll, whatever the number of jobs."""
+        status (latest checkpoint) refreshed. A listing per poll, no reads."""
         assert self._checkpoint_versions is not None
-        seen: Mapping[str, str] | None = (
-            None  # a new leader reconciles every job anyway: no wake-ups at first
-        )
+        # None until the first poll: a new leader reconciles every job anyway, so that one wakes nothing.
+        seen: Mapping[JobKey, str] | None = None
         while not self._kopf_stop.wait(CHECKPOINT_STATUS_DELAY):
             try:
                 versions = self._checkpoint_versions()
             except Exception:
                 log.exception("polling the checkpoint records failed; trying again")
                 continue
-            for key, version in versions.items():
-                if seen is not None and seen.get(key) != version:
-                    self._queue.add(RecordId("checkpoints", key).job())
+            for job, version in versions.items():
+                if seen is not None and seen.get(job) != version:
+                    self._queue.add(job)
             seen = versions
 
     def _work(self) -> None:

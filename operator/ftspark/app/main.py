@@ -5,7 +5,6 @@ SIGTERM stops reconciling, releases the Lease (hand-over within one retry period
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import os
 import signal
@@ -96,11 +95,9 @@ class OperatorReplica:
         self.stores = ha_stores(
             self.ha, self.api, self.s3, results_namespace=cfg.namespace, namespaces=cfg.watch_namespaces
         )
+        # S3 has no watch: the controller polls the checkpoint records' versions instead.
         self.checkpoint_versions = (
-            # S3 has no watch: the controller polls the checkpoint records' versions instead.
-            functools.partial(
-                S3Records(self.s3, self.ha.s3_root, namespaces=cfg.watch_namespaces).versions, "checkpoints"
-            )
+            S3Records(self.s3, self.ha.s3_root, namespaces=cfg.watch_namespaces).checkpoint_versions
             if self.ha.kind == "s3"
             else None
         )

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ftspark.adapters.records import ConflictError, HaStores, Kind, Record, RecordId, stores_on
+from ftspark.domain.ha import JobKey
 from ftspark.ports.stores import StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -90,10 +91,10 @@ class S3Records:
                 found[record_key] = record
         return found
 
-    def versions(self, kind: Kind) -> dict[str, str]:
-        """Every record of a kind by key, as its version only: one listing and no reads. S3 has no watch;
+    def checkpoint_versions(self) -> dict[JobKey, str]:
+        """The version of every job's checkpoint record, from a listing alone (no reads). S3 has no watch:
         a changed version is a changed record."""
-        return {record_key: etag for _, record_key, etag in self._listed(kind)}
+        return {RecordId("checkpoints", key).job(): etag for _, key, etag in self._listed("checkpoints")}
 
     def _listed(self, kind: Kind) -> list[tuple[str, str, str]]:
         """(object key, record key, ETag) of every record of a kind."""
