@@ -13,6 +13,7 @@ import threading
 from typing import TYPE_CHECKING, NoReturn
 
 import boto3
+from botocore.config import Config
 from kubernetes import client, config
 
 from ftspark.adapters.ha import ha_stores
@@ -53,7 +54,14 @@ def api_client(cfg: OperatorConfig, *, retries: int | None = None) -> client.Api
 
 
 def s3_client(cfg: OperatorConfig) -> S3Client:
-    return boto3.client("s3", endpoint_url=cfg.s3_endpoint, region_name=cfg.s3_region)
+    """Bounded like the API server's calls (10 s): botocore's default of 60 s with 5 attempts would keep a
+    reconcile worker on an unreachable S3 (which may hold the HA records) past a graceful hand-over."""
+    return boto3.client(
+        "s3",
+        endpoint_url=cfg.s3_endpoint,
+        region_name=cfg.s3_region,
+        config=Config(connect_timeout=10, read_timeout=10, retries={"max_attempts": 3, "mode": "standard"}),
+    )
 
 
 def lease_health(elector: LeaderElector, cfg: OperatorConfig) -> tuple[bool, str]:
