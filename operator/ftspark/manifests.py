@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from ftspark import API_GROUP, API_VERSION, KIND
@@ -25,6 +25,7 @@ from ftspark.protocol import (
     SPARK_ROLE_LABEL,
     UI_PORT,
     DriverEnv,
+    HaStoreConfig,
     RestoreFrom,
     driver_pod_name,
     executor_template_name,
@@ -59,6 +60,7 @@ class AttemptPlan:
     restore_from: RestoreFrom
     restore_batch_id: int | None = None  # the newest verified checkpoint; later batches are rolled back
     local_state_nodes: tuple[str, ...] = ()  # localRecovery: nodes holding the previous executors' state
+    ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)  # the installation's: for checkpoints
 
 
 def _owner(plan: AttemptPlan) -> Manifest:
@@ -229,6 +231,8 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         {"name": DriverEnv.RETAINED_CHECKPOINTS, "value": str(spec.checkpoint.retained)},
         {"name": DriverEnv.STOP_TIMEOUT, "value": str(spec.stop_timeout_seconds)},
         {"name": DriverEnv.SPARK_CONF, "value": json.dumps(spark_conf(plan), sort_keys=True)},
+        {"name": DriverEnv.HA_STORE, "value": plan.ha_store.kind},
+        {"name": DriverEnv.HA_S3_ROOT, "value": plan.ha_store.s3_root},
         # Executors reach the driver at its pod IP: works without cluster DNS, and on every cluster.
         {"name": DriverEnv.BIND_ADDRESS, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": DriverEnv.POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},

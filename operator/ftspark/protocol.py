@@ -54,7 +54,32 @@ class DriverEnv(StrEnum):
     STOP_TIMEOUT = "FTSPARK_STOP_TIMEOUT"
     SPARK_CONF = "FTSPARK_SPARK_CONF"
     LOCAL_RECOVERY_JAR = "FTSPARK_LOCAL_RECOVERY_JAR"
+    HA_STORE = "FTSPARK_HA_STORE"  # the operator's own setting of the same name, passed on
+    HA_S3_ROOT = "FTSPARK_HA_S3_ROOT"
     BIND_ADDRESS = "SPARK_DRIVER_BIND_ADDRESS"
+
+
+HaStoreKind = Literal["configmaps", "s3"]
+
+
+@dataclass(frozen=True)
+class HaStoreConfig:
+    """Where an installation keeps its HA records: ConfigMaps, or S3 objects under s3_root
+    (s3://<bucket>/<prefix>, one root per installation). The operator and its drivers use the same."""
+
+    kind: HaStoreKind = "configmaps"
+    s3_root: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in get_args(HaStoreKind):
+            raise ValueError(f"the HA store is configmaps or s3, not {self.kind!r}")
+        bucket = self.s3_root.removeprefix("s3://").partition("/")[0]
+        if self.kind == "s3" and not (self.s3_root.startswith("s3://") and bucket):
+            raise ValueError(
+                f"the s3 HA store needs its root as s3://<bucket>/<prefix>, not {self.s3_root!r}"
+            )
+        if self.kind == "configmaps" and self.s3_root:
+            raise ValueError(f"an HA S3 root ({self.s3_root}) is set, but the HA store is configmaps")
 
 
 class Exit(IntEnum):

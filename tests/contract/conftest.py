@@ -175,16 +175,16 @@ def _s3(request: pytest.FixtureRequest) -> Backend:
             region_name=REGION,
             config=Config(connect_timeout=1, read_timeout=1, retries={"max_attempts": 1}),
         )
-        return s3_stores(dead, root)
+        return s3_stores(dead, root, namespaces=("jobs",))
 
     return Backend(
         name="s3",
         namespace="jobs",
         storage=f"s3://{bucket}/jobs",
-        records=S3Records(s3, root),
+        records=S3Records(s3, root, namespaces=("jobs",)),
         blobs=None,
         payloads=lambda: _keys(s3, bucket, "jobs/"),
-        reopen=lambda: s3_stores(server.client(), root),
+        reopen=lambda: s3_stores(server.client(), root, namespaces=("jobs",)),
         unreachable=unreachable,
     )
 

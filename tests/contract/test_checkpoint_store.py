@@ -5,14 +5,18 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from ftspark.adapters.records import ConflictError, Record, RecordId
+from ftspark.adapters.records import ConflictError, Record, RecordId, stores_on
+from ftspark.adapters.s3.stores import S3Records
 from ftspark.domain.fencing import RetiredRecordError, StaleEpochError
+from ftspark.domain.ha import JobKey
 from ftspark.ports.stores import StoreUnavailableError
+from ftspark_dev.s3server import S3Server
 from tests.contract.conftest import Backend, driver, leader, pointer
 
 
@@ -204,3 +208,25 @@ def test_a_driver_never_revives_a_deleted_record(backend: Backend) -> None:
     store.advance_fence(job, driver(1), leader(1))  # a new job of the same name starts at attempt 1 again
     store.add(job, pointer(0, attempt=1), driver(1), retained=3)
     assert store.pointers(job) == [pointer(0, attempt=1)]
+
+
+def test_on_s3_a_listing_tells_whose_checkpoints_changed(s3_server: S3Server) -> None:
+    """What the operator polls where it cannot watch: versions of the checkpoint records of the namespaces it
+    manages, changed by every report and by nothing else."""
+    s3 = s3_server.client()
+    bucket = f"ha-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=bucket)
+    records = S3Records(s3, f"s3://{bucket}/ftspark", namespaces=("jobs",))
+    stores = stores_on(records, None)
+    mine, other, theirs = (
+        JobKey(namespace=ns, name=n) for ns, n in (("jobs", "a"), ("jobs", "b"), ("x", "c"))
+    )
+    for job in (mine, other, theirs):
+        stores.checkpoints.advance_fence(job, driver(1), leader(1))
+    before = records.checkpoint_versions()
+    assert set(before) == {mine, other}
+    stores.checkpoints.add(mine, pointer(0), driver(1), retained=3)
+    stores.checkpoints.add(theirs, pointer(0), driver(1), retained=3)
+    after = records.checkpoint_versions()
+    assert after[mine] != before[mine]
+    assert after[other] == before[other]

@@ -9,6 +9,7 @@ import pytest
 
 from ftspark.adapters.records import JOBGRAPH, JOBGRAPH_POINTER, RecordId
 from ftspark.domain.fencing import StaleEpochError
+from ftspark.domain.ha import JobKey
 from ftspark.ports.stores import StoreUnavailableError
 from tests.contract.conftest import Backend, leader
 
@@ -99,6 +100,21 @@ def test_jobs_lists_every_job_for_a_new_leader(backend: Backend) -> None:
     for name in ("alpha", "beta", "gamma"):
         backend.stores.job_graphs.put(backend.graph(name), leader(1))
     assert [job.name for job in backend.reopen().job_graphs.jobs()] == ["alpha", "beta", "gamma"]
+
+
+def test_jobs_lists_only_the_namespaces_the_store_is_for(networked_backend: Backend) -> None:
+    """An operator that watches some namespaces never adopts (or sweeps) records of others."""
+    store = networked_backend.stores.job_graphs
+    mine = networked_backend.graph("mine")
+    theirs = networked_backend.graph("theirs").model_copy(
+        update={"job": JobKey(namespace="default", name="theirs")}
+    )
+    store.put(mine, leader(1))
+    store.put(theirs, leader(1))
+    try:
+        assert networked_backend.reopen().job_graphs.jobs() == [mine.job]
+    finally:
+        store.delete(theirs.job, leader(1))
 
 
 def test_unreachable_store_raises_store_unavailable(networked_backend: Backend) -> None:

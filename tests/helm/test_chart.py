@@ -95,6 +95,21 @@ def test_bad_values_are_refused_with_the_reason(helm: Path) -> None:
     assert "replicaCount" in zero.stderr
 
 
+def test_ha_store_on_s3_needs_a_root(helm: Path, render: Render) -> None:
+    def env(*values: str) -> dict[str, str]:
+        container = _kinds(render(*values))["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
+        return {e["name"]: e.get("value") for e in container["env"]}
+
+    assert env()["FTSPARK_HA_STORE"] == "configmaps"
+    on_s3 = env("haStore.type=s3", "haStore.s3Root=s3://ha/ftspark")
+    assert (on_s3["FTSPARK_HA_STORE"], on_s3["FTSPARK_HA_S3_ROOT"]) == ("s3", "s3://ha/ftspark")
+    for refused in (["haStore.type=s3"], ["haStore.s3Root=s3://ha/ftspark"], ["haStore.type=etcd"]):
+        sets = [f"--set={value}" for value in refused]
+        result = run_helm(helm, "template", "x", str(CHART), f"--kube-version={KUBE_VERSION}", *sets)
+        assert result.returncode != 0, refused
+        assert "haStore" in result.stderr, result.stderr
+
+
 def test_service_monitor_when_asked(render: Render) -> None:
     monitor = _kinds(render("serviceMonitor.enabled=true"))["ServiceMonitor"][0]
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"

@@ -64,6 +64,7 @@ class OperatorFleet:
     retry_period: float = 0.5
     result_sweep_seconds: float = 1.0
     kubeconfig: Path | None = None  # default: the control plane's admin
+    ha_s3_root: str = ""  # s3://bucket/prefix: the HA records on S3 there; empty: on ConfigMaps
     replicas: dict[str, ManagedProcess] = field(default_factory=dict)
     probe_ports: dict[str, int] = field(default_factory=dict)
 
@@ -94,6 +95,7 @@ class OperatorFleet:
                 f"--retry-period={self.retry_period}",
                 f"--result-sweep-seconds={self.result_sweep_seconds}",
                 f"--probe-port={self.probe_ports[identity]}",
+                *(["--ha-store=s3", f"--ha-s3-root={self.ha_s3_root}"] if self.ha_s3_root else []),
             ],
             self.log_dir,
             env=env,

@@ -7,9 +7,10 @@ import os
 import socket
 import uuid
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ftspark.leader.elector import LeaderElectionConfig
+from ftspark.protocol import HaStoreConfig, HaStoreKind
 
 
 class OperatorConfig(BaseModel):
@@ -28,6 +29,12 @@ class OperatorConfig(BaseModel):
     kubeconfig: str | None = Field(default=None, description="Outside a cluster: the kubeconfig to use.")
     s3_endpoint: str | None = Field(default=None, description="S3 endpoint URL (unset: AWS).")
     s3_region: str = "us-east-1"
+    ha_store: HaStoreKind = Field(
+        default="configmaps", description="Where HA records live: ConfigMaps (etcd) or S3 objects."
+    )
+    ha_s3_root: str = Field(
+        default="", description="With ha_store s3: s3://<bucket>/<prefix>, this installation's alone."
+    )
     probe_port: int = Field(
         default=8080, ge=0, le=65535, description="Port of /metrics, /healthz and /readyz; 0 turns it off."
     )
@@ -38,7 +45,11 @@ class OperatorConfig(BaseModel):
     @model_validator(mode="after")
     def _valid_election(self) -> OperatorConfig:
         self.election()  # fails with the field named when the timings do not fit together
+        self.ha()  # fails when s3 has no root, or a root is given for ConfigMaps
         return self
+
+    def ha(self) -> HaStoreConfig:
+        return HaStoreConfig(kind=self.ha_store, s3_root=self.ha_s3_root)
 
     def election(self) -> LeaderElectionConfig:
         return LeaderElectionConfig(
@@ -74,6 +85,17 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
     parser.add_argument("--kubeconfig", default=_env("KUBECONFIG"))
     parser.add_argument("--s3-endpoint", default=_env("FTSPARK_S3_ENDPOINT"))
     parser.add_argument("--s3-region", default=_env("AWS_REGION", "us-east-1"))
+    parser.add_argument(
+        "--ha-store",
+        choices=("configmaps", "s3"),
+        default=_env("FTSPARK_HA_STORE", "configmaps"),
+        help="where job graphs, checkpoint pointers and job results live",
+    )
+    parser.add_argument(
+        "--ha-s3-root",
+        default=_env("FTSPARK_HA_S3_ROOT", ""),
+        help="with --ha-store=s3: s3://<bucket>/<prefix>, one per installation",
+    )
     parser.add_argument("--probe-port", type=int, default=int(_env("FTSPARK_PROBE_PORT", "8080") or 8080))
     parser.add_argument(
         "--result-sweep-seconds",
@@ -82,18 +104,23 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
     )
     args = parser.parse_args(argv)
     watched = tuple(n.strip() for n in args.watch_namespaces.split(",") if n.strip())
-    return OperatorConfig(
-        identity=args.identity,
-        namespace=args.namespace,
-        watch_namespaces=watched,
-        lease_name=args.lease_name,
-        lease_duration=args.lease_duration,
-        renew_deadline=args.renew_deadline,
-        retry_period=args.retry_period,
-        workers=args.workers,
-        kubeconfig=args.kubeconfig,
-        s3_endpoint=args.s3_endpoint,
-        s3_region=args.s3_region,
-        result_sweep_seconds=args.result_sweep_seconds,
-        probe_port=args.probe_port,
-    )
+    try:
+        return OperatorConfig(
+            identity=args.identity,
+            namespace=args.namespace,
+            watch_namespaces=watched,
+            lease_name=args.lease_name,
+            lease_duration=args.lease_duration,
+            renew_deadline=args.renew_deadline,
+            retry_period=args.retry_period,
+            workers=args.workers,
+            kubeconfig=args.kubeconfig,
+            s3_endpoint=args.s3_endpoint,
+            s3_region=args.s3_region,
+            ha_store=args.ha_store,
+            ha_s3_root=args.ha_s3_root,
+            result_sweep_seconds=args.result_sweep_seconds,
+            probe_port=args.probe_port,
+        )
+    except ValidationError as error:  # one line naming the problem, not a traceback
+        parser.error("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in error.errors()))

@@ -6,13 +6,13 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 
 import kopf
 from kubernetes import client
 
 from ftspark.domain.ha import JobKey
-from ftspark.handlers.watch import build_registry
+from ftspark.handlers.watch import CHECKPOINT_STATUS_DELAY, build_registry
 from ftspark.metrics import RECONCILE_SECONDS
 from ftspark.reconcile.queue import WorkQueue
 from ftspark.reconcile.reconciler import Reconciler
@@ -33,7 +33,10 @@ class Controller:
         namespaces: Collection[str],
         on_fatal: Callable[[], None],
         result_sweep_seconds: float = 300.0,
+        checkpoint_versions: Callable[[], Mapping[JobKey, str]] | None = None,
     ) -> None:
+        """checkpoint_versions: where checkpoint records cannot be watched (S3), their versions by job,
+        polled instead; None: they are ConfigMaps, watched."""
         self._reconciler = reconciler
         self._api_configuration = api_configuration
         self._queue: WorkQueue[JobKey] = WorkQueue()
@@ -41,6 +44,7 @@ class Controller:
         self._namespaces = list(namespaces)
         self._on_fatal = on_fatal
         self._result_sweep_seconds = result_sweep_seconds
+        self._checkpoint_versions = checkpoint_versions
         self._kopf_stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._failures: dict[JobKey, int] = {}
@@ -54,7 +58,10 @@ class Controller:
             thread = threading.Thread(target=self._work, name=f"reconcile-{index}", daemon=True)
             thread.start()
             self._threads.append(thread)
-        for target, name in ((self._watch, "kopf"), (self._sweep_results, "result-sweeper")):
+        loops = [(self._watch, "kopf"), (self._sweep_results, "result-sweeper")]
+        if self._checkpoint_versions is not None:
+            loops.append((self._poll_checkpoints, "checkpoint-poller"))
+        for target, name in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -67,8 +74,9 @@ class Controller:
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        # kopf's thread only fills the queue; the reconcile workers and the result sweeper write.
-        return not any(thread.is_alive() for thread in self._threads if thread.name != "kopf")
+        # kopf's thread and the poller only fill the queue; reconcile workers and the result sweeper write.
+        readers = ("kopf", "checkpoint-poller")
+        return not any(thread.is_alive() for thread in self._threads if thread.name not in readers)
 
     def _watch(self) -> None:
         settings = kopf.OperatorSettings()
@@ -79,7 +87,11 @@ class Controller:
             asyncio.run(
                 kopf.operator(
                     settings=settings,
-                    registry=build_registry(self._queue, self._api_configuration),
+                    registry=build_registry(
+                        self._queue,
+                        self._api_configuration,
+                        watch_checkpoints=self._checkpoint_versions is None,
+                    ),
                     standalone=True,  # leadership is ours (Lease), not kopf's peering
                     clusterwide=not self._namespaces,
                     namespaces=self._namespaces,
@@ -100,6 +112,23 @@ class Controller:
                 "deleted the HA data of %d job(s) deleted while no leader watched",
             )
             _sweep(self._reconciler.expire_results, "expired %d job result(s) past their retention")
+
+    def _poll_checkpoints(self) -> None:
+        """What the ConfigMap watch does for records on S3: a job whose checkpoint record changed gets its
+        status (latest checkpoint) refreshed. A listing per poll, no reads."""
+        assert self._checkpoint_versions is not None
+        # None until the first poll: a new leader reconciles every job anyway, so that one wakes nothing.
+        seen: Mapping[JobKey, str] | None = None
+        while not self._kopf_stop.wait(CHECKPOINT_STATUS_DELAY):
+            try:
+                versions = self._checkpoint_versions()
+            except Exception:
+                log.exception("polling the checkpoint records failed; trying again")
+                continue
+            for job, version in versions.items():
+                if seen is not None and seen.get(job) != version:
+                    self._queue.add(job)
+            seen = versions
 
     def _work(self) -> None:
         while (key := self._queue.get()) is not None:

@@ -4,27 +4,31 @@ SIGTERM stops reconciling, releases the Lease (hand-over within one retry period
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import boto3
+from botocore.config import Config
 from kubernetes import client, config
 
+from ftspark.adapters.ha import ha_stores
 from ftspark.adapters.k8s.cluster import KubeDrivers, KubeEvents, KubeJobs
-from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.s3.inspector import S3CheckpointInspector
-from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.adapters.s3.stores import S3Records
 from ftspark.app.config import OperatorConfig, parse
 from ftspark.app.controller import Controller
 from ftspark.app.probes import serve
 from ftspark.domain.fencing import Epoch
 from ftspark.leader.elector import LeaderElector
+from ftspark.manifests import AttemptPlan
 from ftspark.metrics import FAILOVER_SECONDS, LEADER, LEASE_TRANSITIONS
+from ftspark.protocol import HaStoreConfig
 from ftspark.reconcile.reconciler import Reconciler
 
 if TYPE_CHECKING:
@@ -50,7 +54,14 @@ def api_client(cfg: OperatorConfig, *, retries: int | None = None) -> client.Api
 
 
 def s3_client(cfg: OperatorConfig) -> S3Client:
-    return boto3.client("s3", endpoint_url=cfg.s3_endpoint, region_name=cfg.s3_region)
+    """Bounded like the API server's calls (10 s): botocore's default of 60 s with 5 attempts would keep a
+    reconcile worker on an unreachable S3 (which may hold the HA records) past a graceful hand-over."""
+    return boto3.client(
+        "s3",
+        endpoint_url=cfg.s3_endpoint,
+        region_name=cfg.s3_region,
+        config=Config(connect_timeout=10, read_timeout=10, retries={"max_attempts": 3, "mode": "standard"}),
+    )
 
 
 def lease_health(elector: LeaderElector, cfg: OperatorConfig) -> tuple[bool, str]:
@@ -69,105 +80,135 @@ def lease_ready(elector: LeaderElector, cfg: OperatorConfig) -> bool:
     return since is not None and since <= cfg.lease_duration
 
 
-def run(cfg: OperatorConfig) -> int:
-    api = api_client(cfg)
-    s3 = s3_client(cfg)
-    stores = configmap_stores(
-        api, S3BlobStore(s3), results_namespace=cfg.namespace, namespaces=cfg.watch_namespaces
-    )
-    lock = KubernetesLeaseLock(
-        api_client(cfg, retries=0),
-        namespace=cfg.namespace,
-        name=cfg.lease_name,
-        identity=cfg.identity,
-        request_timeout=max(1.0, (cfg.lease_duration - cfg.renew_deadline) / 2),
-    )
-    stop = threading.Event()
-    controller: Controller | None = None
-    elector: LeaderElector
+class InstallationDrivers(KubeDrivers):
+    """Driver pods told the installation's HA store, which is operator configuration, not a job's spec."""
 
-    def current_epoch() -> Epoch:
-        epoch = elector.epoch
+    def __init__(self, api: client.ApiClient, ha_store: HaStoreConfig) -> None:
+        super().__init__(api)
+        self._ha_store = ha_store
+
+    def create(self, plan: AttemptPlan) -> None:
+        super().create(dataclasses.replace(plan, ha_store=self._ha_store))
+
+
+class OperatorReplica:
+    """One replica: its clients and stores, and the elector whose callbacks are its methods. It reconciles
+    only while it leads; a replica that leads once never follows again (it exits instead)."""
+
+    def __init__(self, cfg: OperatorConfig) -> None:
+        self.cfg = cfg
+        self.api = api_client(cfg)
+        self.s3 = s3_client(cfg)
+        self.ha = cfg.ha()
+        self.stores = ha_stores(
+            self.ha, self.api, self.s3, results_namespace=cfg.namespace, namespaces=cfg.watch_namespaces
+        )
+        # S3 has no watch: the controller polls the checkpoint records' versions instead.
+        self.checkpoint_versions = (
+            S3Records(self.s3, self.ha.s3_root, namespaces=cfg.watch_namespaces).checkpoint_versions
+            if self.ha.kind == "s3"
+            else None
+        )
+        self.stop = threading.Event()  # set by SIGTERM/SIGINT: stop reconciling, release the Lease
+        self.controller: Controller | None = None
+        self.leader_seen: str | None = None
+        lock = KubernetesLeaseLock(
+            api_client(cfg, retries=0),
+            namespace=cfg.namespace,
+            name=cfg.lease_name,
+            identity=cfg.identity,
+            request_timeout=max(1.0, (cfg.lease_duration - cfg.renew_deadline) / 2),
+        )
+        self.elector = LeaderElector(
+            cfg.election(),
+            lock,
+            on_started_leading=self.started_leading,
+            on_stopped_leading=self.stopped_leading,
+            on_new_leader=self.new_leader,
+        )
+
+    def run(self) -> int:
+        """Campaign until stopped: 0 after SIGTERM/SIGINT, 1 if the elector gave up on its own."""
+        cfg, elector = self.cfg, self.elector
+        if cfg.probe_port:
+            serve(
+                cfg.probe_port,
+                healthy=lambda: lease_health(elector, cfg),
+                ready=lambda: lease_ready(elector, cfg),
+            )
+        threading.Thread(target=self.renew_watchdog, name="renew-watchdog", daemon=True).start()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: self.stop.set())
+        elector.run(self.stop)
+        return 0 if self.stop.is_set() else 1
+
+    def epoch(self) -> Epoch:
+        """The fencing term of every write the reconciler makes: refused once leadership is gone."""
+        epoch = self.elector.epoch
         if epoch is None:
-            raise NotLeadingError(f"{cfg.identity} is not leading")
+            raise NotLeadingError(f"{self.cfg.identity} is not leading")
         return epoch
 
-    def lose_leadership_fast() -> None:
-        log.error("%s: leadership lost; exiting so that nothing acts without the Lease", cfg.identity)
+    def started_leading(self, epoch: Epoch) -> None:
+        log.info("%s: leading as %s; starting to reconcile", self.cfg.identity, epoch)
+        LEADER.set(1)
+        if self.elector.takeover_gap is not None:
+            FAILOVER_SECONDS.set(self.elector.takeover_gap)
+        reconciler = Reconciler(
+            jobs=KubeJobs(self.api),
+            drivers=InstallationDrivers(self.api, self.ha),
+            events=KubeEvents(self.api),
+            graphs=self.stores.job_graphs,
+            checkpoints=self.stores.checkpoints,
+            results=self.stores.results,
+            inspector=S3CheckpointInspector(self.s3),
+            epoch=self.epoch,
+        )
+        self.controller = Controller(
+            reconciler,
+            api_configuration=self.api.configuration,
+            workers=self.cfg.workers,
+            namespaces=self.cfg.watch_namespaces,
+            on_fatal=self.lose_leadership_fast,
+            result_sweep_seconds=self.cfg.result_sweep_seconds,
+            checkpoint_versions=self.checkpoint_versions,
+        )
+        self.controller.start()
+
+    def stopped_leading(self) -> None:
+        LEADER.set(0)
+        if not self.stop.is_set():
+            self.lose_leadership_fast()
+        if self.controller is not None and not self.controller.stop():
+            # A reconcile is still running: releasing the Lease now would let the next leader act beside
+            # it. Exit without releasing; the Lease expires as if this replica had been killed.
+            log.error(
+                "%s: reconcile workers still busy at shutdown; not releasing the Lease", self.cfg.identity
+            )
+            self.lose_leadership_fast()
+
+    def new_leader(self, identity: str) -> None:
+        if self.leader_seen is not None:  # the first leader this replica sees is no transition it saw happen
+            LEASE_TRANSITIONS.inc()
+        self.leader_seen = identity
+        log.info("leader is now %s", identity)
+
+    def renew_watchdog(self) -> None:
+        # The elector gives up at its renew deadline, but only between calls: a call hung in the network (a
+        # partition swallowing packets) would keep it acting past the deadline. Nothing is allowed to.
+        while not self.stop.wait(0.2):
+            since = self.elector.seconds_since_renew()
+            if since is not None and since > self.cfg.renew_deadline:
+                self.lose_leadership_fast()
+
+    def lose_leadership_fast(self) -> NoReturn:
+        log.error("%s: leadership lost; exiting so that nothing acts without the Lease", self.cfg.identity)
         logging.shutdown()
         os._exit(1)
 
-    def started_leading(epoch: Epoch) -> None:
-        nonlocal controller
-        log.info("%s: leading as %s; starting to reconcile", cfg.identity, epoch)
-        LEADER.set(1)
-        if elector.takeover_gap is not None:
-            FAILOVER_SECONDS.set(elector.takeover_gap)
-        reconciler = Reconciler(
-            jobs=KubeJobs(api),
-            drivers=KubeDrivers(api),
-            events=KubeEvents(api),
-            graphs=stores.job_graphs,
-            checkpoints=stores.checkpoints,
-            results=stores.results,
-            inspector=S3CheckpointInspector(s3),
-            epoch=current_epoch,
-        )
-        controller = Controller(
-            reconciler,
-            api_configuration=api.configuration,
-            workers=cfg.workers,
-            namespaces=cfg.watch_namespaces,
-            on_fatal=lose_leadership_fast,
-            result_sweep_seconds=cfg.result_sweep_seconds,
-        )
-        controller.start()
 
-    def stopped_leading() -> None:
-        LEADER.set(0)
-        if not stop.is_set():
-            lose_leadership_fast()
-        if controller is not None and not controller.stop():
-            # A reconcile is still running: releasing the Lease now would let the next leader act beside
-            # it. Exit without releasing; the Lease expires as if this replica had been killed.
-            log.error("%s: reconcile workers still busy at shutdown; not releasing the Lease", cfg.identity)
-            lose_leadership_fast()
-
-    leaders_seen: list[str] = []
-
-    def new_leader(identity: str) -> None:
-        if leaders_seen:  # the first leader this replica sees is no transition it saw happen
-            LEASE_TRANSITIONS.inc()
-        leaders_seen[:] = [identity]
-        log.info("leader is now %s", identity)
-
-    elector = LeaderElector(
-        cfg.election(),
-        lock,
-        on_started_leading=started_leading,
-        on_stopped_leading=stopped_leading,
-        on_new_leader=new_leader,
-    )
-    if cfg.probe_port:
-        serve(
-            cfg.probe_port,
-            healthy=lambda: lease_health(elector, cfg),
-            ready=lambda: lease_ready(elector, cfg),
-        )
-
-    def renew_watchdog() -> None:
-        # The elector gives up at its renew deadline, but only between calls: a call hung in the network (a
-        # partition swallowing packets) would keep it acting past the deadline. Nothing is allowed to.
-        while not stop.wait(0.2):
-            since = elector.seconds_since_renew()
-            if since is not None and since > cfg.renew_deadline:
-                lose_leadership_fast()
-
-    threading.Thread(target=renew_watchdog, name="renew-watchdog", daemon=True).start()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    elector.run(stop)
-    return 0 if stop.is_set() else 1
+def run(cfg: OperatorConfig) -> int:
+    return OperatorReplica(cfg).run()
 
 
 def main() -> None:

@@ -38,7 +38,10 @@ def connection_info(configuration: client.Configuration) -> kopf.ConnectionInfo:
     )
 
 
-def build_registry(queue: WorkQueue[JobKey], configuration: client.Configuration) -> kopf.OperatorRegistry:
+def build_registry(
+    queue: WorkQueue[JobKey], configuration: client.Configuration, *, watch_checkpoints: bool
+) -> kopf.OperatorRegistry:
+    """watch_checkpoints: the checkpoint records are ConfigMaps (on S3 the controller polls them instead)."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -58,16 +61,17 @@ def build_registry(queue: WorkQueue[JobKey], configuration: client.Configuration
     def driver_changed(*, namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
         queue.add(JobKey(namespace=namespace or "", name=labels[JOB_LABEL]))
 
-    @kopf.on.event(
-        "",
-        "v1",
-        "configmaps",
-        labels={STORE_LABEL: "checkpoints", JOB_LABEL: kopf.PRESENT},
-        registry=registry,
-    )
     def checkpoint_reported(*, namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
         # A driver reports every micro-batch: refresh the job's status (latest checkpoint, its age in metrics)
         # at most every few seconds, not once per batch.
         queue.add_after(JobKey(namespace=namespace or "", name=labels[JOB_LABEL]), CHECKPOINT_STATUS_DELAY)
 
+    if watch_checkpoints:
+        kopf.on.event(
+            "",
+            "v1",
+            "configmaps",
+            labels={STORE_LABEL: "checkpoints", JOB_LABEL: kopf.PRESENT},
+            registry=registry,
+        )(checkpoint_reported)
     return registry

@@ -14,6 +14,8 @@
 | FTSPARK_SPARK_JARS_DIR | the S3A jars; default the Spark image's /opt/ftspark/jars/s3a if there is one, else
   tools/spark_jars.sh's cache, `${FTSPARK_CACHE:-~/.cache/ftspark}/jars/<versions>` |
 | FTSPARK_RETAINED_CHECKPOINTS | checkpoint pointers kept in the store (default 5) |
+| FTSPARK_HA_STORE | where pointers are reported: `configmaps` (default) or `s3`, as the operator's setting |
+| FTSPARK_HA_S3_ROOT | with `s3`: the installation's `s3://<bucket>/<prefix>`, with the job's S3 settings |
 | FTSPARK_RESULTS_NAMESPACE | the operator's results namespace (the store needs one; default: the job's) |
 | FTSPARK_LEASE_DURATION / _RENEW_DEADLINE / _RETRY_PERIOD | driver Lease timings in seconds (15/10/2) |
 | FTSPARK_LEASE_ACQUIRE_TIMEOUT | give up if the Lease is not ours within this (default 4 lease durations) |
@@ -28,11 +30,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from ftspark.domain.ha import JobKey
-from ftspark.protocol import DriverEnv
+from ftspark.protocol import DriverEnv, HaStoreConfig, HaStoreKind
 
 IMAGE_JARS_DIR = Path("/opt/ftspark/jars/s3a")  # images/spark-py/Dockerfile
 DEV_JARS_DIR_NAME = "hadoop-aws-3.4.1-awssdk-2.24.6"  # tools/spark_jars.sh's cache directory
@@ -64,6 +67,7 @@ class RuntimeConfig:
     restore_batch: int | None = None
     initial_savepoint: str | None = None
     retained_checkpoints: int = 5
+    ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
     results_namespace: str = ""
     lease_duration: int = 15
     renew_deadline: float = 10.0
@@ -103,6 +107,13 @@ class RuntimeConfig:
         root = required(DriverEnv.CHECKPOINT_LOCATION).rstrip("/")
         lease_duration = int(number("FTSPARK_LEASE_DURATION", 15))
         restore_batch = env.get(DriverEnv.RESTORE_BATCH, "")
+        try:
+            ha_store = HaStoreConfig(
+                kind=cast(HaStoreKind, env.get(DriverEnv.HA_STORE) or "configmaps"),
+                s3_root=env.get(DriverEnv.HA_S3_ROOT, ""),
+            )
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         return cls(
             job=JobKey(namespace=namespace, name=name),
             job_uid=env.get(DriverEnv.JOB_UID, ""),
@@ -115,6 +126,7 @@ class RuntimeConfig:
             restore_batch=int(restore_batch) if restore_batch else None,
             initial_savepoint=env.get(DriverEnv.INITIAL_SAVEPOINT) or None,
             retained_checkpoints=int(number(DriverEnv.RETAINED_CHECKPOINTS, 5)),
+            ha_store=ha_store,
             results_namespace=env.get("FTSPARK_RESULTS_NAMESPACE") or namespace,
             lease_duration=lease_duration,
             renew_deadline=number("FTSPARK_LEASE_RENEW_DEADLINE", 10.0),

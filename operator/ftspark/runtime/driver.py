@@ -23,8 +23,7 @@ from typing import assert_never
 from kubernetes import client, config
 from pyspark import SparkContext
 
-from ftspark.adapters.k8s.configmap_stores import configmap_stores
-from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.adapters.ha import ha_stores
 from ftspark.domain.fencing import Epoch
 from ftspark.ports.stores import CheckpointStore
 from ftspark.protocol import ROLLBACK_ANNOTATION, SAVEPOINT_ANNOTATION, ControlRequest, Exit
@@ -98,9 +97,10 @@ class Driver:
             )
             return
         try:
-            stores = configmap_stores(
+            stores = ha_stores(
+                cfg.ha_store,
                 api,
-                S3BlobStore(self._s3),
+                self._s3,
                 results_namespace=cfg.results_namespace,
                 namespaces=(cfg.job.namespace,),
             )

@@ -15,12 +15,13 @@ and retries are the caller's (botocore.config.Config).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar, assert_never
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ftspark.adapters.records import ConflictError, HaStores, Kind, Record, RecordId, stores_on
+from ftspark.domain.ha import JobKey
 from ftspark.ports.stores import StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -43,10 +44,12 @@ def split_uri(uri: str) -> tuple[str, str]:
 class S3Records:
     clean_results_apart = True
 
-    def __init__(self, s3: S3Client, root: str) -> None:
+    def __init__(self, s3: S3Client, root: str, *, namespaces: Sequence[str] = ()) -> None:
+        """namespaces limits scan() of job records to those, as on ConfigMaps; empty: all of them."""
         self._s3 = s3
         self._bucket, prefix = split_uri(root)
         self._prefix = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+        self._namespaces = tuple(namespaces)
 
     def read(self, rid: RecordId) -> Record | None:
         return self._read_key(self._key(rid))
@@ -82,15 +85,29 @@ class S3Records:
 
     def scan(self, kind: Kind) -> dict[str, Record]:
         found: dict[str, Record] = {}
-        folder = f"{self._prefix}{_folder(kind)}"
-        for key in self._list(folder):
-            record_key = _record_key(kind, key.removeprefix(folder))
-            if record_key is None:
-                continue
+        for key, record_key, _ in self._listed(kind):
             record = self._read_key(key)
             if record is not None:  # deleted since the listing
                 found[record_key] = record
         return found
+
+    def checkpoint_versions(self) -> dict[JobKey, str]:
+        """The version of every job's checkpoint record, from a listing alone (no reads). S3 has no watch:
+        a changed version is a changed record."""
+        return {RecordId("checkpoints", key).job(): etag for _, key, etag in self._listed("checkpoints")}
+
+    def _listed(self, kind: Kind) -> list[tuple[str, str, str]]:
+        """(object key, record key, ETag) of every record of a kind; job records of the watched namespaces."""
+        base = f"{self._prefix}{_folder(kind)}"
+        job_record = kind in ("jobgraph", "checkpoints")
+        folders = [f"{base}{namespace}/" for namespace in self._namespaces] if job_record else []
+        listed = []
+        for folder in folders or [base]:
+            for key, etag in self._list(folder):
+                record_key = _record_key(kind, key.removeprefix(base))
+                if record_key is not None:
+                    listed.append((key, record_key, etag))
+        return listed
 
     def _key(self, rid: RecordId) -> str:
         return f"{self._prefix}{_folder(rid.kind)}{_name(rid.kind, rid.key)}"
@@ -104,10 +121,10 @@ class S3Records:
         stored = json.loads(answer["Body"].read())
         return Record(stored["data"], stored["fences"], answer["ETag"])
 
-    def _list(self, folder: str) -> list[str]:
-        def listing() -> list[str]:
+    def _list(self, folder: str) -> list[tuple[str, str]]:
+        def listing() -> list[tuple[str, str]]:
             pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=folder)
-            return [item["Key"] for page in pages for item in page.get("Contents", [])]
+            return [(item["Key"], item["ETag"]) for page in pages for item in page.get("Contents", [])]
 
         return _call(f"list s3://{self._bucket}/{folder}", listing) or []
 
@@ -197,6 +214,6 @@ def _call(what: str, request: Callable[[], T], *, absent_is_conflict: bool = Fal
         raise StoreUnavailableError(f"{what}: S3 is unreachable: {error}") from error
 
 
-def s3_stores(s3: S3Client, root: str) -> HaStores:
+def s3_stores(s3: S3Client, root: str, *, namespaces: Sequence[str] = ()) -> HaStores:
     """Objects hold any size, so job graphs stay inline: no payload indirection on S3."""
-    return stores_on(S3Records(s3, root), None)
+    return stores_on(S3Records(s3, root, namespaces=namespaces), None)
