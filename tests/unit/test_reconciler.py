@@ -17,7 +17,7 @@ from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey
 from ftspark.domain.lifecycle import DriverPhase
 from ftspark.domain.models import JobSpec, JobStatus
-from ftspark.protocol import driver_pod_name, spark_app_id
+from ftspark.protocol import HaStoreConfig, driver_pod_name, spark_app_id
 from ftspark.reconcile.reconciler import Reconciler
 
 KEY = JobKey(namespace="team-a", name="counts")
@@ -49,6 +49,7 @@ class Cluster:
     stores: HaStores = field(default_factory=memory_stores)
     inspector: Inspector = field(default_factory=Inspector)
     now: datetime = datetime(2026, 1, 1, tzinfo=UTC)
+    ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
 
     def __post_init__(self) -> None:
         self.reconciler = Reconciler(
@@ -62,6 +63,7 @@ class Cluster:
             epoch=lambda: LEADER,
             clock=lambda: self.now,
             uniform=lambda: 0.5,
+            ha_store=self.ha_store,
         )
 
     def reconcile(self, *, after: float = 0.0) -> float | None:
@@ -268,3 +270,10 @@ def test_a_deleted_job_leaves_no_ha_records(cluster: Cluster) -> None:
     cluster.reconcile()
     assert cluster.stores.job_graphs.get(KEY) is None
     assert cluster.stores.checkpoints.pointers(KEY) == []
+
+
+def test_drivers_are_told_the_installations_ha_store() -> None:
+    on_s3 = Cluster(ha_store=HaStoreConfig(kind="s3", s3_root="s3://ha-bucket/ftspark"))
+    on_s3.jobs.apply(KEY, SPEC, uid=UID)
+    on_s3.reconcile()
+    assert on_s3.drivers.plans[0].ha_store == on_s3.ha_store

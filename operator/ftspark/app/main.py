@@ -4,7 +4,6 @@ SIGTERM stops reconciling, releases the Lease (hand-over within one retry period
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import signal
@@ -26,9 +25,7 @@ from ftspark.app.controller import Controller
 from ftspark.app.probes import serve
 from ftspark.domain.fencing import Epoch
 from ftspark.leader.elector import LeaderElector
-from ftspark.manifests import AttemptPlan
 from ftspark.metrics import FAILOVER_SECONDS, LEADER, LEASE_TRANSITIONS
-from ftspark.protocol import HaStoreConfig
 from ftspark.reconcile.reconciler import Reconciler
 
 if TYPE_CHECKING:
@@ -78,17 +75,6 @@ def lease_ready(elector: LeaderElector, cfg: OperatorConfig) -> bool:
     take over. Not ready while it cannot reach the API server (a standby that could not lead either)."""
     since = elector.seconds_since_contact()
     return since is not None and since <= cfg.lease_duration
-
-
-class InstallationDrivers(KubeDrivers):
-    """Driver pods told the installation's HA store, which is operator configuration, not a job's spec."""
-
-    def __init__(self, api: client.ApiClient, ha_store: HaStoreConfig) -> None:
-        super().__init__(api)
-        self._ha_store = ha_store
-
-    def create(self, plan: AttemptPlan) -> None:
-        super().create(dataclasses.replace(plan, ha_store=self._ha_store))
 
 
 class OperatorReplica:
@@ -156,13 +142,14 @@ class OperatorReplica:
             FAILOVER_SECONDS.set(self.elector.takeover_gap)
         reconciler = Reconciler(
             jobs=KubeJobs(self.api),
-            drivers=InstallationDrivers(self.api, self.ha),
+            drivers=KubeDrivers(self.api),
             events=KubeEvents(self.api),
             graphs=self.stores.job_graphs,
             checkpoints=self.stores.checkpoints,
             results=self.stores.results,
             inspector=S3CheckpointInspector(self.s3),
             epoch=self.epoch,
+            ha_store=self.ha,
         )
         self.controller = Controller(
             reconciler,

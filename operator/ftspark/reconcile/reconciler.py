@@ -36,9 +36,10 @@ from ftspark.metrics import JOBS
 from ftspark.ports.checkpoints import CheckpointInspector
 from ftspark.ports.cluster import Drivers, Events, JobResource, Jobs, ObjectRejectedError
 from ftspark.ports.stores import CheckpointStore, JobGraphStore, ResultStore
-from ftspark.protocol import driver_pod_name, spark_app_id
+from ftspark.protocol import HaStoreConfig, driver_pod_name, spark_app_id
 
 log = logging.getLogger(__name__)
+CONFIGMAP_STORES = HaStoreConfig()
 
 
 def _now() -> datetime:
@@ -67,10 +68,12 @@ class Reconciler:
         epoch: Callable[[], Epoch],
         clock: Callable[[], datetime] = _now,
         uniform: Callable[[], float] = random.random,
+        ha_store: HaStoreConfig = CONFIGMAP_STORES,  # the installation's, which its drivers use too
     ) -> None:
         self._jobs, self._drivers, self._events = jobs, drivers, events
         self._graphs, self._checkpoints, self._results = graphs, checkpoints, results
         self._inspector, self._epoch, self._clock, self._uniform = inspector, epoch, clock, uniform
+        self._ha_store = ha_store
 
     def reconcile(self, key: JobKey) -> float | None:
         """Returns when to look again (seconds), or None when only a change should wake this job."""
@@ -226,6 +229,7 @@ class Reconciler:
                 restore_from=action.restore_from,
                 restore_batch_id=action.restore_batch_id,
                 local_state_nodes=action.local_state_nodes,
+                ha_store=self._ha_store,
             )
         )
 
