@@ -20,7 +20,7 @@ def _kinds(documents: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def test_chart_lints_in_both_rbac_modes(helm: Path) -> None:
-    for extra in ([], ["--set=rbac.clusterWide=false", "--set=watchNamespaces={jobs}"]):
+    for extra in ([], ["--set=watchNamespaces={jobs}"], ["--set=rbac.clusterWide=true"]):
         result = run_helm(helm, "lint", "--strict", str(CHART), f"--kube-version={KUBE_VERSION}", *extra)
         assert result.returncode == 0, result.stdout + result.stderr
 
@@ -47,11 +47,14 @@ def test_default_install_is_two_hardened_replicas_with_lease_liveness(render: Re
     )
     assert kinds["PodDisruptionBudget"][0]["spec"]["minAvailable"] == 1
     assert "ServiceMonitor" not in kinds
-    assert {"ClusterRole", "ClusterRoleBinding", "ServiceAccount", "Service"} <= kinds.keys()
+    assert {"Role", "RoleBinding", "ServiceAccount", "Service", "ValidatingAdmissionPolicy"} <= kinds.keys()
+    assert "ClusterRole" not in kinds, "least privilege by default: the release's namespace only"
+    assert {r["metadata"]["namespace"] for r in kinds["Role"]} == {"ftspark-system"}
+    assert env["FTSPARK_WATCH_NAMESPACES"] == "ftspark-system"
 
 
 def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
-    rules = _kinds(render())["ClusterRole"][0]["rules"]
+    rules = _kinds(render("rbac.clusterWide=true"))["ClusterRole"][0]["rules"]
     granted = {
         (group, resource): set(rule["verbs"])
         for rule in rules
@@ -67,7 +70,7 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
 
 
 def test_namespaced_mode_grants_roles_only_where_jobs_live(render: Render) -> None:
-    kinds = _kinds(render("rbac.clusterWide=false", "watchNamespaces={team-a,team-b}"))
+    kinds = _kinds(render("watchNamespaces={team-a,team-b}"))
     assert "ClusterRole" not in kinds
     roles = {(r["metadata"]["namespace"], r["metadata"]["name"]) for r in kinds["Role"]}
     assert roles == {
@@ -83,16 +86,32 @@ def test_namespaced_mode_grants_roles_only_where_jobs_live(render: Render) -> No
 
 
 def test_bad_values_are_refused_with_the_reason(helm: Path) -> None:
-    no_namespaces = run_helm(
-        helm, "template", "x", str(CHART), f"--kube-version={KUBE_VERSION}", "--set=rbac.clusterWide=false"
-    )
-    assert no_namespaces.returncode != 0
-    assert "rbac.clusterWide=false needs watchNamespaces" in no_namespaces.stderr
+    for namespaces in ("{kube-system}", "{jobs,kube-system}"):
+        system = run_helm(
+            helm,
+            "template",
+            "x",
+            str(CHART),
+            f"--kube-version={KUBE_VERSION}",
+            f"--set=watchNamespaces={namespaces}",
+        )
+        assert system.returncode != 0
+        assert "never manages kube-system" in system.stderr
     zero = run_helm(
         helm, "template", "x", str(CHART), f"--kube-version={KUBE_VERSION}", "--set=replicaCount=0"
     )
     assert zero.returncode != 0
     assert "replicaCount" in zero.stderr
+
+
+def test_the_operator_may_write_only_its_own_labelled_objects(render: Render) -> None:
+    kinds = _kinds(render())
+    (policy,) = kinds["ValidatingAdmissionPolicy"]
+    (binding,) = kinds["ValidatingAdmissionPolicyBinding"]
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    (condition,) = policy["spec"]["matchConditions"]
+    assert "system:serviceaccount:ftspark-system:ftspark-operator" in condition["expression"]
+    assert "ValidatingAdmissionPolicy" not in _kinds(render("admission.operatorWrites=false"))
 
 
 def test_ha_store_on_s3_needs_a_root(helm: Path, render: Render) -> None:

@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.protocol import JOB_LABEL
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
 from ftspark_dev.s3server import S3Server
@@ -113,3 +114,57 @@ def test_chart_service_account_runs_the_operator_and_nothing_more(
         with pytest.raises(client.ApiException) as refused:
             attempt()
         assert refused.value.status == 403
+
+
+def test_the_operators_token_writes_only_objects_labelled_as_its_own(
+    installed: tuple[str, str], control_plane: ControlPlane, api_client: client.ApiClient
+) -> None:
+    """The chart's admission policy, beyond RBAC: a leaked operator token cannot create, take over (by
+    labelling) or delete a tenant's objects in the namespaces it manages, nor write in kube-system."""
+    operator_ns, jobs_ns = installed
+    core = client.CoreV1Api(api_client)
+    token = core.create_namespaced_service_account_token(
+        "ftspark-operator",
+        operator_ns,
+        client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])),
+    ).status.token
+    as_operator = client.CoreV1Api(
+        config.new_client_from_config(
+            config_file=str(control_plane.kubeconfig_for_token(token, f"operator-{operator_ns}"))
+        )
+    )
+
+    def config_map(name: str, labels: dict[str, str] | None = None) -> client.V1ConfigMap:
+        return client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, labels=labels), data={"k": "v"})
+
+    def refused(call: Callable[[], object]) -> str:
+        with pytest.raises(client.ApiException) as error:
+            call()
+        assert error.value.status == 403, error.value.body
+        return str(error.value.body)
+
+    def unlabelled_refused() -> bool:
+        try:
+            as_operator.create_namespaced_config_map(jobs_ns, config_map("forged"))
+        except client.ApiException as error:
+            return error.status == 403 and "labelled as its own" in str(error.body)
+        core.delete_namespaced_config_map("forged", jobs_ns)  # admitted: the policy is not loaded yet
+        return False
+
+    # The policy takes effect once the API server has loaded it (a second or so after the install).
+    eventually(unlabelled_refused, timeout=20, what="the admission policy in force")
+    as_operator.create_namespaced_config_map(jobs_ns, config_map("ours", {JOB_LABEL: "charted"}))
+    as_operator.delete_namespaced_config_map("ours", jobs_ns)
+
+    core.create_namespaced_config_map(jobs_ns, config_map("tenant-data"))
+    takeover = {"metadata": {"labels": {JOB_LABEL: "charted"}}}
+    assert "labelled as its own" in refused(
+        partial(as_operator.patch_namespaced_config_map, "tenant-data", jobs_ns, takeover)
+    )
+    assert "labelled as its own" in refused(
+        partial(as_operator.delete_namespaced_config_map, "tenant-data", jobs_ns)
+    )
+    assert core.read_namespaced_config_map("tenant-data", jobs_ns).metadata.labels is None
+    refused(
+        partial(as_operator.create_namespaced_config_map, "kube-system", config_map("x", {JOB_LABEL: "x"}))
+    )

@@ -87,6 +87,7 @@ class RealWorld(JobsClient):
                 f"--namespace={OPERATOR_NAMESPACE}",
                 f"--set=s3.endpoint={self.s3.endpoint}",
                 "--set=s3.credentialsSecret=s3",
+                f"--set=watchNamespaces={{{JOBS_NAMESPACE}}}",
                 *(f"--set={value}" for value in values),
                 "--wait",
                 "--timeout=5m",

@@ -19,6 +19,19 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The namespaces the operator manages, as JSON: the release's own when none are listed (namespaced mode),
+     [] (all) in cluster-wide mode; kube-system never. */}}
+{{- define "ftspark.watchNamespaces" -}}
+{{- $namespaces := .Values.watchNamespaces -}}
+{{- if and (not $namespaces) (not .Values.rbac.clusterWide) -}}
+{{- $namespaces = list .Release.Namespace -}}
+{{- end -}}
+{{- if has "kube-system" $namespaces -}}
+{{- fail "watchNamespaces: the operator never manages kube-system" -}}
+{{- end -}}
+{{- toJson $namespaces -}}
+{{- end -}}
+
 {{- define "ftspark.serviceAccountName" -}}
 {{- default (include "ftspark.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
