@@ -52,6 +52,7 @@ def test_s3_from_the_flags_or_the_environment_reaches_the_driver(monkeypatch: py
         (["--ha-store=s3", "--ha-s3-root=s3:///ftspark"], "needs its root as s3://<bucket>/<prefix>"),
         (["--ha-s3-root=s3://ha-bucket/ftspark"], "but the HA store is configmaps"),
         (["--ha-store=etcd"], "invalid choice: 'etcd'"),
+        (["--watch-namespaces=jobs,kube-system"], "never manages kube-system"),
     ],
 )
 def test_an_unusable_choice_stops_the_operator_with_the_reason(

@@ -7,7 +7,7 @@ import os
 import socket
 import uuid
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ftspark.leader.elector import LeaderElectionConfig
 from ftspark.protocol import HaStoreConfig, HaStoreKind
@@ -41,6 +41,13 @@ class OperatorConfig(BaseModel):
     result_sweep_seconds: float = Field(
         default=300.0, gt=0, description="How often results past their retention (resultStore.ttlSeconds) go."
     )
+
+    @field_validator("watch_namespaces")
+    @classmethod
+    def _never_kube_system(cls, namespaces: tuple[str, ...]) -> tuple[str, ...]:
+        if "kube-system" in namespaces:
+            raise ValueError("the operator never manages kube-system")
+        return namespaces
 
     @model_validator(mode="after")
     def _valid_election(self) -> OperatorConfig:
