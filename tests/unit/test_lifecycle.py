@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+from pydantic import ValidationError
+
 from ftspark.domain.ha import JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
     Decision,
@@ -403,3 +406,37 @@ def test_a_driver_on_a_lost_node_is_force_deleted_and_restarted() -> None:
     waiting = run(spec(), decision.status, stuck, at=10)
     assert DeleteDriver("job-1-driver", 1, "restarting", force=True) in waiting.actions
     assert "SubmitAttempt" not in kinds(waiting), "never while the old pod object exists"
+
+
+def test_the_longest_durations_a_spec_admits_decide_without_overflow() -> None:
+    year = 365 * 24 * 3600
+    longest = [
+        {"type": "fixed-delay", "fixedDelay": {"attempts": 5, "delaySeconds": year}},
+        {"type": "failure-rate", "failureRate": {"intervalSeconds": year, "delaySeconds": year}},
+        {
+            "type": "exponential-delay",
+            "exponentialDelay": {
+                "initialBackoffSeconds": year,
+                "maxBackoffSeconds": year,
+                "backoffMultiplier": 1000,
+                "resetBackoffThresholdSeconds": year,
+            },
+        },
+    ]
+    for strategy in longest:
+        job = spec(restartStrategy=strategy, stopTimeoutSeconds=year)
+        failed = run(job, JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.FAILED, exit_code=1))
+        assert failed.status.phase == "Restarting"
+        stopping = run(
+            spec(desiredState="stopped", stopTimeoutSeconds=year),
+            JobStatus(phase="Stopping", attempt=1, stop_requested_at=T0),
+            driver(1, DriverPhase.RUNNING),
+            at=year,
+        )
+        assert stopping.status.phase == "Stopping"
+    for too_long in (
+        {"stopTimeoutSeconds": 2**63 - 1},
+        {"restartStrategy": longest[0] | {"fixedDelay": {"delaySeconds": 1e12}}},
+    ):
+        with pytest.raises(ValidationError, match="less than or equal to 31536000"):
+            spec(**too_long)

@@ -14,6 +14,9 @@ from pydantic.alias_generators import to_camel
 
 _S3_URI = r"^s3a?://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
 _JVM_MEMORY = r"^[0-9]+([kmgt]b?)?$"  # Spark's memory strings: 512m, 2g, 1gb
+# Every duration a user sets is at most a year: a date that far ahead is still representable, so no
+# arithmetic on it overflows (1e12 s would, and fail every reconcile of the job instead of its validation).
+YEAR_SECONDS = 365 * 24 * 3600
 
 
 class _Model(BaseModel):
@@ -99,7 +102,7 @@ class CheckpointSpec(_Model):
 class FixedDelay(_Model):
     attempts: int = Field(default=3, ge=0, description="Restarts allowed before the job fails for good.")
     delay_seconds: float = Field(
-        default=10.0, ge=0, description="Wait between a failure and the next attempt."
+        default=10.0, ge=0, le=YEAR_SECONDS, description="Wait between a failure and the next attempt."
     )
 
 
@@ -112,14 +115,21 @@ class ExponentialDelay(_Model):
             )
         )
     )
-    initial_backoff_seconds: float = Field(default=1.0, ge=0, description="Delay before the first restart.")
-    max_backoff_seconds: float = Field(default=300.0, ge=0, description="Upper bound of the delay.")
+    initial_backoff_seconds: float = Field(
+        default=1.0, ge=0, le=YEAR_SECONDS, description="Delay before the first restart."
+    )
+    max_backoff_seconds: float = Field(
+        default=300.0, ge=0, le=YEAR_SECONDS, description="Upper bound of the delay."
+    )
     backoff_multiplier: float = Field(
-        default=2.0, ge=1, description="Factor applied to the delay after a failure."
+        default=2.0, ge=1, le=1000, description="Factor applied to the delay after a failure."
     )
     jitter_factor: float = Field(default=0.1, ge=0, le=1, description="Random +/- share of the delay.")
     reset_backoff_threshold_seconds: float = Field(
-        default=3600.0, ge=0, description="A run stable this long resets the delay to its initial value."
+        default=3600.0,
+        ge=0,
+        le=YEAR_SECONDS,
+        description="A run stable this long resets the delay to its initial value.",
     )
     attempts: int | None = Field(
         default=None, ge=0, description="Restarts allowed in all; unset means no limit."
@@ -136,9 +146,11 @@ class FailureRate(_Model):
     max_failures_per_interval: int = Field(
         default=3, ge=1, description="Failures tolerated within one interval."
     )
-    interval_seconds: float = Field(default=300.0, gt=0, description="Length of the sliding interval.")
+    interval_seconds: float = Field(
+        default=300.0, gt=0, le=YEAR_SECONDS, description="Length of the sliding interval."
+    )
     delay_seconds: float = Field(
-        default=10.0, ge=0, description="Wait between a failure and the next attempt."
+        default=10.0, ge=0, le=YEAR_SECONDS, description="Wait between a failure and the next attempt."
     )
 
 
@@ -256,7 +268,10 @@ class JobSpec(_Model):
         "Suspended: a pause).",
     )
     stop_timeout_seconds: int = Field(
-        default=300, ge=1, description="How long a stop may take before it is escalated to a cancel."
+        default=300,
+        ge=1,
+        le=YEAR_SECONDS,
+        description="How long a stop may take before it is escalated to a cancel.",
     )
     savepoint_trigger_nonce: int | None = Field(
         default=None, description="Change this number to take a savepoint of the running job."
