@@ -440,7 +440,9 @@ class _Context:
         if self.now - requested >= timeout and current.phase != DriverPhase.TERMINATING:
             self.actions.append(
                 EmitEvent(
-                    "Warning", "StopTimedOut", f"no final checkpoint within {timeout.seconds} s; cancelling"
+                    "Warning",
+                    "StopTimedOut",
+                    f"no final checkpoint within {self.spec.stop_timeout_seconds} s; cancelling",
                 )
             )
             self._delete_current("stop timed out")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import logging
 from typing import Any, Literal
 
 from kubernetes import client
@@ -24,6 +25,8 @@ from ftspark.protocol import (
     executor_template_name,
 )
 from ftspark.reconcile.observe import observe_driver
+
+log = logging.getLogger(__name__)
 
 # What Spark's driver (and our runtime in it) does in its namespace: executor pods and their services and
 # config maps, PVCs for reuse, checkpoint pointers (configmaps), its self-fencing Lease, Events.
@@ -238,4 +241,9 @@ class KubeEvents:
             source=client.V1EventSource(component=self._component),
             reporting_component=self._component,
         )
-        self._core.create_namespaced_event(job.key.namespace, event)
+        try:
+            self._core.create_namespaced_event(job.key.namespace, event)
+        except ApiException as error:
+            # Best effort: an Event the API server refuses (a quota, a namespace being deleted) must not stop
+            # the reconcile that acts on the job; the status says the same.
+            log.warning("%s: Event %s not recorded (%s %s)", job.key, reason, error.status, error.reason)
