@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Literal, assert_never, cast, get_args
 
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
 # Every object that belongs to a job (driver pods, services, HA ConfigMaps) carries this label with its name.
 JOB_LABEL = "ftspark.io/job"
 ATTEMPT_LABEL = "ftspark.io/attempt"
@@ -80,6 +83,23 @@ class HaStoreConfig:
             )
         if self.kind == "configmaps" and self.s3_root:
             raise ValueError(f"an HA S3 root ({self.s3_root}) is set, but the HA store is configmaps")
+
+
+class TerminationMessage(BaseModel):
+    """The driver's last words, in its pod's termination message (at most 4096 bytes, JSON)."""
+
+    model_config = ConfigDict(populate_by_name=True, alias_generator=to_camel)
+
+    reason: str  # one word, e.g. ScriptFailed, LeaseLost, NoRestorableCheckpoint
+    exit_code: int
+    message: str = ""
+    last_committed: dict[str, int] = Field(default_factory=dict)  # query → batch
+    rollbacks: list[str] = Field(default_factory=list)
+
+
+# The reason of a driver that found no complete batch to restore: retrying cannot help, a user must choose
+# (a savepoint, or a fresh start), so it is reported as a manual restore, not restarted.
+NO_RESTORABLE_CHECKPOINT = "NoRestorableCheckpoint"
 
 
 class Exit(IntEnum):

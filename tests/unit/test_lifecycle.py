@@ -27,7 +27,7 @@ from ftspark.domain.lifecycle import (
 )
 from ftspark.domain.models import JobResult, JobSpec, JobStatus, UpgradeMode
 from ftspark.domain.recovery import RestorePoint
-from ftspark.protocol import RestoreFrom
+from ftspark.protocol import NO_RESTORABLE_CHECKPOINT, RestoreFrom
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BASE = {
@@ -440,3 +440,15 @@ def test_the_longest_durations_a_spec_admits_decide_without_overflow() -> None:
     ):
         with pytest.raises(ValidationError, match="less than or equal to 31536000"):
             spec(**too_long)
+
+
+def test_a_driver_with_no_restorable_checkpoint_asks_for_a_manual_restore_instead_of_restarting() -> None:
+    # The default strategy restarts without limit: another attempt would find the same broken checkpoint.
+    job = spec(restartStrategy={"type": "exponential-delay"})
+    broken = driver(1, DriverPhase.FAILED, exit_code=2, reason=NO_RESTORABLE_CHECKPOINT, message="no batch")
+    decision = run(job, JobStatus(phase="Running", attempt=1), broken)
+    assert decision.status.phase == "Failed"
+    assert decision.status.result is None, "not final: a spec change starts it again"
+    assert DeleteDriver("job-1-driver", 1, "no restorable checkpoint") in decision.actions
+    assert EmitEvent("Warning", "ManualRestoreRequired", "no batch") in decision.actions
+    assert "SubmitAttempt" not in kinds(run(job, decision.status, at=600))

@@ -13,10 +13,12 @@ from ftspark.protocol import (
     ATTEMPT_LABEL,
     DRIVER_CONTAINER,
     JOB_LABEL,
+    NO_RESTORABLE_CHECKPOINT,
     ROLE_LABEL,
     ROLLBACK_ANNOTATION,
     SAVEPOINT_ANNOTATION,
     Exit,
+    TerminationMessage,
 )
 from ftspark.reconcile.observe import observe_driver
 
@@ -76,6 +78,12 @@ def exited(code: int, reason: str, message: str = "") -> Pod:
     state = {"terminated": terminated | ({"message": message} if message else {})}
     phase = "Succeeded" if code == 0 else "Failed"
     return {"phase": phase, "conditions": [ready("False")], "containerStatuses": [container(state)]}
+
+
+def said(reason: str, code: int, message: str) -> str:
+    """The runtime's termination message (runtime/termination.py)."""
+    words = TerminationMessage(reason=reason, exit_code=code, message=message, last_committed={"q": 4})
+    return words.model_dump_json(by_alias=True)
 
 
 def seen(
@@ -152,21 +160,33 @@ EVICTED = "The node was low on resource: memory. Container driver was using 3Gi,
             id="exit-0",
         ),
         pytest.param(
-            exited(Exit.SCRIPT_FAILED, "Error", "ZeroDivisionError"),
+            exited(Exit.FINISHED, "Completed", said("Stopped", 0, "stopped with a final checkpoint")),
             False,
-            seen(DriverPhase.FAILED, code=1, reason="Error", message="ZeroDivisionError"),
+            seen(DriverPhase.SUCCEEDED, code=0, reason="Stopped", message="stopped with a final checkpoint"),
+            id="exit-0-with-the-runtimes-words",
+        ),
+        pytest.param(
+            exited(Exit.SCRIPT_FAILED, "Error", "Traceback ...\nZeroDivisionError"),
+            False,
+            seen(DriverPhase.FAILED, code=1, reason="Error", message="Traceback ...\nZeroDivisionError"),
+            id="exit-1-log-tail",
+        ),
+        pytest.param(
+            exited(Exit.SCRIPT_FAILED, "Error", said("ScriptFailed", 1, "ZeroDivisionError: division")),
+            False,
+            seen(DriverPhase.FAILED, code=1, reason="ScriptFailed", message="ZeroDivisionError: division"),
             id="exit-1-script-failed",
         ),
         pytest.param(
-            exited(Exit.BAD_INPUT, "Error", "no restorable checkpoint"),
+            exited(Exit.BAD_INPUT, "Error", said(NO_RESTORABLE_CHECKPOINT, 2, "no restorable batch")),
             False,
-            seen(DriverPhase.FAILED, code=2, reason="Error", message="no restorable checkpoint"),
-            id="exit-2-bad-input",
+            seen(DriverPhase.FAILED, code=2, reason=NO_RESTORABLE_CHECKPOINT, message="no restorable batch"),
+            id="exit-2-no-restorable-checkpoint",
         ),
         pytest.param(
-            exited(Exit.FENCED_OUT, "Error", "fenced out by attempt 2"),
+            exited(Exit.FENCED_OUT, "Error", said("LeaseLost", 3, "fenced out by attempt 2")),
             False,
-            seen(DriverPhase.FAILED, code=3, reason="Error", message="fenced out by attempt 2"),
+            seen(DriverPhase.FAILED, code=3, reason="LeaseLost", message="fenced out by attempt 2"),
             id="exit-3-fenced-out",
         ),
         pytest.param(

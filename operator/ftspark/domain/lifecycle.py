@@ -44,7 +44,7 @@ from ftspark.domain.models import (
 )
 from ftspark.domain.recovery import RestorePoint
 from ftspark.domain.restart import on_failure
-from ftspark.protocol import RestoreFrom
+from ftspark.protocol import NO_RESTORABLE_CHECKPOINT, RestoreFrom
 
 # Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
 _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
@@ -629,6 +629,11 @@ class _Context:
 
     def _failed(self, current: DriverObservation | None) -> Decision:
         failure = _failure(current, self.status.attempt, self.now)
+        if current is not None and current.reason == NO_RESTORABLE_CHECKPOINT:
+            # No complete batch in the checkpoint: another attempt would find the same.
+            self._update(last_failure=failure)
+            self._delete_current("no restorable checkpoint")
+            return self._manual_restore_required(failure.message)
         verdict = on_failure(
             self.spec.restart_strategy,
             self.status.restarts,

@@ -36,7 +36,13 @@ from pydantic import BaseModel, ConfigDict, NonNegativeInt, TypeAdapter, Validat
 from pydantic.alias_generators import to_camel
 
 from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
-from ftspark.protocol import ATTEMPT_LABEL, DRIVER_CONTAINER, ROLLBACK_ANNOTATION, SAVEPOINT_ANNOTATION
+from ftspark.protocol import (
+    ATTEMPT_LABEL,
+    DRIVER_CONTAINER,
+    ROLLBACK_ANNOTATION,
+    SAVEPOINT_ANNOTATION,
+    TerminationMessage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +161,10 @@ def _phase(pod: PodView, attempt: int) -> DriverObservation:
         return DriverObservation(attempt, name, DriverPhase.FAILED, None, NODE_LOST, message, node_lost=True)
     if (done := state.terminated) is not None:
         phase = DriverPhase.SUCCEEDED if done.exit_code == 0 else DriverPhase.FAILED
-        return DriverObservation(attempt, name, phase, done.exit_code, done.reason, done.message)
+        words = _last_words(done.message)
+        if words is None:  # killed, or the runtime never got to say (the message is the log's tail)
+            return DriverObservation(attempt, name, phase, done.exit_code, done.reason, done.message)
+        return DriverObservation(attempt, name, phase, done.exit_code, words.reason, words.message)
     if status.phase in {"Failed", "Unknown"}:  # e.g. evicted, or its node was lost
         reason = status.reason or (NODE_LOST if status.phase == "Unknown" else "PodFailed")
         return DriverObservation(attempt, name, DriverPhase.FAILED, None, reason, status.message)
@@ -165,6 +174,14 @@ def _phase(pod: PodView, attempt: int) -> DriverObservation:
         return DriverObservation(attempt, name, DriverPhase.RUNNING, started_at=state.running.started_at)
     waiting = state.waiting or Waiting()
     return DriverObservation(attempt, name, DriverPhase.PENDING, None, waiting.reason, waiting.message)
+
+
+def _last_words(message: str) -> TerminationMessage | None:
+    """The runtime's termination message, when that is what the container left."""
+    try:
+        return TerminationMessage.model_validate_json(message)
+    except ValidationError:
+        return None
 
 
 def _on_lost_node(status: PodStatus) -> bool:

@@ -26,7 +26,13 @@ from pyspark import SparkContext
 from ftspark.adapters.ha import ha_stores
 from ftspark.domain.fencing import Epoch
 from ftspark.ports.stores import CheckpointStore
-from ftspark.protocol import ROLLBACK_ANNOTATION, SAVEPOINT_ANNOTATION, ControlRequest, Exit
+from ftspark.protocol import (
+    NO_RESTORABLE_CHECKPOINT,
+    ROLLBACK_ANNOTATION,
+    SAVEPOINT_ANNOTATION,
+    ControlRequest,
+    Exit,
+)
 from ftspark.runtime import appfiles, savepoint
 from ftspark.runtime.appfiles import Application, ApplicationFileError
 from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
@@ -144,7 +150,7 @@ class Driver:
             if exit_.code not in (None, 0):
                 self.ending.set(Exit.SCRIPT_FAILED, "ScriptFailed", f"the script exited with {exit_.code}")
         except (CheckpointError, SavepointError, StorageError) as error:
-            self.ending.set(Exit.BAD_INPUT, type(error).__name__.removesuffix("Error"), str(error))
+            self.ending.set(Exit.BAD_INPUT, bad_input_reason(error), str(error))
         except BaseException as error:
             log.error("the script failed:\n%s", traceback.format_exc())
             last = traceback.format_exception_only(error)[-1].strip().splitlines()
@@ -293,6 +299,13 @@ class Driver:
         self._watcher.annotate(SAVEPOINT_ANNOTATION, json.dumps(result))
 
 
+def bad_input_reason(error: CheckpointError | SavepointError | StorageError) -> str:
+    """The one word the operator reads: no restorable checkpoint asks for a manual restore."""
+    if isinstance(error, CheckpointError):
+        return NO_RESTORABLE_CHECKPOINT
+    return type(error).__name__.removesuffix("Error")
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs every callback at INFO
@@ -310,7 +323,7 @@ def main(argv: list[str]) -> int:
     try:
         driver.run(argv[1], argv[2:])
     except (CheckpointError, SavepointError, StorageError) as error:
-        ending.set(Exit.BAD_INPUT, type(error).__name__.removesuffix("Error"), str(error))
+        ending.set(Exit.BAD_INPUT, bad_input_reason(error), str(error))
     except Exception as error:
         log.exception("the driver runtime failed")
         ending.set(Exit.BAD_INPUT, "RuntimeFailed", f"{type(error).__name__}: {error}")

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ftspark.protocol import Exit
+from ftspark.protocol import Exit, TerminationMessage
 
 log = logging.getLogger(__name__)
 
@@ -44,18 +44,20 @@ class Ending:
 
 
 def write(path: Path, ending: Ending, last_committed: dict[str, int]) -> None:
-    document = {
-        "reason": ending.reason,
-        "exitCode": int(ending.code),
-        "message": ending.message,
-        "lastCommitted": last_committed,
-        "rollbacks": ending.rollbacks,
-    }
-    text = json.dumps(document, sort_keys=True)
+    words = TerminationMessage(
+        reason=ending.reason,
+        exit_code=int(ending.code),
+        message=ending.message,
+        last_committed=last_committed,
+        rollbacks=ending.rollbacks,
+    )
+    text = json.dumps(words.model_dump(by_alias=True), sort_keys=True)
     if len(text.encode()) > MAX_MESSAGE_BYTES:
         overflow = len(text.encode()) - MAX_MESSAGE_BYTES + 3
-        document["message"] = ending.message[: max(0, len(ending.message) - overflow)] + "..."
-        text = json.dumps(document, sort_keys=True)
+        shorter = ending.message[: max(0, len(ending.message) - overflow)] + "..."
+        text = json.dumps(
+            words.model_copy(update={"message": shorter}).model_dump(by_alias=True), sort_keys=True
+        )
     try:
         path.write_text(text)
     except OSError as error:
