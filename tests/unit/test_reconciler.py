@@ -268,3 +268,57 @@ def test_a_deleted_job_leaves_no_ha_records(cluster: Cluster) -> None:
     cluster.reconcile()
     assert cluster.stores.job_graphs.get(KEY) is None
     assert cluster.stores.checkpoints.pointers(KEY) == []
+
+
+HOST_NETWORK: dict[str, Any] = {**SPEC, "driver": {"podTemplate": {"spec": {"hostNetwork": True}}}}
+
+
+def test_a_field_the_job_policy_refuses_is_named_and_nothing_is_created(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, HOST_NETWORK, uid=UID)
+    assert cluster.reconcile() is None, "no retry until the spec or the namespace changes"
+    assert cluster.drivers.plans == []
+    assert cluster.stores.job_graphs.get(KEY) is None
+    ready = next(c for c in cluster.status().conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("False", "InvalidSpec")
+    assert ready.message.startswith("spec.driver.podTemplate.spec.hostNetwork: ")
+    assert "allow.ftspark.io/hostNetwork=true" in ready.message
+    cluster.reconcile()
+    assert cluster.events.reasons() == ["InvalidSpec"], "said once"
+
+
+def test_a_namespace_label_grants_an_allowance_there_only(cluster: Cluster) -> None:
+    cluster.jobs.namespaces["team-b"] = {"allow.ftspark.io/hostNetwork": "true"}
+    cluster.jobs.apply(KEY, HOST_NETWORK, uid=UID)
+    cluster.reconcile()
+    assert cluster.drivers.plans == []
+    cluster.jobs.namespaces[KEY.namespace] = {"allow.ftspark.io/hostNetwork": "true"}
+    cluster.reconcile()
+    (plan,) = cluster.drivers.plans
+    assert plan.spec.driver.pod_template == {"spec": {"hostNetwork": True}}
+
+
+def test_the_installation_grants_allowances_everywhere_and_a_plain_job_reads_no_namespace() -> None:
+    cluster = Cluster()
+    cluster.reconciler = Reconciler(
+        jobs=cluster.jobs,
+        drivers=cluster.drivers,
+        events=cluster.events,
+        graphs=cluster.stores.job_graphs,
+        checkpoints=cluster.stores.checkpoints,
+        results=cluster.stores.results,
+        inspector=cluster.inspector,
+        epoch=lambda: LEADER,
+        allowed=frozenset({"hostNetwork"}),
+        clock=lambda: cluster.now,
+    )
+    cluster.jobs.apply(KEY, HOST_NETWORK, uid=UID)
+    cluster.reconcile()
+    assert len(cluster.drivers.plans) == 1
+    assert cluster.jobs.namespace_reads == 0
+
+
+def test_local_recovery_at_its_default_directory_needs_no_allowance(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, {**SPEC, "localRecovery": {"enabled": True}}, uid=UID)
+    cluster.reconcile()
+    assert len(cluster.drivers.plans) == 1
+    assert cluster.jobs.namespace_reads == 0

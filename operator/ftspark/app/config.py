@@ -9,6 +9,7 @@ import uuid
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ftspark.domain.policy import Allowance
 from ftspark.leader.elector import LeaderElectionConfig
 
 
@@ -33,6 +34,9 @@ class OperatorConfig(BaseModel):
     )
     result_sweep_seconds: float = Field(
         default=300.0, gt=0, description="How often results past their retention (resultStore.ttlSeconds) go."
+    )
+    allow: frozenset[Allowance] = Field(
+        default=frozenset(), description="Job policy allowances granted in every namespace (--allow a,b)."
     )
 
     @model_validator(mode="after")
@@ -80,6 +84,11 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
         type=float,
         default=float(_env("FTSPARK_RESULT_SWEEP_SECONDS", "300") or 300),
     )
+    parser.add_argument(
+        "--allow",
+        default=_env("FTSPARK_ALLOW", ""),
+        help="comma-separated job policy allowances for every namespace, e.g. hostPath (default: none)",
+    )
     args = parser.parse_args(argv)
     watched = tuple(n.strip() for n in args.watch_namespaces.split(",") if n.strip())
     return OperatorConfig(
@@ -96,4 +105,5 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
         s3_region=args.s3_region,
         result_sweep_seconds=args.result_sweep_seconds,
         probe_port=args.probe_port,
+        allow=frozenset(a.strip() for a in args.allow.split(",") if a.strip()),
     )

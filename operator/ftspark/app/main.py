@@ -112,6 +112,7 @@ def run(cfg: OperatorConfig) -> int:
             results=stores.results,
             inspector=S3CheckpointInspector(s3),
             epoch=current_epoch,
+            allowed=cfg.allow,
         )
         controller = Controller(
             reconciler,

@@ -1,0 +1,23 @@
+"""The chart's ValidatingAdmissionPolicy is generated from the job policy's rules (the API server runs it in
+tests/integration/test_policy.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ftspark import admission
+from ftspark.domain.policy import RULES
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "helm" / "ftspark-operator" / "templates" / "job-policy.yaml"
+
+
+def test_chart_template_matches_the_rules() -> None:
+    assert TEMPLATE.read_text() == admission.render(), "the chart's job policy drifted: run `make crds`"
+
+
+def test_one_validation_per_rule_naming_its_field() -> None:
+    checks = admission.policy_spec("[]")["validations"]
+    assert len(checks) == len(RULES)
+    for rule, check in zip(RULES, checks, strict=True):
+        assert check["message"].startswith("spec." + rule.field.replace("[]", "[*]") + ": ")
+        assert (rule.allowance is None) == ("variables.installation" not in check["expression"])
