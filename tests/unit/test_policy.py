@@ -26,6 +26,12 @@ def _container(role: str, security: dict[str, Any], kind: str = "containers") ->
     return _pod(role, {"spec": {kind: [{"name": "c", "securityContext": security}]}})
 
 
+_SECURITY: list[tuple[dict[str, Any], str, str]] = [
+    ({"privileged": True}, "privileged", "privileged"),
+    ({"allowPrivilegeEscalation": True}, "allowPrivilegeEscalation", "privileged"),
+    ({"capabilities": {"add": ["SYS_ADMIN"]}}, "capabilities.add", "capabilities"),
+]
+
 # (spec fields, the field refused, the allowance that admits it or None)
 HOSTILE: list[tuple[dict[str, Any], str, str | None]] = [
     *(
@@ -36,11 +42,7 @@ HOSTILE: list[tuple[dict[str, Any], str, str | None]] = [
         )
         for role in ("driver", "executor")
         for kind in ("containers", "initContainers", "ephemeralContainers")
-        for security, field, allowance in [
-            ({"privileged": True}, "privileged", "privileged"),
-            ({"allowPrivilegeEscalation": True}, "allowPrivilegeEscalation", "privileged"),
-            ({"capabilities": {"add": ["SYS_ADMIN"]}}, "capabilities.add", "capabilities"),
-        ]
+        for security, field, allowance in _SECURITY
     ),
     *(
         case
