@@ -70,8 +70,8 @@ def validation(rule: Rule) -> Manifest:
         []
         if rule.allowance is None
         else [
-            f"{_literal(rule.allowance)} in variables.installation",
-            f"{_literal(NAMESPACE_LABEL_PREFIX + rule.allowance)} in variables.namespace",
+            f"{_literal(rule.allowance)} in variables.allowedEverywhere",
+            f"{_literal(NAMESPACE_LABEL_PREFIX + rule.allowance)} in variables.allowedHere",
         ]
     )
     field = "spec." + rule.field.replace("[]", "[*]")
@@ -100,9 +100,9 @@ def policy_spec(installation: str) -> Manifest:
             ]
         },
         "variables": [
-            {"name": "installation", "expression": installation},
+            {"name": "allowedEverywhere", "expression": installation},
             {
-                "name": "namespace",  # the namespace's allow.ftspark.io/<allowance> labels set to "true"
+                "name": "allowedHere",  # the namespace's allow.ftspark.io/<allowance> labels set to "true"
                 "expression": f"has({labels}) ? {labels}.filter(k, "
                 f"k.startsWith({_literal(NAMESPACE_LABEL_PREFIX)}) && {labels}[k] == 'true') : []",
             },

@@ -111,7 +111,10 @@ def test_job_policy_is_enforced_at_apply_time_by_default_and_can_be_turned_off(r
     (policy,) = kinds["ValidatingAdmissionPolicy"]
     (binding,) = kinds["ValidatingAdmissionPolicyBinding"]
     assert binding["spec"]["policyName"] == policy["metadata"]["name"] == "ftspark-operator-ftspark-system"
-    assert policy["spec"]["variables"][0] == {"name": "installation", "expression": '["hostPath","nodeName"]'}
+    assert policy["spec"]["variables"][0] == {
+        "name": "allowedEverywhere",
+        "expression": '["hostPath","nodeName"]',
+    }
     selector = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]
     assert selector["values"] == ["a"]
     env = {

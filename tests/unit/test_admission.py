@@ -20,4 +20,4 @@ def test_one_validation_per_rule_naming_its_field() -> None:
     assert len(checks) == len(RULES)
     for rule, check in zip(RULES, checks, strict=True):
         assert check["message"].startswith("spec." + rule.field.replace("[]", "[*]") + ": ")
-        assert (rule.allowance is None) == ("variables.installation" not in check["expression"])
+        assert (rule.allowance is None) == ("variables.allowedEverywhere" not in check["expression"])
