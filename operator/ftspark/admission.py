@@ -60,8 +60,8 @@ def _violated(value: str, parts: list[str], test: Test, depth: int = 0) -> str:
         element = f"e{depth}"
         inner = _violated(element, rest, test, depth + 1) if rest else _leaf(element, test) or "true"
         return f"has({child}) && {child}.exists({element}, {inner})"
-    inner_ = _violated(child, rest, test, depth) if rest else _leaf(child, test)
-    return f"has({child})" + (f" && {inner_}" if inner_ else "")
+    then = _violated(child, rest, test, depth) if rest else _leaf(child, test)
+    return f"has({child})" + (f" && {then}" if then else "")
 
 
 def validation(rule: Rule) -> Manifest:
