@@ -19,6 +19,7 @@ from ftspark.domain.policy import (
     Differs,
     IsTrue,
     KeyMatches,
+    Matches,
     NonEmpty,
     Present,
     Rule,
@@ -45,6 +46,8 @@ def _leaf(value: str, test: Test) -> str | None:
             return f"size({value}) > 0"
         case KeyMatches(pattern=pattern):
             return f"{value}.exists(k, k.matches(r'{pattern}'))"
+        case Matches(pattern=pattern):
+            return f"{value}.matches(r'{pattern}')"
         case ToleratesAll():
             keyless = f"(!has({value}.key) || {value}.key == '')"
             return f"has({value}.operator) && {value}.operator == 'Exists' && {keyless}"

@@ -36,6 +36,25 @@ _SECURITY: list[tuple[dict[str, Any], str, str]] = [
 HOSTILE: list[tuple[dict[str, Any], str, str | None]] = [
     *(
         (
+            _pod(
+                role,
+                {
+                    "spec": {
+                        kind: [
+                            {"name": "c", "env": [{"name": "A", "value": "1"}, {"name": "FTSPARK_ATTEMPT"}]}
+                        ]
+                    }
+                },
+            ),
+            f"{role}.podTemplate.spec.{kind}[0].env[1].name",
+            None,
+        )
+        for role in ("driver", "executor")
+        for kind in ("containers", "initContainers", "ephemeralContainers")
+    ),
+    ({"env": [{"name": "FTSPARK_SPARK_CONF", "value": "{}"}]}, "env[0].name", None),
+    *(
+        (
             _container(role, security, kind),
             f"{role}.podTemplate.spec.{kind}[0].securityContext.{field}",
             allowance,
@@ -146,6 +165,12 @@ HOSTILE: list[tuple[dict[str, Any], str, str | None]] = [
 # What a pod's author may write anyway, and the operator's own parts: never refused.
 HARMLESS: list[dict[str, Any]] = [
     {},
+    {
+        "env": [
+            {"name": "FTSPARK_LEASE_DURATION", "value": "3"},
+            {"name": "FTSPARK_LOCAL_RECOVERY_JAR", "value": "/j"},
+        ]
+    },
     {"localRecovery": {"enabled": True}},  # the operator's hostPath at its default directory
     _pod("driver", {"metadata": {"labels": {"team": "a", "app.kubernetes.io/name": "x"}}}),
     _pod(

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, assert_never, get_args
 
 from ftspark.domain.models import JobSpec, LocalRecoverySpec
+from ftspark.protocol import DriverEnv
 
 Allowance = Literal[
     "serviceAccount",
@@ -63,6 +64,13 @@ class KeyMatches:
 
 
 @dataclass(frozen=True)
+class Matches:
+    """The field is a string matching the pattern (read as KeyMatches reads its)."""
+
+    pattern: str
+
+
+@dataclass(frozen=True)
 class ToleratesAll:
     """The field is a toleration that tolerates every taint: operator Exists without a key."""
 
@@ -74,7 +82,7 @@ class Differs:
     value: str
 
 
-Test = Present | IsTrue | NonEmpty | KeyMatches | ToleratesAll | Differs
+Test = Present | IsTrue | NonEmpty | KeyMatches | Matches | ToleratesAll | Differs
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,10 @@ class Rule:
 _RESERVED_LABEL = r"^(ftspark\.io/.*|spark-app-selector|spark-role|spark-exec-id)$"
 _RESERVED_ANNOTATION = r"^ftspark\.io/"
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
+# The driver's environment from the operator (its attempt, fencing, Spark settings): a job's value would come
+# last and win, past fencing and the sparkConf rules. The local recovery jar's path is the job's to change.
+_DRIVER_ENV = "^(" + "|".join(sorted(e.value for e in DriverEnv if e != DriverEnv.LOCAL_RECOVERY_JAR)) + ")$"
+_DRIVER_ENV_WHY = "a variable the operator sets for the driver"
 
 
 def _pod_rules(role: Literal["driver", "executor"]) -> list[Rule]:
@@ -141,6 +153,7 @@ def _pod_rules(role: Literal["driver", "executor"]) -> list[Rule]:
                     "capabilities",
                     "added capabilities",
                 ),
+                Rule(f"{each}.env[].name", Matches(_DRIVER_ENV), None, _DRIVER_ENV_WHY),
             )
         ),
     ]
@@ -149,6 +162,7 @@ def _pod_rules(role: Literal["driver", "executor"]) -> list[Rule]:
 RULES: tuple[Rule, ...] = (
     *_pod_rules("driver"),
     *_pod_rules("executor"),
+    Rule("env[].name", Matches(_DRIVER_ENV), None, _DRIVER_ENV_WHY),
     # Spark builds the executors from its own settings as well as from the template.
     Rule(
         "sparkConf",
@@ -233,23 +247,28 @@ def _offending(node: Any, parts: list[str], test: Test, at: str) -> Iterator[str
 
 
 def _failing(value: Any, test: Test, at: str) -> Iterator[str]:
+    if isinstance(test, KeyMatches):  # a map: each offending key is named
+        if isinstance(value, dict):
+            yield from (f'{at}["{key}"]' for key in value if re.search(test.pattern, key))
+    elif _fails(value, test):
+        yield at
+
+
+def _fails(value: Any, test: Present | IsTrue | NonEmpty | Matches | ToleratesAll | Differs) -> bool:
     match test:
         case Present():
-            yield at
+            return True
         case IsTrue():
-            if value is True:
-                yield at
+            return value is True
         case NonEmpty():
-            if isinstance(value, list | dict | str) and value:
-                yield at
-        case KeyMatches(pattern=pattern):
-            if isinstance(value, dict):
-                yield from (f'{at}["{key}"]' for key in value if re.search(pattern, key))
+            return isinstance(value, list | dict | str) and len(value) > 0
+        case Matches(pattern=pattern):
+            return isinstance(value, str) and re.search(pattern, value) is not None
         case ToleratesAll():
-            if isinstance(value, dict) and value.get("operator") == "Exists" and value.get("key", "") == "":
-                yield at
+            return (
+                isinstance(value, dict) and value.get("operator") == "Exists" and value.get("key", "") == ""
+            )
         case Differs(value=expected):
-            if value != expected:
-                yield at
+            return bool(value != expected)
         case _:
             assert_never(test)
