@@ -55,6 +55,15 @@ HOSTILE: list[tuple[dict[str, Any], str, str | None]] = [
     ({"env": [{"name": "FTSPARK_SPARK_CONF", "value": "{}"}]}, "env[0].name", None),
     *(
         (
+            _pod(role, {"spec": {kind: [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]}}),
+            f"{role}.podTemplate.spec.{kind}[0].ports[0].hostPort",
+            "hostNetwork",
+        )
+        for role in ("driver", "executor")
+        for kind in ("containers", "initContainers", "ephemeralContainers")
+    ),
+    *(
+        (
             _container(role, security, kind),
             f"{role}.podTemplate.spec.{kind}[0].securityContext.{field}",
             allowance,

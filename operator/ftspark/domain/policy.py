@@ -153,6 +153,7 @@ def _pod_rules(role: Literal["driver", "executor"]) -> list[Rule]:
                     "capabilities",
                     "added capabilities",
                 ),
+                Rule(f"{each}.ports[].hostPort", Present(), "hostNetwork", "a port of the node"),
                 Rule(f"{each}.env[].name", Matches(_DRIVER_ENV), None, _DRIVER_ENV_WHY),
             )
         ),
