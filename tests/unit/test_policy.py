@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from ftspark.app.config import parse
 from ftspark.domain.models import JobSpec
 from ftspark.domain.policy import ALLOWANCES, RULES, namespace_allowances, violations
 
@@ -253,3 +255,10 @@ def test_a_namespace_grants_allowances_with_labels_set_to_true() -> None:
         "kubernetes.io/metadata.name": "jobs",
     }
     assert namespace_allowances(labels) == {"hostPath"}
+
+
+def test_the_operator_grants_allowances_by_name_and_refuses_unknown_ones() -> None:
+    assert parse(["--allow", "hostPath, nodeName"]).allow == {"hostPath", "nodeName"}
+    assert parse([]).allow == frozenset()
+    with pytest.raises(ValidationError, match="allow"):
+        parse(["--allow", "root"])
