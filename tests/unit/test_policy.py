@@ -157,6 +157,16 @@ HOSTILE: list[tuple[dict[str, Any], str, str | None]] = [
         ]
     ),
     (
+        {"sparkConf": {"spark.kubernetes.executor.annotation.ftspark.io/control": "stop@now"}},
+        'sparkConf["spark.kubernetes.executor.annotation.ftspark.io/control"]',
+        None,
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.executor.label.spark-role": "driver"}},
+        'sparkConf["spark.kubernetes.executor.label.spark-role"]',
+        None,
+    ),
+    (
         {"sparkConf": {"spark.kubernetes.authenticate.executor.serviceAccountName": "admin"}},
         'sparkConf["spark.kubernetes.authenticate.executor.serviceAccountName"]',
         "serviceAccount",
@@ -201,6 +211,12 @@ HARMLESS: list[dict[str, Any]] = [
         }
     },
     {"sparkConf": {"spark.kubernetes.executor.label.team": "a", "spark.kubernetes.container.image": "img:2"}},
+    {
+        "sparkConf": {
+            "spark.kubernetes.executor.label.spark-role-x": "a",
+            "spark.kubernetes.executor.annotation.a": "b",
+        }
+    },
 ]
 
 

@@ -21,8 +21,9 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never, get_args
 
+from ftspark import API_GROUP
 from ftspark.domain.models import JobSpec, LocalRecoverySpec
-from ftspark.protocol import DriverEnv
+from ftspark.protocol import SPARK_APP_SELECTOR_LABEL, SPARK_ROLE_LABEL, DriverEnv
 
 Allowance = Literal[
     "serviceAccount",
@@ -105,8 +106,8 @@ class Rule:
 
 
 # Labels and annotations ftspark and Spark find their pods by: another job would adopt a pod carrying them.
-_RESERVED_LABEL = r"^(ftspark\.io/.*|spark-app-selector|spark-role|spark-exec-id)$"
-_RESERVED_ANNOTATION = r"^ftspark\.io/"
+_OWN = re.escape(f"{API_GROUP}/")
+_RESERVED_LABEL = f"({_OWN}.*|{SPARK_APP_SELECTOR_LABEL}|{SPARK_ROLE_LABEL}|spark-exec-id)"
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # The driver's environment from the operator (its attempt, fencing, Spark settings): a job's value would come
 # last and win, past fencing and the sparkConf rules. The local recovery jar's path is the job's to change.
@@ -119,9 +120,12 @@ def _pod_rules(role: Literal["driver", "executor"]) -> list[Rule]:
     containers = [f"{pod}.spec.{kind}[]" for kind in _CONTAINER_LISTS]
     return [
         Rule(
-            f"{pod}.metadata.labels", KeyMatches(_RESERVED_LABEL), None, "a label ftspark or Spark selects by"
+            f"{pod}.metadata.labels",
+            KeyMatches(f"^{_RESERVED_LABEL}$"),
+            None,
+            "a label ftspark or Spark selects by",
         ),
-        Rule(f"{pod}.metadata.annotations", KeyMatches(_RESERVED_ANNOTATION), None, "an ftspark annotation"),
+        Rule(f"{pod}.metadata.annotations", KeyMatches(f"^{_OWN}"), None, "an ftspark annotation"),
         Rule(f"{pod}.spec.serviceAccountName", Present(), "serviceAccount", "another ServiceAccount"),
         Rule(f"{pod}.spec.serviceAccount", Present(), "serviceAccount", "another ServiceAccount"),
         Rule(
@@ -179,9 +183,7 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "sparkConf",
-        KeyMatches(
-            r"^spark\.kubernetes\.(driver|executor)\.(label|annotation)\.(ftspark\.io/|spark-(app-selector|role|exec-id)$)"
-        ),
+        KeyMatches(rf"^spark\.kubernetes\.(driver|executor)\.(label\.{_RESERVED_LABEL}$|annotation\.{_OWN})"),
         None,
         "a label or annotation ftspark or Spark selects by",
     ),
