@@ -17,7 +17,7 @@ help:
 	@echo "make images       the operator, Spark and pause images as OCI archives, without Docker (cached)"
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
 	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts); task-local recovery's (in one JVM, on the nodes)"
-	@echo "make crds         regenerate crds/, the chart's copy, docs/reference.md and deploy/ from the models"
+	@echo "make crds         regenerate crds/, the chart's copy and job policy, docs/reference.md and deploy/ from the models"
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,7 @@ integration: $(VENV)/.installed cluster-bin
 crds: $(VENV)/.installed helm-bin
 	$(PY) -m ftspark.crd > crds/ftspark.io_faulttolerantsparkjobs.yaml
 	cp crds/ftspark.io_faulttolerantsparkjobs.yaml helm/ftspark-operator/crds/
+	$(PY) -m ftspark.admission > helm/ftspark-operator/templates/job-policy.yaml
 	$(PY) -m ftspark_dev.reference
 	$(PY) -m ftspark_dev.bundle "$$(tools/helm/build.sh)"
 

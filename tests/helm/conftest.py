@@ -18,12 +18,17 @@ KUBE_VERSION = "1.34.12"
 Render = Callable[..., list[dict[str, Any]]]
 
 
-@pytest.fixture(scope="session")
-def helm() -> Path:
+def helm_binary() -> Path:
+    """Helm, built once per machine (cached)."""
     built = subprocess.run(
         [str(REPO_ROOT / "tools" / "helm" / "build.sh")], check=True, stdout=subprocess.PIPE, text=True
     )
     return Path(built.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def helm() -> Path:
+    return helm_binary()
 
 
 def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:

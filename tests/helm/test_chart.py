@@ -105,13 +105,16 @@ def test_bad_values_are_refused_with_the_reason(helm: Path) -> None:
 
 
 def test_the_operator_may_write_only_its_own_labelled_objects(render: Render) -> None:
-    kinds = _kinds(render())
-    (policy,) = kinds["ValidatingAdmissionPolicy"]
-    (binding,) = kinds["ValidatingAdmissionPolicyBinding"]
+    def named(kind: str, values: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        documents = _kinds(render(*values)).get(kind, [])
+        return [d for d in documents if d["metadata"]["name"] == "ftspark-operator-operator-writes"]
+
+    (policy,) = named("ValidatingAdmissionPolicy")
+    (binding,) = named("ValidatingAdmissionPolicyBinding")
     assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
     (condition,) = policy["spec"]["matchConditions"]
     assert "system:serviceaccount:ftspark-system:ftspark-operator" in condition["expression"]
-    assert "ValidatingAdmissionPolicy" not in _kinds(render("admission.operatorWrites=false"))
+    assert named("ValidatingAdmissionPolicy", ("admission.operatorWrites=false",)) == []
 
 
 def test_ha_store_on_s3_needs_a_root(helm: Path, render: Render) -> None:
@@ -136,3 +139,28 @@ def test_service_monitor_when_asked(render: Render) -> None:
 
 def test_plain_manifest_bundle_is_the_rendered_chart(helm: Path) -> None:
     assert BUNDLE.read_text() == render_bundle(helm), "deploy/ drifted from the chart: run `make deploy`"
+
+
+def test_job_policy_is_enforced_at_apply_time_by_default_and_can_be_turned_off(render: Render) -> None:
+    kinds = _kinds(
+        render("jobPolicy.allow={hostPath,nodeName}", "admission.operatorWrites=false", "watchNamespaces={a}")
+    )
+    (policy,) = kinds["ValidatingAdmissionPolicy"]
+    (binding,) = kinds["ValidatingAdmissionPolicyBinding"]
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"] == "ftspark-operator-ftspark-system"
+    assert policy["spec"]["variables"][0] == {
+        "name": "allowedEverywhere",
+        "expression": '["hostPath","nodeName"]',
+    }
+    selector = binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0]
+    assert selector["values"] == ["a"]
+    env = {
+        e["name"]: e.get("value")
+        for e in kinds["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["FTSPARK_ALLOW"] == "hostPath,nodeName", "the operator grants the same"
+    # Reading a namespace's allow.ftspark.io/* labels: a Role grants it for its own namespace.
+    assert any("namespaces" in rule["resources"] for rule in kinds["Role"][0]["rules"])
+    assert "ValidatingAdmissionPolicy" not in _kinds(
+        render("jobPolicy.admission=false", "admission.operatorWrites=false")
+    )

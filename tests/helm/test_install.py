@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
 from ftspark.protocol import JOB_LABEL
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
@@ -92,6 +93,27 @@ def test_chart_service_account_runs_the_operator_and_nothing_more(
             timeout=30,
             what=lambda: f"the operator works with the chart's rights\n{fleet.logs()}",
         )
+        # The chart's admission policy refuses a hostile job at apply time; once the namespace allows it, the
+        # operator reads that label with the chart's rights and runs the job.
+        hostile = job_manifest("hosted", bucket, driver={"podTemplate": {"spec": {"hostNetwork": True}}})
+        with pytest.raises(client.ApiException) as refused:
+            client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+                API_GROUP, API_VERSION, jobs_ns, PLURAL, hostile
+            )
+        assert refused.value.status == 403
+        assert "spec.driver.podTemplate.spec.hostNetwork" in str(refused.value.body)
+        labels = {"metadata": {"labels": {f"{NAMESPACE_LABEL_PREFIX}hostNetwork": "true"}}}
+        core.patch_namespace(jobs_ns, labels)
+        eventually(
+            partial(_admitted, api_client, jobs_ns, hostile),
+            timeout=30,
+            what="the namespace's allowance in force",
+        )
+        eventually(
+            lambda: pod_names(api_client, jobs_ns, "hosted") == ["hosted-1-driver"],
+            timeout=30,
+            what=lambda: f"the allowed job runs\n{fleet.logs()}",
+        )
     finally:
         fleet.stop_all()
 
@@ -168,3 +190,15 @@ def test_the_operators_token_writes_only_objects_labelled_as_its_own(
     refused(
         partial(as_operator.create_namespaced_config_map, "kube-system", config_map("x", {JOB_LABEL: "x"}))
     )
+
+
+def _admitted(api: client.ApiClient, namespace: str, body: dict[str, object]) -> bool:
+    try:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(
+            API_GROUP, API_VERSION, namespace, PLURAL, body
+        )
+    except client.ApiException as error:
+        if error.status == 403:  # the API server has not seen the label yet
+            return False
+        raise
+    return True

@@ -11,6 +11,7 @@ from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.domain.models import JobSpec
+from ftspark.domain.policy import violations
 from ftspark.manifests import (
     AttemptPlan,
     driver_pod,
@@ -36,6 +37,7 @@ def test_example_and_the_pods_built_from_it_are_accepted(
         API_GROUP, API_VERSION, namespace, PLURAL, manifest, dry_run="All"
     )
     spec = JobSpec.model_validate(accepted["spec"])  # with the schema's defaults, as the operator reads it
+    assert violations(spec) == [], "the examples need no allowance of the job policy"
     plan = AttemptPlan(
         namespace=namespace,
         job_name=manifest["metadata"]["name"],

@@ -17,6 +17,7 @@ from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.fencing import Epoch, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
+from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
 from ftspark.protocol import executor_template_name
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import (
@@ -677,6 +678,8 @@ def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:
     ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    # A directory other than localRecovery's default is the job's own hostPath: the namespace must allow it.
+    core.patch_namespace(ns, {"metadata": {"labels": {f"{NAMESPACE_LABEL_PREFIX}hostPath": "true"}}})
     fleet.start()
     _start_running(
         api_client, ns, "local", bucket, localRecovery={"enabled": True, "hostPath": "/mnt/ftspark"}

@@ -17,6 +17,7 @@ from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey
 from ftspark.domain.lifecycle import DriverPhase
 from ftspark.domain.models import JobSpec, JobStatus
+from ftspark.domain.policy import Allowance
 from ftspark.protocol import HaStoreConfig, driver_pod_name, spark_app_id
 from ftspark.reconcile.reconciler import Reconciler
 
@@ -50,6 +51,7 @@ class Cluster:
     inspector: Inspector = field(default_factory=Inspector)
     now: datetime = datetime(2026, 1, 1, tzinfo=UTC)
     ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
+    allowed: frozenset[Allowance] = frozenset()
 
     def __post_init__(self) -> None:
         self.reconciler = Reconciler(
@@ -64,6 +66,7 @@ class Cluster:
             clock=lambda: self.now,
             uniform=lambda: 0.5,
             ha_store=self.ha_store,
+            allowed=self.allowed,
         )
 
     def reconcile(self, *, after: float = 0.0) -> float | None:
@@ -277,3 +280,45 @@ def test_drivers_are_told_the_installations_ha_store() -> None:
     on_s3.jobs.apply(KEY, SPEC, uid=UID)
     on_s3.reconcile()
     assert on_s3.drivers.plans[0].ha_store == on_s3.ha_store
+
+
+HOST_NETWORK: dict[str, Any] = {**SPEC, "driver": {"podTemplate": {"spec": {"hostNetwork": True}}}}
+
+
+def test_a_field_the_job_policy_refuses_is_named_and_nothing_is_created(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, HOST_NETWORK, uid=UID)
+    assert cluster.reconcile() is None, "no retry until the spec or the namespace changes"
+    assert cluster.drivers.plans == []
+    assert cluster.stores.job_graphs.get(KEY) is None
+    ready = next(c for c in cluster.status().conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("False", "InvalidSpec")
+    assert ready.message.startswith("spec.driver.podTemplate.spec.hostNetwork: ")
+    assert "allow.ftspark.io/hostNetwork=true" in ready.message
+    cluster.reconcile()
+    assert cluster.events.reasons() == ["InvalidSpec"], "said once"
+
+
+def test_a_namespace_label_grants_an_allowance_there_only(cluster: Cluster) -> None:
+    cluster.jobs.namespaces["team-b"] = {"allow.ftspark.io/hostNetwork": "true"}
+    cluster.jobs.apply(KEY, HOST_NETWORK, uid=UID)
+    cluster.reconcile()
+    assert cluster.drivers.plans == []
+    cluster.jobs.namespaces[KEY.namespace] = {"allow.ftspark.io/hostNetwork": "true"}
+    cluster.reconcile()
+    (plan,) = cluster.drivers.plans
+    assert plan.spec.driver.pod_template == {"spec": {"hostNetwork": True}}
+
+
+def test_the_installation_grants_allowances_everywhere_and_a_plain_job_reads_no_namespace() -> None:
+    cluster = Cluster(allowed=frozenset({"hostNetwork"}))
+    cluster.jobs.apply(KEY, HOST_NETWORK, uid=UID)
+    cluster.reconcile()
+    assert len(cluster.drivers.plans) == 1
+    assert cluster.jobs.namespace_reads == 0
+
+
+def test_local_recovery_at_its_default_directory_needs_no_allowance(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, {**SPEC, "localRecovery": {"enabled": True}}, uid=UID)
+    cluster.reconcile()
+    assert len(cluster.drivers.plans) == 1
+    assert cluster.jobs.namespace_reads == 0

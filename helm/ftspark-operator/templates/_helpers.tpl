@@ -37,7 +37,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/* What the operator does with jobs, their drivers and their HA records. It also grants the drivers their
-     Role (ftspark-driver), so it holds every permission in that Role (Kubernetes forbids granting more). */}}
+     Role (ftspark-driver), so it holds every permission in that Role (Kubernetes forbids granting more). It
+     reads the jobs' namespaces for their allow.ftspark.io/* labels: in namespaced mode a Role grants that for
+     its own namespace only. */}}
 {{- define "ftspark.jobRules" -}}
 - apiGroups: [ftspark.io]
   resources: [faulttolerantsparkjobs]
@@ -51,6 +53,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get, create]
+- apiGroups: [""]
+  resources: [namespaces]
+  verbs: [get]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [get, create]

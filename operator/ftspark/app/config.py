@@ -9,6 +9,7 @@ import uuid
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ftspark.domain.policy import Allowance
 from ftspark.leader.elector import LeaderElectionConfig
 from ftspark.protocol import HaStoreConfig, HaStoreKind
 
@@ -40,6 +41,9 @@ class OperatorConfig(BaseModel):
     )
     result_sweep_seconds: float = Field(
         default=300.0, gt=0, description="How often results past their retention (resultStore.ttlSeconds) go."
+    )
+    allow: frozenset[Allowance] = Field(
+        default=frozenset(), description="Job policy allowances granted in every namespace (--allow a,b)."
     )
 
     @field_validator("watch_namespaces")
@@ -109,6 +113,11 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
         type=float,
         default=float(_env("FTSPARK_RESULT_SWEEP_SECONDS", "300") or 300),
     )
+    parser.add_argument(
+        "--allow",
+        default=_env("FTSPARK_ALLOW", ""),
+        help="comma-separated job policy allowances for every namespace, e.g. hostPath (default: none)",
+    )
     args = parser.parse_args(argv)
     watched = tuple(n.strip() for n in args.watch_namespaces.split(",") if n.strip())
     try:
@@ -128,6 +137,7 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
             ha_s3_root=args.ha_s3_root,
             result_sweep_seconds=args.result_sweep_seconds,
             probe_port=args.probe_port,
+            allow=frozenset(a.strip() for a in args.allow.split(",") if a.strip()),
         )
     except ValidationError as error:  # one line naming the problem, not a traceback
         parser.error("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in error.errors()))

@@ -150,6 +150,7 @@ class OperatorReplica:
             inspector=S3CheckpointInspector(self.s3),
             epoch=self.epoch,
             ha_store=self.ha,
+            allowed=self.cfg.allow,
         )
         self.controller = Controller(
             reconciler,

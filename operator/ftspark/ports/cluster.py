@@ -39,6 +39,9 @@ class Jobs(Protocol):
     def write_status(self, job: JobResource, status: dict[str, Any]) -> None:
         """Replace the status subresource (the operator is its only writer)."""
 
+    def namespace_labels(self, namespace: str) -> dict[str, str]:
+        """The labels of a jobs' namespace: an admin grants allowances of the job policy there."""
+
 
 class Drivers(Protocol):
     def observe(self, key: JobKey) -> list[DriverObservation]:

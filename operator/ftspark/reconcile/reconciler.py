@@ -30,6 +30,7 @@ from ftspark.domain.lifecycle import (
     spec_hash,
 )
 from ftspark.domain.models import JobSpec, JobStatus
+from ftspark.domain.policy import Violation, namespace_allowances, violations
 from ftspark.domain.recovery import choose_restore_point
 from ftspark.manifests import AttemptPlan
 from ftspark.metrics import JOBS
@@ -66,11 +67,13 @@ class Reconciler:
         results: ResultStore,
         inspector: CheckpointInspector,
         epoch: Callable[[], Epoch],
+        allowed: frozenset[str] = frozenset(),
         clock: Callable[[], datetime] = _now,
         uniform: Callable[[], float] = random.random,
         ha_store: HaStoreConfig = CONFIGMAP_STORES,  # the installation's, which its drivers use too
     ) -> None:
-        self._jobs, self._drivers, self._events = jobs, drivers, events
+        """allowed: the job policy's allowances granted in every namespace (ftspark.domain.policy)."""
+        self._jobs, self._drivers, self._events, self._allowed = jobs, drivers, events, allowed
         self._graphs, self._checkpoints, self._results = graphs, checkpoints, results
         self._inspector, self._epoch, self._clock, self._uniform = inspector, epoch, clock, uniform
         self._ha_store = ha_store
@@ -138,11 +141,21 @@ class Reconciler:
         except ValidationError as error:
             field, message = describe_validation_error(error)
             return self._carried_out(job, None, invalid_spec(status, job.generation, field, message, now))
+        if refused := self._refused_by_policy(job, spec):
+            message = "; ".join(violation.message for violation in refused)
+            return self._carried_out(job, None, invalid_spec(status, job.generation, "", message, now))
         decision = decide(spec, status, self._observe(job, spec, status), now, self._uniform)
         try:
             return self._carried_out(job, spec, decision)
         except ObjectRejectedError as error:
             return self._carried_out(job, None, rejected(status, job.generation, str(error), now))
+
+    def _refused_by_policy(self, job: JobResource, spec: JobSpec) -> list[Violation]:
+        refused = violations(spec, self._allowed)
+        if not refused:  # most jobs ask for nothing that needs an allowance: no read of their namespace
+            return []
+        granted = namespace_allowances(self._jobs.namespace_labels(job.key.namespace))
+        return [violation for violation in refused if violation.rule.allowance not in granted]
 
     def _observe(self, job: JobResource, spec: JobSpec, status: JobStatus) -> Observation:
         """Everything `decide` needs, read from the API server and the stores (never from a cache)."""

@@ -78,6 +78,7 @@ def _owned_by(item: Any, uid: str) -> bool:
 class KubeJobs:
     def __init__(self, api: client.ApiClient) -> None:
         self._objects = client.CustomObjectsApi(api)
+        self._core = client.CoreV1Api(api)
 
     def get(self, key: JobKey) -> JobResource | None:
         try:
@@ -96,6 +97,10 @@ class KubeJobs:
             body.get("spec", {}),
             body.get("status") or {},
         )
+
+    def namespace_labels(self, namespace: str) -> dict[str, str]:
+        labels: dict[str, str] | None = self._core.read_namespace(namespace).metadata.labels
+        return labels or {}
 
     def write_status(self, job: JobResource, status: dict[str, Any]) -> None:
         # A merge patch of the status subresource; keys we no longer set are nulled explicitly.

@@ -20,6 +20,8 @@ class MemoryJobs:
     def __init__(self) -> None:
         self.resources: dict[JobKey, JobResource] = {}
         self.status_writes = 0
+        self.namespaces: dict[str, dict[str, str]] = {}  # labels by namespace
+        self.namespace_reads = 0
 
     def apply(self, key: JobKey, spec: dict[str, Any], *, uid: str = "uid-1") -> JobResource:
         """Create the job, or change its spec (a new generation), as kubectl apply would."""
@@ -36,6 +38,10 @@ class MemoryJobs:
 
     def get(self, key: JobKey) -> JobResource | None:
         return self.resources.get(key)
+
+    def namespace_labels(self, namespace: str) -> dict[str, str]:
+        self.namespace_reads += 1
+        return self.namespaces.get(namespace, {})
 
     def write_status(self, job: JobResource, status: dict[str, Any]) -> None:
         self.status_writes += 1

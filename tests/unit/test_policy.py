@@ -1,0 +1,282 @@
+"""The job policy: every field it refuses, named as the user wrote it; allowances; what stays allowed.
+
+HOSTILE is also run through the API server's admission (tests/integration/test_policy.py): both must agree."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ftspark.app.config import parse
+from ftspark.domain.models import JobSpec
+from ftspark.domain.policy import ALLOWANCES, RULES, namespace_allowances, violations
+
+BASE: dict[str, Any] = {
+    "image": "img",
+    "mainApplicationFile": "local:///job.py",
+    "checkpoint": {"storage": "s3://bucket/job"},
+}
+
+
+def _pod(role: str, pod: dict[str, Any]) -> dict[str, Any]:
+    return {role: {"podTemplate": pod}}
+
+
+def _container(role: str, security: dict[str, Any], kind: str = "containers") -> dict[str, Any]:
+    return _pod(role, {"spec": {kind: [{"name": "c", "securityContext": security}]}})
+
+
+_SECURITY: list[tuple[dict[str, Any], str, str]] = [
+    ({"privileged": True}, "privileged", "privileged"),
+    ({"allowPrivilegeEscalation": True}, "allowPrivilegeEscalation", "privileged"),
+    ({"capabilities": {"add": ["SYS_ADMIN"]}}, "capabilities.add", "capabilities"),
+]
+
+# (spec fields, the field refused, the allowance that admits it or None)
+HOSTILE: list[tuple[dict[str, Any], str, str | None]] = [
+    *(
+        (
+            _pod(
+                role,
+                {
+                    "spec": {
+                        kind: [
+                            {"name": "c", "env": [{"name": "A", "value": "1"}, {"name": "FTSPARK_ATTEMPT"}]}
+                        ]
+                    }
+                },
+            ),
+            f"{role}.podTemplate.spec.{kind}[0].env[1].name",
+            None,
+        )
+        for role in ("driver", "executor")
+        for kind in ("containers", "initContainers", "ephemeralContainers")
+    ),
+    ({"env": [{"name": "FTSPARK_SPARK_CONF", "value": "{}"}]}, "env[0].name", None),
+    *(
+        (
+            _pod(role, {"spec": {kind: [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]}}),
+            f"{role}.podTemplate.spec.{kind}[0].ports[0].hostPort",
+            "hostNetwork",
+        )
+        for role in ("driver", "executor")
+        for kind in ("containers", "initContainers", "ephemeralContainers")
+    ),
+    *(
+        (
+            _container(role, security, kind),
+            f"{role}.podTemplate.spec.{kind}[0].securityContext.{field}",
+            allowance,
+        )
+        for role in ("driver", "executor")
+        for kind in ("containers", "initContainers", "ephemeralContainers")
+        for security, field, allowance in _SECURITY
+    ),
+    *(
+        case
+        for role in ("driver", "executor")
+        for case in [
+            (
+                _pod(role, {"spec": {"serviceAccountName": "admin"}}),
+                f"{role}.podTemplate.spec.serviceAccountName",
+                "serviceAccount",
+            ),
+            (
+                _pod(role, {"spec": {"serviceAccount": "admin"}}),
+                f"{role}.podTemplate.spec.serviceAccount",
+                "serviceAccount",
+            ),
+            (
+                _pod(role, {"spec": {"automountServiceAccountToken": True}}),
+                f"{role}.podTemplate.spec.automountServiceAccountToken",
+                "serviceAccount",
+            ),
+            (
+                _pod(role, {"spec": {"hostNetwork": True}}),
+                f"{role}.podTemplate.spec.hostNetwork",
+                "hostNetwork",
+            ),
+            (_pod(role, {"spec": {"hostPID": True}}), f"{role}.podTemplate.spec.hostPID", "hostPID"),
+            (_pod(role, {"spec": {"hostIPC": True}}), f"{role}.podTemplate.spec.hostIPC", "hostIPC"),
+            (_pod(role, {"spec": {"nodeName": "node-1"}}), f"{role}.podTemplate.spec.nodeName", "nodeName"),
+            (
+                _pod(
+                    role,
+                    {"spec": {"tolerations": [{"key": "a", "operator": "Exists"}, {"operator": "Exists"}]}},
+                ),
+                f"{role}.podTemplate.spec.tolerations[1]",
+                "tolerations",
+            ),
+            (
+                _pod(role, {"spec": {"volumes": [{"name": "k", "hostPath": {"path": "/var/lib/kubelet"}}]}}),
+                f"{role}.podTemplate.spec.volumes[0].hostPath",
+                "hostPath",
+            ),
+            (
+                _pod(role, {"metadata": {"labels": {"ftspark.io/job": "other"}}}),
+                f'{role}.podTemplate.metadata.labels["ftspark.io/job"]',
+                None,
+            ),
+            (
+                _pod(role, {"metadata": {"labels": {"spark-app-selector": "spark-x"}}}),
+                f'{role}.podTemplate.metadata.labels["spark-app-selector"]',
+                None,
+            ),
+            (
+                _pod(role, {"metadata": {"labels": {"spark-role": "driver"}}}),
+                f'{role}.podTemplate.metadata.labels["spark-role"]',
+                None,
+            ),
+            (
+                _pod(role, {"metadata": {"annotations": {"ftspark.io/control": "stop@now"}}}),
+                f'{role}.podTemplate.metadata.annotations["ftspark.io/control"]',
+                None,
+            ),
+            (
+                {"sparkConf": {f"spark.kubernetes.{role}.volumes.hostPath.x.mount.path": "/host"}},
+                f'sparkConf["spark.kubernetes.{role}.volumes.hostPath.x.mount.path"]',
+                "hostPath",
+            ),
+            (
+                {"sparkConf": {f"spark.kubernetes.{role}.label.ftspark.io/job": "other"}},
+                f'sparkConf["spark.kubernetes.{role}.label.ftspark.io/job"]',
+                None,
+            ),
+            (
+                {"sparkConf": {f"spark.kubernetes.{role}.podTemplateFile": "/opt/pod.yaml"}},
+                f'sparkConf["spark.kubernetes.{role}.podTemplateFile"]',
+                None,
+            ),
+            (
+                {"sparkConf": {f"spark.kubernetes.{role}.pod.featureSteps": "x.Step"}},
+                f'sparkConf["spark.kubernetes.{role}.pod.featureSteps"]',
+                None,
+            ),
+        ]
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.executor.annotation.ftspark.io/control": "stop@now"}},
+        'sparkConf["spark.kubernetes.executor.annotation.ftspark.io/control"]',
+        None,
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.executor.label.spark-role": "driver"}},
+        'sparkConf["spark.kubernetes.executor.label.spark-role"]',
+        None,
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.authenticate.executor.serviceAccountName": "admin"}},
+        'sparkConf["spark.kubernetes.authenticate.executor.serviceAccountName"]',
+        "serviceAccount",
+    ),
+    (
+        {"sparkConf": {"spark.kubernetes.authenticate.driver.serviceAccountName": "admin"}},
+        'sparkConf["spark.kubernetes.authenticate.driver.serviceAccountName"]',
+        "serviceAccount",
+    ),
+    (
+        {"localRecovery": {"enabled": True, "hostPath": "/var/lib/kubelet"}},
+        "localRecovery.hostPath",
+        "hostPath",
+    ),
+]
+
+# What a pod's author may write anyway, and the operator's own parts: never refused.
+HARMLESS: list[dict[str, Any]] = [
+    {},
+    {
+        "env": [
+            {"name": "FTSPARK_LEASE_DURATION", "value": "3"},
+            {"name": "FTSPARK_LOCAL_RECOVERY_JAR", "value": "/j"},
+        ]
+    },
+    {"localRecovery": {"enabled": True}},  # the operator's hostPath at its default directory
+    _pod("driver", {"metadata": {"labels": {"team": "a", "app.kubernetes.io/name": "x"}}}),
+    _pod(
+        "executor",
+        {"spec": {"tolerations": [{"key": "gpu", "operator": "Exists"}], "nodeSelector": {"a": "b"}}},
+    ),
+    _pod("executor", {"spec": {"automountServiceAccountToken": False, "hostNetwork": False}}),
+    _container(
+        "driver", {"privileged": False, "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    ),
+    _container("executor", {"capabilities": {"add": []}}),
+    _pod("executor", {"spec": {"volumes": [{"name": "s", "secret": {"secretName": "s3"}}]}}),
+    {
+        "sparkConf": {
+            "spark.executor.memoryOverhead": "1g",
+            "spark.kubernetes.executor.volumes.emptyDir.x.mount.path": "/x",
+        }
+    },
+    {"sparkConf": {"spark.kubernetes.executor.label.team": "a", "spark.kubernetes.container.image": "img:2"}},
+    {
+        "sparkConf": {
+            "spark.kubernetes.executor.label.spark-role-x": "a",
+            "spark.kubernetes.executor.annotation.a": "b",
+        }
+    },
+]
+
+
+def _spec(fields: dict[str, Any]) -> JobSpec:
+    return JobSpec.model_validate({**BASE, **fields})
+
+
+@pytest.mark.parametrize(("fields", "field", "allowance"), HOSTILE, ids=[case[1] for case in HOSTILE])
+def test_each_field_is_refused_by_name_unless_its_allowance_is_granted(
+    fields: dict[str, Any], field: str, allowance: str | None
+) -> None:
+    (refused,) = violations(_spec(fields))
+    assert refused.field == f"spec.{field}"
+    assert refused.message.startswith(f"spec.{field}: ")
+    assert refused.rule.allowance == allowance
+    others = [a for a in ALLOWANCES if a != allowance]
+    assert violations(_spec(fields), others), "another allowance does not help"
+    assert violations(_spec(fields), ALLOWANCES) == ([] if allowance else [refused]), "none for ftspark's own"
+    if allowance:
+        assert f"allow.ftspark.io/{allowance}=true" in refused.message
+
+
+@pytest.mark.parametrize("fields", HARMLESS)
+def test_what_a_pod_author_may_write_anyway_passes(fields: dict[str, Any]) -> None:
+    assert violations(_spec(fields)) == []
+
+
+def test_every_rule_has_a_hostile_case() -> None:
+    covered = {
+        (rule.field, rule.test) for fields, _, _ in HOSTILE for rule in [violations(_spec(fields))[0].rule]
+    }
+    assert covered == {(rule.field, rule.test) for rule in RULES}
+
+
+def test_every_field_is_named_when_several_are_set() -> None:
+    spec = _spec(
+        {
+            "driver": {"podTemplate": {"spec": {"hostNetwork": True, "hostPID": True}}},
+            "sparkConf": {"spark.kubernetes.executor.volumes.hostPath.a.mount.path": "/a"},
+        }
+    )
+    assert [v.field for v in violations(spec, {"hostPID"})] == [
+        "spec.driver.podTemplate.spec.hostNetwork",
+        'spec.sparkConf["spark.kubernetes.executor.volumes.hostPath.a.mount.path"]',
+    ]
+
+
+def test_a_namespace_grants_allowances_with_labels_set_to_true() -> None:
+    labels = {
+        "allow.ftspark.io/hostPath": "true",
+        "allow.ftspark.io/hostNetwork": "false",
+        "kubernetes.io/metadata.name": "jobs",
+    }
+    assert namespace_allowances(labels) == {"hostPath"}
+
+
+def test_the_operator_grants_allowances_by_name_and_refuses_unknown_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert parse(["--allow", "hostPath, nodeName"]).allow == {"hostPath", "nodeName"}
+    assert parse([]).allow == frozenset()
+    with pytest.raises(SystemExit):
+        parse(["--allow", "root"])
+    assert "Input should be 'serviceAccount'" in capsys.readouterr().err
