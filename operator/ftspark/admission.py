@@ -19,6 +19,7 @@ from ftspark.domain.policy import (
     Differs,
     IsTrue,
     KeyMatches,
+    LiteralNamed,
     Matches,
     NonEmpty,
     Present,
@@ -44,15 +45,23 @@ def _leaf(value: str, test: Test) -> str | None:
             return f"{value} == true"
         case NonEmpty():
             return f"size({value}) > 0"
-        case KeyMatches(pattern=pattern):
-            return f"{value}.exists(k, k.matches(r'{pattern}'))"
+        case KeyMatches():
+            return f"{value}.exists(k, {_key_matches(test)})"
         case Matches(pattern=pattern):
             return f"{value}.matches(r'{pattern}')"
+        case LiteralNamed(pattern=pattern):
+            named = f"has({value}.name) && {value}.name.matches(r'{pattern}')"
+            return f"{named} && has({value}.value) && size({value}.value) > 0"
         case ToleratesAll():
             keyless = f"(!has({value}.key) || {value}.key == '')"
             return f"has({value}.operator) && {value}.operator == 'Exists' && {keyless}"
         case Differs(value=expected):
             return f"{value} != {_literal(expected)}"
+
+
+def _key_matches(test: KeyMatches) -> str:
+    matches = f"k.matches(r'{test.pattern}')"
+    return f"{matches} && !k.matches(r'{test.unless}')" if test.unless else matches
 
 
 def _violated(value: str, parts: list[str], test: Test, depth: int = 0) -> str:
@@ -81,7 +90,7 @@ def validation(rule: Rule) -> Manifest:
     check: Manifest = {"expression": " || ".join([*granted, f"!({violated})"]), "reason": "Forbidden"}
     if isinstance(rule.test, KeyMatches):
         before, after = rule.message(f'{field}["{_KEY}"]').split(_KEY)
-        keys = f"object.spec.{rule.field}.filter(k, k.matches(r'{rule.test.pattern}'))"
+        keys = f"object.spec.{rule.field}.filter(k, {_key_matches(rule.test)})"
         check["messageExpression"] = f"{_literal(before)} + {keys}[0] + {_literal(after)}"
     check["message"] = rule.message(field)
     return check

@@ -56,7 +56,13 @@ def test_submits_runs_and_restarts_a_failed_driver(
     pod = core.read_namespaced_pod("wordcount-1-driver", ns)
     assert pod.metadata.owner_references[0].kind == "FaultTolerantSparkJob"
     assert pod.spec.restart_policy == "Never"
-    assert core.read_namespaced_service("wordcount-1-driver", ns).spec.cluster_ip == "None"
+    # The attempt's objects are created in order (template, pod, Service): the Service may come a moment later.
+    service = eventually(
+        lambda: core.list_namespaced_service(ns, field_selector="metadata.name=wordcount-1-driver").items,
+        timeout=30,
+        what="the driver's Service",
+    )
+    assert service[0].spec.cluster_ip == "None"
     stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
     graph = stores.job_graphs.get(JobKey(namespace=ns, name="wordcount"))
     assert graph is not None, "the job graph is written before the driver pod"

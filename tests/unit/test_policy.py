@@ -54,6 +54,24 @@ HOSTILE: list[tuple[dict[str, Any], str, str | None]] = [
         for kind in ("containers", "initContainers", "ephemeralContainers")
     ),
     ({"env": [{"name": "FTSPARK_SPARK_CONF", "value": "{}"}]}, "env[0].name", None),
+    # Secrets in plain text (they would land in the driver pod and the job graph): refused, never allowed.
+    *(
+        (
+            _pod(
+                role, {"spec": {kind: [{"name": "c", "env": [{"name": "DB_PASSWORD", "value": "hunter2"}]}]}}
+            ),
+            f"{role}.podTemplate.spec.{kind}[0].env[0]",
+            None,
+        )
+        for role in ("driver", "executor")
+        for kind in ("containers", "initContainers", "ephemeralContainers")
+    ),
+    ({"env": [{"name": "A", "value": "1"}, {"name": "AWS_SECRET_ACCESS_KEY", "value": "k"}]}, "env[1]", None),
+    (
+        {"sparkConf": {"spark.hadoop.fs.s3a.secret.key": "k"}},
+        'sparkConf["spark.hadoop.fs.s3a.secret.key"]',
+        None,
+    ),
     *(
         (
             _pod(role, {"spec": {kind: [{"name": "c", "ports": [{"containerPort": 80, "hostPort": 80}]}]}}),
@@ -210,6 +228,15 @@ HARMLESS: list[dict[str, Any]] = [
         }
     },
     {"sparkConf": {"spark.kubernetes.executor.label.team": "a", "spark.kubernetes.container.image": "img:2"}},
+    # Secrets by reference: the Secret's name and key, never its value.
+    {
+        "env": [{"name": "AWS_SECRET_ACCESS_KEY", "secretKeyRef": {"name": "s3", "key": "secret"}}],
+        "sparkConf": {
+            "spark.kubernetes.executor.secrets.s3": "/etc/s3",
+            "spark.kubernetes.driver.secretKeyRef.TOKEN": "api:token",
+            "spark.hadoop.fs.s3a.aws.credentials.provider": "com.amazonaws.auth.EnvironmentVariableCredentialsProvider",
+        },
+    },
     {
         "sparkConf": {
             "spark.kubernetes.executor.label.spark-role-x": "a",

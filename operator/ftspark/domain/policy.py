@@ -59,14 +59,25 @@ class NonEmpty:
 @dataclass(frozen=True)
 class KeyMatches:
     """The field is a map with a key matching the pattern (a regular expression both Python's re and RE2 read
-    alike; searched, not anchored, unless it says ^ or $)."""
+    alike; searched, not anchored, unless it says ^ or $) and not matching `unless` (RE2 has no lookahead)."""
 
     pattern: str
+    unless: str = ""
+
+    def matches(self, key: str) -> bool:
+        return re.search(self.pattern, key) is not None and not (self.unless and re.search(self.unless, key))
 
 
 @dataclass(frozen=True)
 class Matches:
     """The field is a string matching the pattern (read as KeyMatches reads its)."""
+
+    pattern: str
+
+
+@dataclass(frozen=True)
+class LiteralNamed:
+    """The field is an environment variable with a literal value whose name matches the pattern."""
 
     pattern: str
 
@@ -83,7 +94,7 @@ class Differs:
     value: str
 
 
-Test = Present | IsTrue | NonEmpty | KeyMatches | Matches | ToleratesAll | Differs
+Test = Present | IsTrue | NonEmpty | KeyMatches | Matches | LiteralNamed | ToleratesAll | Differs
 
 
 @dataclass(frozen=True)
@@ -94,11 +105,12 @@ class Rule:
     test: Test
     allowance: Allowance | None  # None: never allowed
     why: str
+    remedy: str = ""  # for a rule never allowed: what to do instead
 
     def message(self, field: str) -> str:
         """What the user is told, the field named as they wrote it (or with [*] for any element)."""
         if self.allowance is None:
-            return f"{field}: {self.why}; ftspark sets or relies on it, so a job may not"
+            return f"{field}: {self.why}; {self.remedy or 'ftspark sets or relies on it, so a job may not'}"
         return (
             f"{field}: {self.why}; needs the allowance {self.allowance} "
             f"(namespace label {NAMESPACE_LABEL_PREFIX}{self.allowance}=true, or the operator's --allow)"
@@ -113,6 +125,15 @@ _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # last and win, past fencing and the sparkConf rules. The local recovery jar's path is the job's to change.
 _DRIVER_ENV = "^(" + "|".join(sorted(e.value for e in DriverEnv if e != DriverEnv.LOCAL_RECOVERY_JAR)) + ")$"
 _DRIVER_ENV_WHY = "a variable the operator sets for the driver"
+# Secrets in plain text: the operator would copy them into the driver pod's environment and the job graph
+# (readable by whoever may read ConfigMaps or pods there). Spark's own redaction pattern for keys; the
+# settings that name Secrets to mount (spark.kubernetes.*.secrets.*, *.secretKeyRef.*) are not secrets.
+_SECRET_CONF = KeyMatches(
+    r"(?i)(password|token|access\.?key|secret)", unless=r"^spark\.kubernetes\.(driver|executor)\.secret"
+)
+_SECRET_ENV = r"(?i)(password|secret|token|access_?key|api_?key)"
+_SECRET_WHY = "a secret in plain text, which would be copied into the driver pod and the job's records"
+_SECRET_REMEDY = "put it in a Secret and pass it with spec.env[].secretKeyRef (AWS_* for S3)"
 
 
 def _pod_rules(role: Literal["driver", "executor"]) -> list[Rule]:
@@ -159,6 +180,7 @@ def _pod_rules(role: Literal["driver", "executor"]) -> list[Rule]:
                 ),
                 Rule(f"{each}.ports[].hostPort", Present(), "hostNetwork", "a port of the node"),
                 Rule(f"{each}.env[].name", Matches(_DRIVER_ENV), None, _DRIVER_ENV_WHY),
+                Rule(f"{each}.env[]", LiteralNamed(_SECRET_ENV), None, _SECRET_WHY, _SECRET_REMEDY),
             )
         ),
     ]
@@ -168,6 +190,8 @@ RULES: tuple[Rule, ...] = (
     *_pod_rules("driver"),
     *_pod_rules("executor"),
     Rule("env[].name", Matches(_DRIVER_ENV), None, _DRIVER_ENV_WHY),
+    Rule("env[]", LiteralNamed(_SECRET_ENV), None, _SECRET_WHY, _SECRET_REMEDY),
+    Rule("sparkConf", _SECRET_CONF, None, _SECRET_WHY, _SECRET_REMEDY),
     # Spark builds the executors from its own settings as well as from the template.
     Rule(
         "sparkConf",
@@ -252,12 +276,14 @@ def _offending(node: Any, parts: list[str], test: Test, at: str) -> Iterator[str
 def _failing(value: Any, test: Test, at: str) -> Iterator[str]:
     if isinstance(test, KeyMatches):  # a map: each offending key is named
         if isinstance(value, dict):
-            yield from (f'{at}["{key}"]' for key in value if re.search(test.pattern, key))
+            yield from (f'{at}["{key}"]' for key in value if test.matches(key))
     elif _fails(value, test):
         yield at
 
 
-def _fails(value: Any, test: Present | IsTrue | NonEmpty | Matches | ToleratesAll | Differs) -> bool:
+def _fails(
+    value: Any, test: Present | IsTrue | NonEmpty | Matches | LiteralNamed | ToleratesAll | Differs
+) -> bool:
     match test:
         case Present():
             return True
@@ -267,6 +293,12 @@ def _fails(value: Any, test: Present | IsTrue | NonEmpty | Matches | ToleratesAl
             return isinstance(value, list | dict | str) and len(value) > 0
         case Matches(pattern=pattern):
             return isinstance(value, str) and re.search(pattern, value) is not None
+        case LiteralNamed(pattern=pattern):
+            return (
+                isinstance(value, dict)
+                and re.search(pattern, str(value.get("name", ""))) is not None
+                and bool(value.get("value"))
+            )
         case ToleratesAll():
             return (
                 isinstance(value, dict) and value.get("operator") == "Exists" and value.get("key", "") == ""
