@@ -56,7 +56,7 @@ def test_submits_runs_and_restarts_a_failed_driver(
     pod = core.read_namespaced_pod("wordcount-1-driver", ns)
     assert pod.metadata.owner_references[0].kind == "FaultTolerantSparkJob"
     assert pod.spec.restart_policy == "Never"
-    # The attempt's objects are created in order (template, pod, Service): the Service may come a moment later.
+    # The attempt's objects are created in order (template, pod, Service): the Service comes a moment after.
     service = eventually(
         lambda: core.list_namespaced_service(ns, field_selector="metadata.name=wordcount-1-driver").items,
         timeout=30,

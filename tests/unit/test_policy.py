@@ -234,7 +234,7 @@ HARMLESS: list[dict[str, Any]] = [
         "sparkConf": {
             "spark.kubernetes.executor.secrets.s3": "/etc/s3",
             "spark.kubernetes.driver.secretKeyRef.TOKEN": "api:token",
-            "spark.hadoop.fs.s3a.aws.credentials.provider": "com.amazonaws.auth.EnvironmentVariableCredentialsProvider",
+            "spark.hadoop.fs.s3a.aws.credentials.provider": "com.example.EnvironmentCredentials",
         },
     },
     {
