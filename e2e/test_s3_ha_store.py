@@ -22,7 +22,7 @@ from ftspark.adapters.s3.stores import s3_stores
 from ftspark.domain.ha import JobKey
 from ftspark_dev.operators import OperatorFleet, job_status
 from ftspark_dev.windowed_counts import write_input
-from ftspark_dev.world import World
+from ftspark_dev.world import World, s3_credentials_secret
 
 # A streaming query that commits a batch per input file and ends (exit 0) once the test says so.
 UNTIL_DONE = """
@@ -49,6 +49,7 @@ def s3_installation(world: World) -> Iterator[OperatorFleet]:
     namespaces = [f"s3ha-system-{suffix}", f"s3ha-jobs-{suffix}"]
     for name in namespaces:
         core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    core.create_namespaced_secret(namespaces[1], s3_credentials_secret())
     bucket = f"ftspark-ha-{suffix}"
     world.s3.client().create_bucket(Bucket=bucket)
     fleet = OperatorFleet(

@@ -23,17 +23,21 @@ SECRET_KEY = "ftspark-test-secret"
 REGION = "us-east-1"
 
 
-def spark_s3a_conf(endpoint: str) -> dict[str, str]:
-    """Spark settings that point S3A at a server of ours on loopback."""
+def spark_s3a_conf(endpoint: str, *, credentials: bool = True) -> dict[str, str]:
+    """Spark settings that point S3A at a server of ours on loopback. credentials=False: S3A takes them from
+    AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (a job's spec passes those from a Secret, never in plain text)."""
     s3a = "spark.hadoop.fs.s3a."
+    keys = {
+        f"{s3a}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        f"{s3a}access.key": ACCESS_KEY,
+        f"{s3a}secret.key": SECRET_KEY,
+    }
     return {
         f"{s3a}endpoint": endpoint,
         f"{s3a}endpoint.region": REGION,
         f"{s3a}path.style.access": "true",
         f"{s3a}connection.ssl.enabled": "false",
-        f"{s3a}aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
-        f"{s3a}access.key": ACCESS_KEY,
-        f"{s3a}secret.key": SECRET_KEY,
+        **(keys if credentials else {}),
     }
 
 
@@ -72,8 +76,8 @@ class S3Server:
     def resume(self) -> None:
         self._process.signal(signal.SIGCONT)
 
-    def spark_conf(self) -> dict[str, str]:
-        return spark_s3a_conf(self.endpoint)
+    def spark_conf(self, *, credentials: bool = True) -> dict[str, str]:
+        return spark_s3a_conf(self.endpoint, credentials=credentials)
 
     def client(self, config: Config | None = None) -> S3Client:
         return boto3.client(

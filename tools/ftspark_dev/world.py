@@ -32,10 +32,20 @@ from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.netproxy import ApiProxy
 from ftspark_dev.nodes import NodeAgent
 from ftspark_dev.operators import OperatorFleet, job_manifest, leading
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.s3server import ACCESS_KEY, SECRET_KEY, S3Server
 from ftspark_dev.windowed_counts import EXAMPLE
 
 OPERATOR_NAMESPACE, JOBS_NAMESPACE = "ftspark-system", "jobs"
+# Jobs get their S3 credentials from a Secret, as the examples do: a job may not carry them in plain text.
+S3_SECRET = "s3"
+S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
+S3_CREDENTIALS_ENV: list[dict[str, Any]] = [
+    {"name": key, "secretKeyRef": {"name": S3_SECRET, "key": key}} for key in S3_CREDENTIALS
+]
+
+
+def s3_credentials_secret() -> client.V1Secret:
+    return client.V1Secret(metadata=client.V1ObjectMeta(name=S3_SECRET), string_data=S3_CREDENTIALS)
 
 
 class JobsClient:
@@ -141,11 +151,11 @@ class World(JobsClient):
             "executor": {"instances": 1, "memory": "768m"},
             "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 10, "delaySeconds": 1}},
             "stopTimeoutSeconds": 120,
-            "env": [{"name": k, "value": v} for k, v in env.items()],
+            "env": [{"name": k, "value": v} for k, v in env.items()] + S3_CREDENTIALS_ENV,
             "sparkConf": {
                 "spark.sql.shuffle.partitions": "2",
                 "spark.ui.enabled": "false",
-                **self.s3.spark_conf(),
+                **self.s3.spark_conf(credentials=False),
             },
         }
         return job_manifest(name, self.bucket, **(defaults | spec))
@@ -215,6 +225,7 @@ def running_world() -> Iterator[World]:
             client.CoreV1Api(api).create_namespace(
                 client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
             )
+        client.CoreV1Api(api).create_namespaced_secret(JOBS_NAMESPACE, s3_credentials_secret())
         bucket = f"ftspark-{uuid.uuid4().hex[:8]}"
         s3.client().create_bucket(Bucket=bucket)
         nodes = NodeAgent(plane.kubeconfig, nodes=3, prefix="node").start()
