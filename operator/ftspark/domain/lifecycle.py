@@ -337,9 +337,7 @@ class _Context:
             if point.unusable:
                 return self._manual_restore_required(point.unusable)
             if point.skipped:
-                self.actions.append(
-                    EmitEvent("Warning", "CheckpointSkipped", f"unusable checkpoints {list(point.skipped)}")
-                )
+                self.actions.append(EmitEvent("Warning", "CheckpointSkipped", point.why_skipped))
             restore_batch = point.pointer.batch_id if point.pointer else None
         placement = self.status.placement
         nodes = (
