@@ -289,6 +289,24 @@ def test_a_checkpoint_pointer_outside_the_jobs_directory_is_skipped_without_a_lo
     assert skipped == "unusable checkpoints [5]: [5] outside the job's checkpoint directory"
 
 
+def test_a_job_graph_naming_a_directory_the_operator_did_not_choose_gets_nothing_inspected(
+    cluster: Cluster,
+) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    graph = cluster.stores.job_graphs.get(KEY)
+    assert graph is not None
+    # The tenant rewrites its (inline) job graph: its own uid, another tenant's directory, pointers into it.
+    forged = graph.model_copy(update={"checkpoint_location": "s3://victim-bucket/private"})
+    cluster.stores.job_graphs.put(forged, LEADER)
+    cluster.commit(1, 4, location="s3://victim-bucket/private/q")
+    cluster.fail()
+    cluster.reconcile(after=5)
+    assert cluster.inspector.inspected == []
+    assert cluster.events.reasons()[-1] == "ManualRestoreRequired"
+
+
 def test_a_job_graph_pointing_at_a_foreign_object_is_ignored_and_the_object_never_deleted() -> None:
     records, blobs = MemoryRecords(), MemoryBlobStore()
     cluster = Cluster(stores=memory_stores(records, blobs, payload_threshold=0))  # every graph is a payload

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from ftspark.domain.ha import CheckpointPointer
-from ftspark.domain.recovery import choose_restore_point
+from ftspark.domain.recovery import checkpoint_directory, choose_restore_point, is_checkpoint_directory
 
 DIRECTORY = "s3://b/jobs/orders/checkpoints/0a1b2c3d-run-1"
 
@@ -83,3 +83,22 @@ def test_only_foreign_pointers_require_a_manual_restore_and_say_why() -> None:
         "none of the retained checkpoints is usable (unusable checkpoints [9, 8]: [8] not complete in "
         "storage; [9] outside the job's checkpoint directory); manual restore required"
     )
+
+
+def test_without_a_directory_the_operator_chose_no_pointer_is_inspected() -> None:
+    point = choose_restore_point([pointer(9), pointer(8)], lambda p: pytest.fail("inspected"), None)
+    assert (point.pointer, point.outside) == (None, (9, 8))
+
+
+def test_the_directories_the_operator_chooses_are_exactly_those_it_recognises() -> None:
+    uid, storage = "0a1b2c3d-0000-4000-8000-000000000001", "s3://b/jobs/orders/"
+    assert checkpoint_directory(storage, uid, 1) == DIRECTORY
+    assert is_checkpoint_directory(DIRECTORY, storage, uid)
+    for location in (
+        "s3://victim/checkpoints/0a1b2c3d-run-1",  # another storage
+        "s3://b/jobs/orders/checkpoints/ffffffff-run-1",  # another job's uid
+        "s3://b/jobs/orders/checkpoints/0a1b2c3d-run-1/../../../../victim",
+        "s3://b/jobs/orders/checkpoints/0a1b2c3d-run-",
+        "s3://b/jobs/orders/checkpoints/0a1b2c3d-run-\u0661",  # a digit, but not an ASCII one
+    ):
+        assert not is_checkpoint_directory(location, storage, uid), location

@@ -5,8 +5,9 @@ falls back to the next older one. When pointers exist but none is usable, the an
 required", never a silent start from nothing (a Flink lesson).
 
 Pointers are written by the driver, that is by the tenant's code, and inspecting one reads S3 with the
-operator's credentials: only a pointer into the job's own checkpoint directory (which the operator chose) is
-inspected; any other is unusable without a look, so no pointer can probe another tenant's buckets.
+operator's credentials: only a pointer into the job's own checkpoint directory (one the operator chooses:
+checkpoint_directory) is inspected; any other is unusable without a look, so no pointer can probe another
+tenant's buckets.
 """
 
 from __future__ import annotations
@@ -45,15 +46,33 @@ class RestorePoint:
         )
 
 
+def checkpoint_directory(storage: str, uid: str, run: int) -> str:
+    """The directory of a job's run n, as the operator chooses it: under the job's storage, named by its uid,
+    so that a re-created job of the same name never resumes its predecessor's state by accident."""
+    return f"{_runs(storage, uid)}{run}"
+
+
+def is_checkpoint_directory(location: str, storage: str, uid: str) -> bool:
+    """Whether location is a directory the operator chooses for the job (checkpoint_directory)."""
+    run = location.removeprefix(_runs(storage, uid))
+    return run != location and run.isascii() and run.isdigit()
+
+
+def _runs(storage: str, uid: str) -> str:
+    return f"{storage.rstrip('/')}/checkpoints/{uid[:8]}-run-"
+
+
 def choose_restore_point(
-    pointers: Sequence[CheckpointPointer], committed: Callable[[CheckpointPointer], bool], directory: str
+    pointers: Sequence[CheckpointPointer],
+    committed: Callable[[CheckpointPointer], bool],
+    directory: str | None,
 ) -> RestorePoint:
-    """pointers newest first; committed(pointer) checks the checkpoint directory; directory: the job's
-    (its job graph's checkpoint_location)."""
+    """pointers newest first; committed(pointer) checks the checkpoint directory; directory: the job's, None
+    when it has none the operator chose (every pointer then lies outside)."""
     skipped: list[int] = []
     outside: list[int] = []
     for pointer in pointers:
-        if not _within(pointer.location, directory):
+        if directory is None or not _within(pointer.location, directory):
             outside.append(pointer.checkpoint_id)
         elif committed(pointer):
             return RestorePoint(pointer, tuple(skipped), tuple(outside))

@@ -11,7 +11,7 @@ from typing import assert_never
 from pydantic import ValidationError
 
 from ftspark.domain.fencing import Epoch
-from ftspark.domain.ha import JobGraph, JobKey, JobResultEntry
+from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
     Decision,
     DeleteDriver,
@@ -30,7 +30,7 @@ from ftspark.domain.lifecycle import (
     spec_hash,
 )
 from ftspark.domain.models import JobSpec, JobStatus
-from ftspark.domain.recovery import choose_restore_point
+from ftspark.domain.recovery import RestorePoint, choose_restore_point, is_checkpoint_directory
 from ftspark.manifests import AttemptPlan
 from ftspark.metrics import JOBS, UNTRUSTED_POINTERS
 from ftspark.ports.checkpoints import CheckpointInspector
@@ -166,17 +166,10 @@ class Reconciler:
         pointers = self._checkpoints.pointers(key) if own else []
         result = self._results.get(job.uid)
         # A submission is decided only when no driver pod exists and the job has no result: only then is S3
-        # inspected, and only inside the directory the operator chose for the job.
+        # inspected.
         restore_point = (
-            None
-            if drivers or result is not None
-            else choose_restore_point(
-                pointers, self._inspector.committed, own.checkpoint_location if own else ""
-            )
+            None if drivers or result is not None else self._restore_point(job, spec, own, pointers)
         )
-        if restore_point is not None and restore_point.outside:
-            UNTRUSTED_POINTERS.labels(pointer="checkpoint").inc(len(restore_point.outside))
-            log.warning("%s: %s", key, restore_point.why_skipped)
         return Observation(
             job_uid=job.uid,
             generation=job.generation,
@@ -188,6 +181,23 @@ class Reconciler:
             latest_checkpoint=pointers[0] if pointers else None,
             restore_point=restore_point,
         )
+
+    def _restore_point(
+        self, job: JobResource, spec: JobSpec, graph: JobGraph | None, pointers: list[CheckpointPointer]
+    ) -> RestorePoint:
+        """Looks only inside a directory the operator chooses for this job: the job graph's, if it is one (the
+        record is the tenant's to edit)."""
+        directory = graph.checkpoint_location if graph else None
+        if directory is not None and not is_checkpoint_directory(directory, spec.checkpoint.storage, job.uid):
+            log.warning(
+                "%s: the job graph's checkpoint directory %s was not chosen for it", job.key, directory
+            )
+            directory = None
+        point = choose_restore_point(pointers, self._inspector.committed, directory)
+        if point.outside:
+            UNTRUSTED_POINTERS.labels(pointer="checkpoint").inc(len(point.outside))
+            log.warning("%s: %s", job.key, point.why_skipped)
+        return point
 
     def _stored_graph(self, job: JobResource) -> JobGraph | None:
         """The job graph; one whose record points at what the operator did not write counts as none (the
