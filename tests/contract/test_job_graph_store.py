@@ -12,6 +12,7 @@ from ftspark.domain.fencing import StaleEpochError
 from ftspark.domain.ha import JobKey
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.stores import StoreUnavailableError, UntrustedRecordError
+from ftspark_dev.s3server import S3Server
 from tests.contract.conftest import Backend, leader
 
 LARGE = 2 * 1024 * 1024  # above the 1 MiB a ConfigMap can hold: only the indirection makes it fit
@@ -195,3 +196,16 @@ def test_a_pointer_to_anything_but_the_jobs_own_payload_is_neither_used_nor_dele
     assert read(victim) is not None
     assert store.get(graph.job) is None
     assert store.get(other.job) == other
+
+
+def test_an_unreadable_object_among_the_records_does_not_hide_the_others(
+    networked_backend: Backend, s3_server: S3Server
+) -> None:
+    if networked_backend.name != "s3":
+        pytest.skip("ConfigMaps: tests/integration/test_ownership.py, on a tenant's real permissions")
+    graph = networked_backend.graph()
+    networked_backend.stores.job_graphs.put(graph, leader(1))
+    bucket = networked_backend.storage.removeprefix("s3://").split("/", 1)[0]
+    # Drivers write under the root with their jobs' credentials.
+    s3_server.client().put_object(Bucket=bucket, Key="ftspark/ha/jobs/junk/jobgraph.json", Body=b"{")
+    assert networked_backend.reopen().job_graphs.jobs() == [graph.job]
