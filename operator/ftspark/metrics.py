@@ -37,6 +37,12 @@ STORE_CONFLICTS = Counter(
 FENCED_WRITES = Counter(
     "ftspark_store_fenced_writes_total", "HA store writes refused for a stale epoch.", ["scope"]
 )
+UNTRUSTED_POINTERS = Counter(
+    "ftspark_untrusted_pointers_total",
+    "Pointers in HA records the operator refused to follow (read, delete or inspect): not a name it wrote, "
+    "or a directory it chose, for the job.",
+    ["pointer"],
+)
 
 
 class JobMetrics(Collector):

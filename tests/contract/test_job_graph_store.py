@@ -10,7 +10,9 @@ import pytest
 from ftspark.adapters.records import JOBGRAPH, JOBGRAPH_POINTER, RecordId
 from ftspark.domain.fencing import StaleEpochError
 from ftspark.domain.ha import JobKey
-from ftspark.ports.stores import StoreUnavailableError
+from ftspark.ports.blobs import BlobStore
+from ftspark.ports.stores import StoreUnavailableError, UntrustedRecordError
+from ftspark_dev.s3server import S3Server
 from tests.contract.conftest import Backend, leader
 
 LARGE = 2 * 1024 * 1024  # above the 1 MiB a ConfigMap can hold: only the indirection makes it fit
@@ -131,3 +133,79 @@ def test_unreachable_store_raises_store_unavailable(networked_backend: Backend) 
         with pytest.raises(StoreUnavailableError):
             call()
     assert time.monotonic() - started < 30
+
+
+def _forge(backend: Backend, job: JobKey, pointer: str) -> None:
+    """What a tenant may do to its own record: point it anywhere (fences and writer kept)."""
+    rid = RecordId.of_job("jobgraph", job)
+    record = backend.records.read(rid)
+    assert record is not None
+    backend.records.replace(rid, {JOBGRAPH_POINTER: pointer}, record.fences, "tenant", record.version)
+
+
+def _blobs(backend: Backend) -> BlobStore:
+    if backend.blobs is None:
+        pytest.skip("S3 records hold any size: job graphs never point at a payload")
+    return backend.blobs
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "victim/data/important.parquet",  # not a payload's name at all
+        "victim/ha/jobgraph-uid-orders-0123456789abcdef0123456789abcdef.json",  # payload-shaped, no graph
+        "copy",  # the job's own payload copied elsewhere: its graph names another place
+        "other",  # another job's payload (its random name learnt somehow)
+    ],
+)
+def test_a_pointer_to_anything_but_the_jobs_own_payload_is_neither_used_nor_deleted(
+    backend: Backend, target: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blobs, store = _blobs(backend), backend.stores.job_graphs
+    graph, other = backend.graph(padding=LARGE), backend.graph("other", padding=LARGE)
+    store.put(graph, leader(1))
+    store.put(other, leader(1))
+    own, others = (backend.records.read(RecordId.of_job("jobgraph", g.job)) for g in (graph, other))
+    assert own is not None and others is not None
+    bucket_root = backend.storage.rsplit("/", 1)[0]
+    victim = {
+        "copy": f"{bucket_root}/victim/ha/{own.data[JOBGRAPH_POINTER].rsplit('/', 1)[1]}",
+        "other": others.data[JOBGRAPH_POINTER],
+    }.get(target, f"{bucket_root}/{target}")
+    if target != "other":
+        blobs.put(victim, (blobs.get(own.data[JOBGRAPH_POINTER]) or b"") if target == "copy" else b"secret")
+    _forge(backend, graph.job, victim)
+    reads: list[str] = []
+    read = blobs.get
+
+    def recorded(uri: str) -> bytes | None:
+        reads.append(uri)
+        return read(uri)
+
+    monkeypatch.setattr(blobs, "get", recorded)
+
+    with pytest.raises(UntrustedRecordError) as refused:
+        store.get(graph.job)
+    assert victim in str(refused.value) and "secret" not in str(refused.value)
+    store.put(backend.graph(generation=2, padding=LARGE), leader(1))  # replaces the forged pointer
+    _forge(backend, graph.job, victim)
+    store.delete(graph.job, leader(1))
+
+    if target.endswith(".parquet"):
+        assert victim not in reads, "only payload-shaped names are ever read"
+    assert read(victim) is not None
+    assert store.get(graph.job) is None
+    assert store.get(other.job) == other
+
+
+def test_an_unreadable_object_among_the_records_does_not_hide_the_others(
+    networked_backend: Backend, s3_server: S3Server
+) -> None:
+    if networked_backend.name != "s3":
+        pytest.skip("ConfigMaps: tests/integration/test_ownership.py, on a tenant's real permissions")
+    graph = networked_backend.graph()
+    networked_backend.stores.job_graphs.put(graph, leader(1))
+    bucket = networked_backend.storage.removeprefix("s3://").split("/", 1)[0]
+    # Drivers write under the root with their jobs' credentials.
+    s3_server.client().put_object(Bucket=bucket, Key="ftspark/ha/jobs/junk/jobgraph.json", Body=b"{")
+    assert networked_backend.reopen().job_graphs.jobs() == [graph.job]

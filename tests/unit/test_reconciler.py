@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from ftspark.adapters.memory.cluster import MemoryDrivers, MemoryEvents, MemoryJobs
-from ftspark.adapters.memory.stores import memory_stores
-from ftspark.adapters.records import HaStores
+from ftspark.adapters.memory.stores import MemoryBlobStore, MemoryRecords, memory_stores
+from ftspark.adapters.records import JOBGRAPH_POINTER, HaStores, RecordId
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey
 from ftspark.domain.lifecycle import DriverPhase
@@ -37,8 +37,10 @@ class Inspector:
     """Which checkpoints are complete in storage (by checkpoint id); the real one HEADs commits/<batch>."""
 
     missing: set[int] = field(default_factory=set)
+    inspected: list[str] = field(default_factory=list)
 
     def committed(self, pointer: CheckpointPointer) -> bool:
+        self.inspected.append(pointer.location)
         return pointer.checkpoint_id not in self.missing
 
 
@@ -78,14 +80,15 @@ class Cluster:
         assert job is not None
         return JobStatus.model_validate(job.status)
 
-    def commit(self, attempt: int, checkpoint_id: int) -> None:
-        """The attempt's driver records a completed checkpoint, as the runtime does."""
+    def commit(self, attempt: int, checkpoint_id: int, location: str = "") -> None:
+        """The attempt's driver records a completed checkpoint, as the runtime does (by default in the job's
+        checkpoint directory)."""
         graph = self.stores.job_graphs.get(KEY)
         assert graph is not None
         pointer = CheckpointPointer(
             checkpoint_id=checkpoint_id,
             batch_id=checkpoint_id,
-            location=graph.checkpoint_location,
+            location=location or f"{graph.checkpoint_location}/query-0",
             completed_at=self.now,
             attempt=attempt,
         )
@@ -273,6 +276,89 @@ def test_a_deleted_job_leaves_no_ha_records(cluster: Cluster) -> None:
     cluster.reconcile()
     assert cluster.stores.job_graphs.get(KEY) is None
     assert cluster.stores.checkpoints.pointers(KEY) == []
+
+
+def test_a_checkpoint_pointer_outside_the_jobs_directory_is_skipped_without_a_look(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.commit(1, 4)
+    cluster.commit(1, 5, location="s3://victim-bucket/private/q")  # the tenant's code wrote it
+    cluster.fail()
+    cluster.reconcile(after=5)
+    assert cluster.drivers.plans[-1].restore_batch_id == 4
+    assert cluster.inspector.inspected == [f"{run_dir(UID, 1)}/query-0"]
+    (skipped,) = (e.message for e in cluster.events.emitted if e.reason == "CheckpointSkipped")
+    assert skipped == "unusable checkpoints [5]: [5] outside the job's checkpoint directory"
+
+
+def test_a_job_graph_naming_a_directory_the_operator_did_not_choose_gets_nothing_inspected(
+    cluster: Cluster,
+) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    graph = cluster.stores.job_graphs.get(KEY)
+    assert graph is not None
+    # The tenant rewrites its (inline) job graph: its own uid, another tenant's directory, pointers into it.
+    forged = graph.model_copy(update={"checkpoint_location": "s3://victim-bucket/private"})
+    cluster.stores.job_graphs.put(forged, LEADER)
+    cluster.commit(1, 4, location="s3://victim-bucket/private/q")
+    cluster.fail()
+    cluster.reconcile(after=5)
+    assert cluster.inspector.inspected == []
+    assert cluster.events.reasons()[-1] == "ManualRestoreRequired"
+
+
+def test_a_job_graph_pointing_at_a_foreign_object_is_ignored_and_the_object_never_deleted() -> None:
+    records, blobs = MemoryRecords(), MemoryBlobStore()
+    cluster = Cluster(stores=memory_stores(records, blobs, payload_threshold=0))  # every graph is a payload
+    victim = "s3://victim-bucket/data/important.parquet"
+    blobs.put(victim, b"PAR1")
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    (original,) = blobs.objects.keys() - {victim}
+    rid = RecordId.of_job("jobgraph", KEY)
+    record = records.read(rid)
+    assert record is not None
+    records.replace(rid, {JOBGRAPH_POINTER: victim}, record.fences, "tenant", record.version)
+
+    cluster.reconcile(after=1)
+    (warning,) = (e for e in cluster.events.emitted if e.reason == "UntrustedJobGraph")
+    assert warning.type == "Warning" and victim in warning.message
+    cluster.jobs.delete(KEY)
+    cluster.reconcile()
+    assert cluster.stores.job_graphs.get(KEY) is None
+    # The edited record no longer named the original payload: nothing finds it any more, so it stays.
+    assert blobs.objects.keys() == {victim, original}
+
+
+def test_one_job_whose_records_cannot_be_forgotten_does_not_stop_the_sweep(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = JobGraph(
+        job=KEY,
+        uid=UID,
+        generation=1,
+        spec_hash="x",
+        spec=JobSpec.model_validate(SPEC),
+        checkpoint_location=run_dir(UID, 1),
+        submitted_at=cluster.now,
+    )
+    broken = JobKey(namespace="team-a", name="broken")
+    for job in (broken, KEY):
+        cluster.stores.job_graphs.put(graph.model_copy(update={"job": job}), LEADER)
+    delete = cluster.stores.checkpoints.delete
+
+    def failing_for_broken(job: JobKey, epoch: Epoch) -> None:
+        if job == broken:
+            raise ValueError("unreadable record")
+        delete(job, epoch)
+
+    monkeypatch.setattr(cluster.stores.checkpoints, "delete", failing_for_broken)
+    assert cluster.reconciler.forget_orphans() == 1
+    assert cluster.stores.job_graphs.jobs() == [broken]
 
 
 def test_drivers_are_told_the_installations_ha_store() -> None:

@@ -9,7 +9,7 @@ proves it.
 Record data, the same keys on every backend (where a record lives is in each backend's docstring):
 
     jobgraph     "jobgraph": the JobGraph as JSON; or, above the payload threshold, "jobgraph-pointer": the
-                 s3:// URI of the payload `<spec.checkpoint.storage>/ha/jobgraph-<uid>-<random>.json`
+                 s3:// URI of the payload `<spec.checkpoint.storage>/ha/jobgraph-<uid>-<32 hex>.json`
     checkpoints  "counter": the highest checkpoint id ever recorded; "checkpoint-<id>": a CheckpointPointer as
                  JSON, the newest `retained` of them
     result       "result": a JobResultEntry as JSON (backends with `clean_results_apart` keep dirty entries as
@@ -18,18 +18,28 @@ Record data, the same keys on every backend (where a record lives is in each bac
 
 from __future__ import annotations
 
+import logging
 import random
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, assert_never
 
+from pydantic import ValidationError
+
 from ftspark.domain.fencing import Epoch, FenceScope, RetiredRecordError, StaleEpochError, admit
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
-from ftspark.metrics import FENCED_WRITES, STORE_CONFLICTS
+from ftspark.metrics import FENCED_WRITES, STORE_CONFLICTS, UNTRUSTED_POINTERS
 from ftspark.ports.blobs import BlobStore
-from ftspark.ports.stores import CheckpointStore, JobGraphStore, ResultStore, StoreUnavailableError
+from ftspark.ports.stores import (
+    CheckpointStore,
+    JobGraphStore,
+    ResultStore,
+    StoreUnavailableError,
+    UntrustedRecordError,
+)
 
 DEFAULT_PAYLOAD_THRESHOLD = 64 * 1024
 JOBGRAPH = "jobgraph"
@@ -37,6 +47,10 @@ JOBGRAPH_POINTER = "jobgraph-pointer"
 COUNTER = "counter"
 CHECKPOINT_PREFIX = "checkpoint-"
 RESULT = "result"
+# The shape of a payload name (payload_uri); the random suffix is what makes one unguessable.
+_PAYLOAD_NAME = re.compile(rf"/ha/{JOBGRAPH}-[^/]+-(?P<suffix>[0-9a-f]{{32}})\.json$")
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["jobgraph", "checkpoints", "result", "result-dirty"]
 
@@ -145,6 +159,16 @@ def _admit_all(rid: RecordId, fences: Mapping[str, int], epochs: Sequence[Epoch]
     return admitted
 
 
+def payload_uri(graph: JobGraph, suffix: str) -> str:
+    """Where a large graph goes: under its job's storage, named by its uid and a random 32-hex suffix."""
+    return f"{graph.spec.checkpoint.storage.rstrip('/')}/ha/{JOBGRAPH}-{graph.uid}-{suffix}.json"
+
+
+def _untrusted(job: JobKey, why: str) -> UntrustedRecordError:
+    UNTRUSTED_POINTERS.labels(pointer="jobgraph-payload").inc()
+    return UntrustedRecordError(f"the job graph record of {job} {why}")
+
+
 class RecordJobGraphStore:
     """Graphs above the threshold go to the blob store first; the record then only points at them."""
 
@@ -161,9 +185,8 @@ class RecordJobGraphStore:
         uri = None
         if self._blobs is not None and len(payload.encode()) > self._threshold:
             self._fenced.check(rid, [epoch])
-            storage = graph.spec.checkpoint.storage.rstrip("/")
             # A fresh name per write: the old pointer stays valid until the new one replaces it.
-            uri = f"{storage}/ha/{JOBGRAPH}-{graph.uid}-{uuid.uuid4().hex}.json"
+            uri = payload_uri(graph, uuid.uuid4().hex)
             self._blobs.put(uri, payload.encode())
         data = {JOBGRAPH_POINTER: uri} if uri else {JOBGRAPH: payload}
         try:
@@ -173,7 +196,7 @@ class RecordJobGraphStore:
             if uri and self._blobs is not None:
                 self._blobs.delete(uri)
             raise
-        self._drop_payload(old, keep=uri)
+        self._drop_payload(graph.job, old, keep=uri)
 
     def get(self, job: JobKey) -> JobGraph | None:
         rid = RecordId.of_job("jobgraph", job)
@@ -185,9 +208,9 @@ class RecordJobGraphStore:
             if JOBGRAPH in record.data:
                 return JobGraph.model_validate_json(record.data[JOBGRAPH])
             uri = record.data[JOBGRAPH_POINTER]
-            payload = self._blob_store().get(uri)
-            if payload is not None:
-                return JobGraph.model_validate_json(payload)
+            graph = self._payload(job, uri)
+            if graph is not None:
+                return graph
             # Replaced (and its old payload deleted) between the two reads: read the pointer again.
         raise StoreUnavailableError(f"{rid}: payload {uri} is missing")
 
@@ -196,12 +219,43 @@ class RecordJobGraphStore:
 
     def delete(self, job: JobKey, epoch: Epoch) -> None:
         old = self._fenced.update(RecordId.of_job("jobgraph", job), [epoch], lambda _: None)
-        self._drop_payload(old, keep=None)
+        self._drop_payload(job, old, keep=None)
 
-    def _drop_payload(self, old: Mapping[str, str] | None, keep: str | None) -> None:
-        """Second phase: the pointer no longer names the payload, so it can go."""
-        if old is not None and JOBGRAPH_POINTER in old and old[JOBGRAPH_POINTER] != keep:
-            self._blob_store().delete(old[JOBGRAPH_POINTER])
+    def _drop_payload(self, job: JobKey, old: Mapping[str, str] | None, keep: str | None) -> None:
+        """Second phase: the pointer no longer names the payload, so it can go — if it is the job's own."""
+        if old is None or JOBGRAPH_POINTER not in old or old[JOBGRAPH_POINTER] == keep:
+            return
+        uri = old[JOBGRAPH_POINTER]
+        try:
+            if self._payload(job, uri) is None:
+                return  # gone already (a retried delete)
+        except UntrustedRecordError as error:
+            log.warning("%s; left alone", error)
+            return
+        self._blob_store().delete(uri)
+
+    def _payload(self, job: JobKey, uri: str) -> JobGraph | None:
+        """The graph a pointer names, None if its payload is absent.
+
+        The record is the tenant's to edit, so the pointer is trusted only as far as the payload proves it:
+        nothing but a payload-shaped name (unguessable: its random suffix is only in the record that names it)
+        is read, and the payload must be a graph of this very job whose own storage and uid give exactly this
+        name. UntrustedRecordError otherwise: another tenant's object is never parsed, returned or deleted.
+        """
+        name = _PAYLOAD_NAME.search(uri)
+        if name is None:
+            raise _untrusted(job, f"points at {uri}, which is no job graph payload")
+        payload = self._blob_store().get(uri)
+        if payload is None:
+            return None
+        try:
+            graph = JobGraph.model_validate_json(payload)
+        except ValidationError:
+            # Not chained: pydantic's message quotes the object's content.
+            raise _untrusted(job, f"points at {uri}, which holds no job graph") from None
+        if graph.job != job or uri != payload_uri(graph, name["suffix"]):
+            raise _untrusted(job, f"points at {uri}, not written for it (a graph of {graph.job} {graph.uid})")
+        return graph
 
     def _blob_store(self) -> BlobStore:
         if self._blobs is None:

@@ -42,7 +42,7 @@ from ftspark.domain.models import (
     SavepointRef,
     SavepointRequest,
 )
-from ftspark.domain.recovery import RestorePoint
+from ftspark.domain.recovery import RestorePoint, checkpoint_directory
 from ftspark.domain.restart import on_failure
 from ftspark.protocol import NO_RESTORABLE_CHECKPOINT, RestoreFrom
 
@@ -316,11 +316,10 @@ class _Context:
         graph = None if fresh else self.obs.own_graph
         # A re-created job of the same name is a new job (new uid): it never resumes the old one's state by
         # accident; starting from old state is explicit (initialSavepoint).
-        storage = self.spec.checkpoint.storage.rstrip("/")
         location = (
             graph.checkpoint_location
             if graph is not None
-            else f"{storage}/checkpoints/{self.obs.job_uid[:8]}-run-{attempt}"
+            else checkpoint_directory(self.spec.checkpoint.storage, self.obs.job_uid, attempt)
         )
         restore_batch = None
         if restore_from == "latest-checkpoint" and graph is None:
@@ -337,9 +336,7 @@ class _Context:
             if point.unusable:
                 return self._manual_restore_required(point.unusable)
             if point.skipped:
-                self.actions.append(
-                    EmitEvent("Warning", "CheckpointSkipped", f"unusable checkpoints {list(point.skipped)}")
-                )
+                self.actions.append(EmitEvent("Warning", "CheckpointSkipped", point.why_skipped))
             restore_batch = point.pointer.batch_id if point.pointer else None
         placement = self.status.placement
         nodes = (

@@ -20,17 +20,27 @@ class StoreUnavailableError(Exception):
     """The backing service could not be reached or answered with an error; nothing is known to be written."""
 
 
+class UntrustedRecordError(Exception):
+    """A record points at something the operator did not write for its job (a forged or edited pointer).
+
+    Records live where tenants can write (their namespace, their jobs' storage): what such a pointer names is
+    neither used nor deleted.
+    """
+
+
 class JobGraphStore(Protocol):
     def put(self, graph: JobGraph, epoch: Epoch) -> None:
         """Write (or replace) the job's graph. Large graphs keep only a pointer in the small store."""
 
-    def get(self, job: JobKey) -> JobGraph | None: ...
+    def get(self, job: JobKey) -> JobGraph | None:
+        """UntrustedRecordError if the record points at anything but a payload written for this job."""
 
     def jobs(self) -> list[JobKey]:
         """Every job that has a graph (a new leader adopts them)."""
 
     def delete(self, job: JobKey, epoch: Epoch) -> None:
-        """Pointer first, payload after (two-phase delete)."""
+        """Pointer first, payload after (two-phase delete); a payload that is not the job's own stays, with a
+        warning."""
 
 
 class CheckpointStore(Protocol):

@@ -11,7 +11,7 @@ from typing import assert_never
 from pydantic import ValidationError
 
 from ftspark.domain.fencing import Epoch
-from ftspark.domain.ha import JobGraph, JobKey, JobResultEntry
+from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
     Decision,
     DeleteDriver,
@@ -31,12 +31,12 @@ from ftspark.domain.lifecycle import (
 )
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import Violation, namespace_allowances, violations
-from ftspark.domain.recovery import choose_restore_point
+from ftspark.domain.recovery import RestorePoint, choose_restore_point, is_checkpoint_directory
 from ftspark.manifests import AttemptPlan
-from ftspark.metrics import JOBS
+from ftspark.metrics import JOBS, UNTRUSTED_POINTERS
 from ftspark.ports.checkpoints import CheckpointInspector
 from ftspark.ports.cluster import Drivers, Events, JobResource, Jobs, ObjectRejectedError
-from ftspark.ports.stores import CheckpointStore, JobGraphStore, ResultStore
+from ftspark.ports.stores import CheckpointStore, JobGraphStore, ResultStore, UntrustedRecordError
 from ftspark.protocol import HaStoreConfig, driver_pod_name, spark_app_id
 
 log = logging.getLogger(__name__)
@@ -101,10 +101,16 @@ class Reconciler:
 
     def forget_orphans(self) -> int:
         """Delete the HA data of jobs deleted while no leader watched; returns how many jobs."""
-        orphans = [key for key in self._graphs.jobs() if self._jobs.get(key) is None]
-        for key in orphans:
-            self._forget(key)
-        return len(orphans)
+        forgotten = 0
+        for key in self._graphs.jobs():
+            try:
+                if self._jobs.get(key) is None:
+                    self._forget(key)
+                    forgotten += 1
+            except Exception:
+                # Records sit where tenants write: one that cannot be forgotten must not keep the others.
+                log.exception("%s: its HA data could not be deleted; trying again at the next sweep", key)
+        return forgotten
 
     def expire_results(self) -> int:
         """Delete clean results past their retention whose job resource is gone; returns how many."""
@@ -160,7 +166,7 @@ class Reconciler:
     def _observe(self, job: JobResource, spec: JobSpec, status: JobStatus) -> Observation:
         """Everything `decide` needs, read from the API server and the stores (never from a cache)."""
         key = job.key
-        stored = self._graphs.get(key)
+        stored = self._stored_graph(job)
         graph = SubmittedGraph(stored.uid, stored.spec_hash, stored.checkpoint_location) if stored else None
         drivers = tuple(self._drivers.observe(key))
         running = [d for d in drivers if d.phase == DriverPhase.RUNNING and d.attempt == status.attempt]
@@ -169,9 +175,14 @@ class Reconciler:
             if spec.local_recovery.enabled and running
             else ()
         )
-        own = graph is not None and graph.uid == job.uid
+        own = stored if stored is not None and stored.uid == job.uid else None
         pointers = self._checkpoints.pointers(key) if own else []
         result = self._results.get(job.uid)
+        # A submission is decided only when no driver pod exists and the job has no result: only then is S3
+        # inspected.
+        restore_point = (
+            None if drivers or result is not None else self._restore_point(job, spec, own, pointers)
+        )
         return Observation(
             job_uid=job.uid,
             generation=job.generation,
@@ -181,12 +192,37 @@ class Reconciler:
             result=result,
             executor_nodes=executor_nodes,
             latest_checkpoint=pointers[0] if pointers else None,
-            # A submission is decided only when no driver pod exists and the job has no result: only then
-            # is S3 inspected.
-            restore_point=None
-            if drivers or result is not None
-            else choose_restore_point(pointers, self._inspector.committed),
+            restore_point=restore_point,
         )
+
+    def _restore_point(
+        self, job: JobResource, spec: JobSpec, graph: JobGraph | None, pointers: list[CheckpointPointer]
+    ) -> RestorePoint:
+        """Looks only inside a directory the operator chooses for this job: the job graph's, if it is one (the
+        record is the tenant's to edit)."""
+        directory = graph.checkpoint_location if graph else None
+        if directory is not None and not is_checkpoint_directory(directory, spec.checkpoint.storage, job.uid):
+            log.warning(
+                "%s: the job graph's checkpoint directory %s was not chosen for it", job.key, directory
+            )
+            directory = None
+        point = choose_restore_point(pointers, self._inspector.committed, directory)
+        if point.outside:
+            UNTRUSTED_POINTERS.labels(pointer="checkpoint").inc(len(point.outside))
+            log.warning("%s: %s", job.key, point.why_skipped)
+        return point
+
+    def _stored_graph(self, job: JobResource) -> JobGraph | None:
+        """The job graph; one whose record points at what the operator did not write counts as none (the
+        job then starts without state, StateNotFound), and the next submission replaces it."""
+        try:
+            return self._graphs.get(job.key)
+        except UntrustedRecordError as error:
+            log.warning("%s: %s", job.key, error)
+            self._events.emit(
+                job, "Warning", "UntrustedJobGraph", f"{error}; ignored, nothing it names is deleted"
+            )
+            return None
 
     def _carried_out(self, job: JobResource, spec: JobSpec | None, decision: Decision) -> Decision:
         """Acts in order; spec is None only for the decisions that submit nothing (an invalid or refused

@@ -14,6 +14,7 @@ compare-and-swap on metadata.resourceVersion (create: AlreadyExists; replace and
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, assert_never
 
@@ -40,6 +41,8 @@ RESULT_LABEL = "ftspark.io/result"
 FENCE_ANNOTATION_PREFIX = "ftspark.io/fence-"
 WRITER_ANNOTATION = "ftspark.io/written-by"
 RESULT_PREFIX = "ftspark-result-"
+
+log = logging.getLogger(__name__)
 
 
 class ConfigMapRecords:
@@ -111,7 +114,19 @@ class ConfigMapRecords:
                 f"list ConfigMaps {selector} in {namespace or 'every namespace'}",
                 functools.partial(self._list, namespace, selector),
             )
-            found.update((_key(kind, item), _record(item)) for item in listed.items)
+            for item in listed.items:
+                key = _key(kind, item)
+                try:
+                    # A label selects, the name decides (it is what read() finds): anyone who may create a
+                    # ConfigMap can label one, and one unreadable item must not hide the others.
+                    if key is None:
+                        raise ValueError("its name is not one of a record of this kind")
+                    found[key] = _record(item)
+                except ValueError as error:
+                    meta = item.metadata
+                    log.warning(
+                        "ConfigMap %s/%s labelled %s skipped: %s", meta.namespace, meta.name, selector, error
+                    )
         return found
 
     def _list(self, namespace: str | None, selector: str) -> Any:
@@ -174,11 +189,13 @@ def _is_result(kind: Kind) -> bool:
             assert_never(kind)
 
 
-def _key(kind: Kind, config_map: Any) -> str:
+def _key(kind: Kind, config_map: Any) -> str | None:
+    """The record key _locate gives this ConfigMap's name; None if its name is not a record's of the kind."""
+    name: str = config_map.metadata.name
     if _is_result(kind):
-        name: str = config_map.metadata.name
-        return name.removeprefix(RESULT_PREFIX)
-    return f"{config_map.metadata.namespace}/{config_map.metadata.labels[JOB_LABEL]}"
+        return name.removeprefix(RESULT_PREFIX) if name.startswith(RESULT_PREFIX) else None
+    job = name.removesuffix(f"-{kind}")
+    return f"{config_map.metadata.namespace}/{job}" if job != name else None
 
 
 def _call(

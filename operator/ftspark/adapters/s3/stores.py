@@ -15,6 +15,7 @@ and retries are the caller's (botocore.config.Config).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar, assert_never
 
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
 _ABSENT_CODES = frozenset({"NoSuchKey", "404"})
+
+log = logging.getLogger(__name__)
 
 
 def split_uri(uri: str) -> tuple[str, str]:
@@ -86,7 +89,12 @@ class S3Records:
     def scan(self, kind: Kind) -> dict[str, Record]:
         found: dict[str, Record] = {}
         for key, record_key, _ in self._listed(kind):
-            record = self._read_key(key)
+            try:
+                record = self._read_key(key)
+            except (ValueError, KeyError, TypeError) as error:
+                # Drivers write under the root too: one unreadable object must not hide the others.
+                log.warning("s3://%s/%s skipped: not a record (%r)", self._bucket, key, error)
+                continue
             if record is not None:  # deleted since the listing
                 found[record_key] = record
         return found
