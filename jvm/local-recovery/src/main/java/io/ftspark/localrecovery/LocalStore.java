@@ -186,11 +186,8 @@ final class LocalStore {
     Path from = fileFor(src);
     Path to = fileFor(dst);
     try {
-      Record record = Files.isRegularFile(from) && StateFiles.isTracked(dst) ? Record.read(from) : null;
-      if (record == null || !authentic(record, src)) {
-        if (record != null) {
-          rejected(from);
-        }
+      Record record = Files.isRegularFile(from) && StateFiles.isTracked(dst) ? authenticRecord(from, src) : null;
+      if (record == null) {
         delete(src);
         delete(dst);
         return;
@@ -274,21 +271,12 @@ final class LocalStore {
    * current version; null (counted) if not.
    */
   private Record usableRecord(Path file, org.apache.hadoop.fs.Path remote, FileStatus primary) {
-    Record record;
-    try {
-      record = Files.isRegularFile(file) ? Record.read(file) : null;
-    } catch (NoSuchFileException e) {
-      record = null;
-    } catch (IOException | RuntimeException e) {
-      rejected(file);
-      return null;
-    }
-    if (record == null) {
+    if (!Files.isRegularFile(file) || !Files.exists(recordOf(file))) {
       LocalRecoveryStats.add(Counter.localMisses, 1);
       return null;
     }
-    if (!authentic(record, remote)) {
-      rejected(file);
+    Record record = authenticRecord(file, remote);
+    if (record == null) {
       return null;
     }
     if (record.length != primary.getLen() || !record.identity.equals(identity(primary))) {
@@ -376,8 +364,19 @@ final class LocalStore {
     return new Record(length, digest, mac(remote, length, digest, identity), identity);
   }
 
-  private boolean authentic(Record record, org.apache.hadoop.fs.Path remote) {
-    return MessageDigest.isEqual(record.mac, mac(remote, record.length, record.digest, record.identity));
+  /** The copy's record if its MAC verifies; null if there is none, or (rejected) if it does not verify. */
+  private Record authenticRecord(Path file, org.apache.hadoop.fs.Path remote) {
+    try {
+      Record record = Record.read(file);
+      if (record == null
+          || MessageDigest.isEqual(record.mac, mac(remote, record.length, record.digest, record.identity))) {
+        return record;
+      }
+    } catch (IOException | RuntimeException e) {
+      // A record that does not parse (no MAC, say) is no more trusted than one that does not verify.
+    }
+    rejected(file);
+    return null;
   }
 
   private byte[] mac(org.apache.hadoop.fs.Path remote, long length, byte[] digest, String identity) {
@@ -417,9 +416,14 @@ final class LocalStore {
   }
 
   private record Record(long length, byte[] digest, byte[] mac, String identity) {
-    /** Throws NoSuchFileException without a record, something else for one that does not parse. */
+    /** Null without a record; throws for one that does not parse. */
     static Record read(Path file) throws IOException {
-      String[] fields = Files.readString(recordOf(file), StandardCharsets.UTF_8).trim().split(" ", 4);
+      String[] fields;
+      try {
+        fields = Files.readString(recordOf(file), StandardCharsets.UTF_8).trim().split(" ", 4);
+      } catch (NoSuchFileException e) {
+        return null;
+      }
       HexFormat hex = HexFormat.of();
       return new Record(Long.parseLong(fields[0]), hex.parseHex(fields[1]), hex.parseHex(fields[2]), fields[3]);
     }
