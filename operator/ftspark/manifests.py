@@ -192,7 +192,7 @@ def executor_pod_template(plan: AttemptPlan) -> Manifest:
         node_dir = local_recovery_node_dir(plan)
         ours["spec"]["volumes"] = [
             {"name": LOCAL_STATE_VOLUME, "hostPath": {"path": node_dir, "type": "DirectoryOrCreate"}},
-            # A file, not an environment variable: not in the pod spec, not inherited by child processes.
+            # A file, not an environment variable: Python workers and other child processes do not inherit it.
             {
                 "name": LOCAL_RECOVERY_KEY_VOLUME,
                 "secret": {"secretName": local_recovery_secret_name(plan)},
