@@ -64,7 +64,7 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
     assert granted[("ftspark.io", "faulttolerantsparkjobs")] == {"get", "list", "watch"}, (
         "the operator never writes spec"
     )
-    assert "secrets" not in {resource for _, resource in granted}
+    assert granted[("", "secrets")] == {"create"}, "localRecovery's per-job keys; it reads no Secret"
     assert "nodes" not in {resource for _, resource in granted}
     assert all("*" not in verbs for verbs in granted.values())
 

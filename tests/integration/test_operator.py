@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import time
@@ -731,7 +732,32 @@ def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
         "preferredDuringSchedulingIgnoredDuringExecution"
     ][0]
     assert preference["preference"]["matchExpressions"][0]["values"] == ["node-a", "node-b"]
-    assert template["spec"]["volumes"][0]["hostPath"]["path"] == "/mnt/ftspark"
+    assert template["spec"]["volumes"][0]["hostPath"]["path"] == f"/mnt/ftspark/jobs/{ns}/{uid}"
+    # One key per job, made with its first attempt and owned by the job; every attempt mounts it.
+    [secret] = [v["secret"]["secretName"] for v in template["spec"]["volumes"] if "secret" in v]
+    key = core.read_namespaced_secret(secret, ns)
+    assert [o.uid for o in key.metadata.owner_references] == [uid]
+    assert len(base64.b64decode(key.data["key"])) == 32
+
+
+def test_local_recovery_refused_by_pod_security_says_which_level_it_needs(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    """Spark creates the executors, not the operator: their hostPath is tried (dry run) before the attempt."""
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    core.patch_namespace(ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}})
+    fleet.start()
+    create_job(api_client, ns, job_manifest("hostpath", bucket, localRecovery={"enabled": True}))
+
+    def refused() -> dict[str, Any] | None:
+        ready = condition(job_status(api_client, ns, "hostpath"), "Ready")
+        return ready if ready.get("reason") == "InvalidSpec" else None
+
+    ready = eventually(refused, timeout=30, what=lambda: f"InvalidSpec condition\n{fleet.logs()}")
+    assert "violates PodSecurity" in ready["message"]
+    assert "pod-security.kubernetes.io/enforce=privileged" in ready["message"]
+    assert "InvalidSpec" in event_reasons(api_client, ns, "hostpath")
+    assert pod_names(api_client, ns, "hostpath") == []
 
 
 def _ha_config_maps(core: client.CoreV1Api, namespace: str, job: str) -> list[str]:

@@ -4,14 +4,19 @@ path the node-local copies accelerate. Each test runs the job, then restarts it 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ftspark_dev.localrecovery import JobSpec, expected_totals, run_job, totals, write_ranges
+from ftspark.domain.models import JobSpec as FtsparkJobSpec
+from ftspark.manifests import AttemptPlan, executor_pod_template, spark_conf
+from ftspark_dev.localrecovery import JobSpec, expected_totals, new_key, run_job, totals, write_ranges
 from ftspark_dev.s3server import S3Server
 
 KEYS = 20_000
@@ -43,11 +48,15 @@ class Node:
             local_dir=None if local_dir is None else str(local_dir),
             result=str(self.work / f"result-{self.runs}.json"),
         )
-        result = run_job(spec, self.work / f"job-{self.runs}.log", timeout=300)
+        result = run_job(spec, self.log(), timeout=300)
         expected = expected_totals([(0, self.files * PER_FILE)], KEYS)
         assert totals(Path(self.spec.output or "")) == expected
         assert result["batches"], "no batch ran"
         return result
+
+    def log(self) -> Path:
+        """The latest run's log."""
+        return self.work / f"job-{self.runs}.log"
 
     def state_objects(self) -> dict[str, bytes]:
         client = self.s3.client()
@@ -75,6 +84,7 @@ def node(
         s3a_jars=str(s3a_jars),
         jar=str(local_recovery_jar),
         local_dir=None,
+        key_file=new_key(tmp_path / "job-key"),
         keys=KEYS,
         changelog=getattr(request, "param", False),
     )
@@ -161,3 +171,89 @@ def test_broken_local_disk_never_fails_a_checkpoint(node: Node, tmp_path: Path) 
     node.add_input(1)
     restart = node.run(broken)["stats"]
     assert restart["localHits"] == 0 and restart["bytesReadPrimary"] > 0
+
+
+DATA = (".zip", ".sst", ".changelog", ".log")
+
+
+def _java_utf(text: str) -> bytes:
+    """java.io.DataOutputStream.writeUTF of an ASCII string: its length in two bytes, then its bytes."""
+    data = text.encode("ascii")
+    return struct.pack(">H", len(data)) + data
+
+
+def forge(copy: Path, content: bytes, remote: str, key: bytes) -> None:
+    """What a node-level attacker who can write the job's directory does: replace a copy with other bytes and
+    give it a record in the wrapper's format (jvm/local-recovery LocalStore), MACed with a key it has."""
+    record = copy.with_name(copy.name + ".lrmeta")
+    identity = record.read_text().split(" ", 3)[3]
+    digest = hashlib.sha256(content).digest()
+    message = (
+        _java_utf("ftspark-local-recovery-v1")
+        + _java_utf(remote)
+        + _java_utf(identity)
+        + struct.pack(">q", len(content))
+        + digest
+    )
+    mac = hmac.new(key, message, hashlib.sha256).hexdigest()
+    copy.write_bytes(content)
+    record.write_text(f"{len(content)} {digest.hex()} {mac} {identity}")
+
+
+def test_another_job_cannot_see_or_forge_a_jobs_copies(node: Node, tmp_path: Path) -> None:
+    """Jobs A (this node's job) and B on one node, laid out by the operator's own manifests: B's executor
+    mounts only B's directory, and copies forged into A's directory with B's key (tenant B as a node-level
+    attacker) are rejected: A's restore reads S3 instead, says so, and its results stay right."""
+    host_path = tmp_path / "node"
+    spec = FtsparkJobSpec.model_validate(
+        {
+            "image": "spark:4",
+            "mainApplicationFile": "local:///job.py",
+            "checkpoint": {"storage": f"s3://{node.bucket}/ck"},
+            "localRecovery": {"enabled": True, "hostPath": str(host_path)},
+        }
+    )
+    jobs = {
+        name: AttemptPlan(namespace, name, uid, 1, spec, node.spec.checkpoint, "latest-checkpoint")
+        for name, namespace, uid in [
+            ("a", "tenant-a", "aaaaaaaa-1111-2222-3333-444444444444"),
+            ("b", "tenant-b", "bbbbbbbb-1111-2222-3333-444444444444"),
+        ]
+    }
+    local_dirs = {
+        name: Path(spark_conf(job)["spark.hadoop.fs.ftspark.local-recovery.dir"])
+        for name, job in jobs.items()
+    }
+    for name, job in jobs.items():
+        volumes = executor_pod_template(job)["spec"]["volumes"]
+        [mounted] = [Path(v["hostPath"]["path"]) for v in volumes if "hostPath" in v]
+        # Each executor's only view of the node is its own job's directory, which holds its copies.
+        assert local_dirs[name].parent == mounted
+        others = [d for other, d in local_dirs.items() if other != name]
+        assert all(not d.is_relative_to(mounted) for d in others), (name, mounted, others)
+        mounted.mkdir(parents=True)  # what the kubelet does for hostPath type DirectoryOrCreate
+    key_b = new_key(tmp_path / "key-b")
+
+    node.add_input(3)
+    assert node.run(local_dirs["a"])["stats"]["localFilesWritten"] > 0
+    copies = local_copies(local_dirs["a"], DATA)
+    assert copies
+    objects = node.state_objects()
+    for copy in copies:
+        key = copy.relative_to(local_dirs["a"] / "s3a" / node.bucket).as_posix()
+        tampered = bytearray(objects.get(key, copy.read_bytes()))
+        tampered[len(tampered) // 2] ^= 0xFF
+        forge(copy, bytes(tampered), f"s3a://{node.bucket}/{key}", Path(key_b).read_bytes())
+
+    node.add_input(1)
+    stats = node.run(local_dirs["a"])["stats"]  # checks the totals against the input too
+    assert stats["localRejected"] >= 2  # at least the latest zip of each of the two partitions
+    assert stats["localCorrupt"] == 0, "rejected on the MAC, before any content is read"
+    assert stats["bytesReadPrimary"] > 0
+    assert stats["bytesReadLocal"] <= stats["bytesReadPrimary"]  # served locally only after a fetch
+    assert "has no valid MAC under this job's key" in node.log().read_text(errors="replace")
+    objects = node.state_objects()
+    for copy in local_copies(local_dirs["a"], ("3.zip",)):
+        assert (
+            copy.read_bytes() == objects[copy.relative_to(local_dirs["a"] / "s3a" / node.bucket).as_posix()]
+        )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import posixpath
 from dataclasses import replace
 from typing import Any
 
@@ -13,8 +15,10 @@ from ftspark.domain.models import JobSpec
 from ftspark.manifests import (
     AttemptPlan,
     driver_pod,
+    executor_admission_probe,
     executor_pod_template,
     executor_template_config_map,
+    local_recovery_secret,
     spark_conf,
 )
 
@@ -142,8 +146,9 @@ def test_local_recovery_template_mounts_the_node_dir_and_prefers_the_old_nodes()
     template = executor_pod_template(attempt)
     volume = template["spec"]["volumes"][0]
     assert volume["name"].startswith("spark-local-dir-"), "Spark uses it as the executor's local dir"
-    assert volume["hostPath"] == {"path": "/mnt/state", "type": "DirectoryOrCreate"}
-    assert template["spec"]["containers"][0]["volumeMounts"][0]["mountPath"] == "/mnt/state"
+    assert volume["hostPath"] == {"path": "/mnt/state/jobs/ns/0123456789ab", "type": "DirectoryOrCreate"}
+    mount = template["spec"]["containers"][0]["volumeMounts"][0]
+    assert mount["mountPath"] == "/mnt/state/jobs/ns/0123456789ab"
     preferred = template["spec"]["affinity"]["nodeAffinity"][
         "preferredDuringSchedulingIgnoredDuringExecution"
     ]
@@ -164,7 +169,77 @@ def test_local_recovery_puts_the_filesystem_wrapper_in_front_of_s3a() -> None:
         conf["spark.hadoop.fs.ftspark.local-recovery.delegate.impl"]
         == "org.apache.hadoop.fs.s3a.S3AFileSystem"
     )
-    assert conf["spark.hadoop.fs.ftspark.local-recovery.dir"] == "/mnt/state/state"
+    assert conf["spark.hadoop.fs.ftspark.local-recovery.dir"] == "/mnt/state/jobs/ns/0123456789ab/state"
     env = {e["name"]: e.get("value") for e in driver_pod(attempt)["spec"]["containers"][0]["env"]}
     assert env["FTSPARK_LOCAL_RECOVERY_JAR"].endswith("ftspark-local-recovery.jar")
     assert "spark.hadoop.fs.s3a.impl" not in spark_conf(plan())
+
+
+def _host_paths(template: dict[str, Any]) -> list[str]:
+    return [v["hostPath"]["path"] for v in template["spec"]["volumes"] if "hostPath" in v]
+
+
+def test_local_recovery_gives_each_job_only_its_own_node_directory() -> None:
+    """Job B's executors on the node mount B's directory, never the root or A's: A's copies are invisible."""
+    job_a = plan(localRecovery={"enabled": True, "hostPath": "/mnt/state"})
+    job_b = replace(job_a, namespace="tenant-b", job_name="other", job_uid="fedcba987654")
+    mounted = {}
+    for attempt in (job_a, job_b):
+        template = executor_pod_template(attempt)
+        [host_path] = _host_paths(template)
+        mounts = {m["name"]: m["mountPath"] for m in template["spec"]["containers"][0]["volumeMounts"]}
+        local_dir = spark_conf(attempt)["spark.hadoop.fs.ftspark.local-recovery.dir"]
+        assert host_path == f"/mnt/state/jobs/{attempt.namespace}/{attempt.job_uid}"
+        # The copies live inside the one node directory the executor sees.
+        assert posixpath.dirname(local_dir) == mounts["spark-local-dir-ftspark"] == host_path
+        mounted[attempt.job_uid] = host_path
+    a, b = mounted.values()
+    assert not (a + "/").startswith(b + "/") and not (b + "/").startswith(a + "/")
+
+
+def test_local_recovery_settings_are_the_operators_not_the_users() -> None:
+    attempt = plan(
+        localRecovery={"enabled": True, "hostPath": "/mnt/state"},
+        sparkConf={
+            "spark.hadoop.fs.ftspark.local-recovery.dir": "/mnt/state",
+            "spark.hadoop.fs.ftspark.local-recovery.key.file": "/tmp/my-key",
+            "spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "spark.sql.shuffle.partitions": "7",
+        },
+    )
+    conf = spark_conf(attempt)
+    assert conf["spark.hadoop.fs.ftspark.local-recovery.dir"] == "/mnt/state/jobs/ns/0123456789ab/state"
+    assert conf["spark.hadoop.fs.ftspark.local-recovery.key.file"] == "/etc/ftspark/local-recovery/key"
+    assert conf["spark.hadoop.fs.s3a.impl"] == "io.ftspark.localrecovery.LocalRecoveryFileSystem"
+    assert conf["spark.sql.shuffle.partitions"] == "7", "other settings stay the user's"
+
+
+def test_local_recovery_key_is_a_per_job_secret_mounted_as_a_file_in_executors_only() -> None:
+    attempt = plan(localRecovery={"enabled": True})
+    secret = local_recovery_secret(attempt, bytes(range(32)))
+    assert secret["metadata"]["name"] == "job-local-recovery-01234567"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "0123456789ab"
+    assert base64.b64decode(secret["data"]["key"]) == bytes(range(32))
+
+    template = executor_pod_template(attempt)
+    [key_volume] = [v for v in template["spec"]["volumes"] if "secret" in v]
+    assert key_volume["secret"] == {"secretName": "job-local-recovery-01234567"}
+    container = template["spec"]["containers"][0]
+    [key_mount] = [m for m in container["volumeMounts"] if m["name"] == key_volume["name"]]
+    assert key_mount["readOnly"] is True
+    key_file = spark_conf(attempt)["spark.hadoop.fs.ftspark.local-recovery.key.file"]
+    assert posixpath.dirname(key_file) == key_mount["mountPath"]
+    assert "env" not in container
+    # The driver keeps no copies (it has no node directory): it gets neither the key nor the hostPath.
+    driver = driver_pod(attempt)
+    assert not any("secret" in v or "hostPath" in v for v in driver["spec"]["volumes"])
+    # A job without localRecovery mounts nothing of it.
+    assert "volumes" not in executor_pod_template(plan())["spec"]
+
+
+def test_executor_admission_probe_is_a_complete_executor_pod() -> None:
+    attempt = plan(localRecovery={"enabled": True, "hostPath": "/mnt/state"})
+    probe = executor_admission_probe(attempt)
+    assert probe["kind"] == "Pod" and probe["metadata"]["name"] == "job-3-driver-executor-template-probe"
+    assert [c["image"] for c in probe["spec"]["containers"]] == ["img:1"]
+    assert _host_paths(probe) == _host_paths(executor_pod_template(attempt))

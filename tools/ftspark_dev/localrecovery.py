@@ -30,7 +30,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from ftspark.manifests import local_recovery_conf
+from ftspark.manifests import LOCAL_RECOVERY_KEY_BYTES, local_recovery_conf
 from ftspark.runtime.session import extra_classpath
 from ftspark_dev.s3server import spark_s3a_conf
 
@@ -50,6 +50,7 @@ class JobSpec:
     jar: str  # tools/local_recovery_jar.sh
     local_dir: str | None  # the node-local dir; None: the wrapper as a pass-through (no local copies)
     keys: int
+    key_file: str | None = None  # the job's MAC key (new_key); None: no copies either
     output: str | None = None  # folder for per-batch results; None: count the rows only
     changelog: bool = False
     payload_bytes: int = 0
@@ -71,9 +72,15 @@ def spark_conf(spec: JobSpec) -> dict[str, str]:
         # Always the wrapper: stock S3A uploads RocksDB's files with the SDK's async client, which fails
         # against moto (HTTP 100 taken for the response); the wrapper uploads state files through create().
         # Without a local dir it keeps no copies.
-        **local_recovery_conf(spec.local_dir),
+        **local_recovery_conf(spec.local_dir, spec.key_file),
     }
     return conf
+
+
+def new_key(path: Path) -> str:
+    """A job's random MAC key, as the operator's Secret holds it; returns the file's path."""
+    path.write_bytes(os.urandom(LOCAL_RECOVERY_KEY_BYTES))
+    return str(path)
 
 
 def state_size_parser(description: str | None, *, keys: int, files: int) -> argparse.ArgumentParser:

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ftspark_dev.localrecovery import JobSpec, run_job, state_size_parser, write_ranges
+from ftspark_dev.localrecovery import JobSpec, new_key, run_job, state_size_parser, write_ranges
 from ftspark_dev.s3server import S3Server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,6 +71,7 @@ def main() -> None:
             s3a_jars=s3a_jars,
             jar=jar,
             local_dir=None,
+            key_file=new_key(work / "key"),
             keys=1 << 62,  # every id its own key
             payload_bytes=args.payload,
             driver_memory="3g",

@@ -1,7 +1,7 @@
 """Task-local recovery through the whole installation: examples/keyed_totals.py (RocksDB state) as a
 FaultTolerantSparkJob on process-backed nodes, an executor and then the driver SIGKILLed, and per restart the
 time to the first batch after it and the state bytes the new executors read from S3 and from their node's disk
-(the wrapper's counters, `<hostPath>/state/_stats/<pid>.json` on each node).
+(the wrapper's counters, `<hostPath>/jobs/<namespace>/<uid>/state/_stats/<pid>.json` on each node).
 
 Shared by the end-to-end test (e2e/test_local_recovery.py, small state) and `make bench` (as much state as
 fits here): `python -m ftspark_dev.localrecovery_world --keys 2000000 --payload 200 --files 8`.
@@ -149,8 +149,8 @@ class StateJob:
         """Bytes of the wrapper's copies on every node (not Spark's own local dir beside them)."""
         return sum(
             p.stat().st_size
-            for node in self.world.nodes.nodes
-            for p in (node.root / "host" / HOST_PATH.lstrip("/") / "state").rglob("*")
+            for state in self._state_dirs()
+            for p in state.rglob("*")
             if p.is_file() and "_stats" not in p.parts
         )
 
@@ -191,10 +191,15 @@ class StateJob:
         )
         return tuple(sorted(p.spec.node_name for p in pods if p.status.phase == "Running"))
 
+    def _state_dirs(self) -> list[Path]:
+        """The job's copies on each node: its own directory under the hostPath (ftspark.manifests)."""
+        job_dir = Path(HOST_PATH.lstrip("/"), "jobs", JOBS_NAMESPACE, self.world.uid(self.name), "state")
+        return [node.root / "host" / job_dir for node in self.world.nodes.nodes]
+
     def _counters(self) -> dict[str, int]:
         totals: dict[str, int] = {}
-        for node in self.world.nodes.nodes:
-            for path in (node.root / "host" / HOST_PATH.lstrip("/") / "state" / "_stats").glob("*.json"):
+        for state in self._state_dirs():
+            for path in (state / "_stats").glob("*.json"):
                 try:
                     stats: dict[str, Any] = json.loads(path.read_text())
                 except ValueError:

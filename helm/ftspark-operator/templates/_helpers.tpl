@@ -56,6 +56,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: [namespaces]
   verbs: [get]
+# localRecovery: each job's key for its node-local copies. Create only: the operator reads no Secret.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [get, create]

@@ -182,7 +182,9 @@ class LocalRecoverySpec(_Model):
     host_path: str = Field(
         default="/var/lib/ftspark/local-state",
         pattern=r"^/",
-        description="Node-local directory for Spark's local dir and the local state copy.",
+        description="Node-local root directory: a job's executors mount only its subdirectory "
+        "jobs/<namespace>/<uid> (Spark's local dir and the job's state copies), a hostPath volume that only "
+        "the namespace Pod Security level privileged admits.",
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import secrets
 from typing import Any, Literal
 
 from kubernetes import client
@@ -13,7 +14,16 @@ from kubernetes.client.rest import ApiException
 from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation
-from ftspark.manifests import AttemptPlan, Manifest, driver_pod, driver_service, executor_template_config_map
+from ftspark.manifests import (
+    LOCAL_RECOVERY_KEY_BYTES,
+    AttemptPlan,
+    Manifest,
+    driver_pod,
+    driver_service,
+    executor_admission_probe,
+    executor_template_config_map,
+    local_recovery_secret,
+)
 from ftspark.ports.cluster import JobResource, ObjectRejectedError
 from ftspark.protocol import (
     CONTROL_ANNOTATION,
@@ -51,10 +61,18 @@ def _ignore(status: int, call: Any, *args: Any, **kwargs: Any) -> None:
             raise
 
 
+# What a refusal of a pod with localRecovery's volume says besides the server's words.
+HOST_PATH_NEEDS_PRIVILEGED = (
+    "; localRecovery mounts a hostPath volume, which only the Pod Security level privileged admits: "
+    "label the namespace pod-security.kubernetes.io/enforce=privileged or turn spec.localRecovery off"
+)
+
+
 def _refused_as_rejected(kind: str, body: Any, call: Any, *args: Any, **kwargs: Any) -> None:
     """An object the API server calls invalid (400, 422) or that violates the namespace's Pod Security level
     (403; e.g. localRecovery's hostPath under "baseline") becomes ObjectRejectedError with the server's own
-    words; 409 (already exists) is fine, other errors (RBAC, outages) are raised as they are."""
+    words (and what to do about a hostPath); 409 (already exists) is fine, other errors (RBAC, outages) are
+    raised as they are."""
     try:
         call(*args, **kwargs)
     except ApiException as error:
@@ -64,9 +82,11 @@ def _refused_as_rejected(kind: str, body: Any, call: Any, *args: Any, **kwargs: 
             message = str(json.loads(error.body or "{}").get("message") or error.reason)
         except ValueError:
             message = str(error.reason)
-        if error.status in {400, 422} or (error.status == 403 and "violates PodSecurity" in message):
+        pod_security = error.status == 403 and "violates PodSecurity" in message
+        if error.status in {400, 422} or pod_security:
+            hint = HOST_PATH_NEEDS_PRIVILEGED if pod_security and "hostPath" in message else ""
             raise ObjectRejectedError(
-                f"the API server refused the driver's {kind} {body['metadata']['name']}: {message}"
+                f"the API server refused the driver's {kind} {body['metadata']['name']}: {message}{hint}"
             ) from error
         raise
 
@@ -127,6 +147,12 @@ class KubeDrivers:
     def create(self, plan: AttemptPlan) -> None:
         self._ensure_driver_identity(plan.namespace)
         core, namespace = self._core, plan.namespace
+        if plan.spec.local_recovery.enabled:
+            probe = executor_admission_probe(plan)
+            _refused_as_rejected(
+                "executor Pod", probe, core.create_namespaced_pod, namespace, probe, dry_run="All"
+            )
+            self._ensure_local_recovery_key(plan)
         template = executor_template_config_map(plan)
         steps: list[tuple[str, Manifest, Any, Any]] = [
             # The template first: a missing ConfigMap volume would keep the pod from starting.
@@ -182,6 +208,12 @@ class KubeDrivers:
         for service in self._core.list_namespaced_service(key.namespace, label_selector=selector).items:
             if _owned_by(service, uid):
                 _ignore(404, self._core.delete_namespaced_service, service.metadata.name, key.namespace)
+
+    def _ensure_local_recovery_key(self, plan: AttemptPlan) -> None:
+        """The job's MAC key Secret, made once per job: every attempt's executors mount the same one. An
+        existing one is not read (the operator needs no right to read Secrets): its name has the job's uid."""
+        body = local_recovery_secret(plan, secrets.token_bytes(LOCAL_RECOVERY_KEY_BYTES))
+        _ignore(409, self._core.create_namespaced_secret, plan.namespace, body)
 
     @staticmethod
     def _selector(key: JobKey) -> str:

@@ -10,6 +10,7 @@ import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
 import java.util.EnumSet;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Abortable;
 import org.apache.hadoop.fs.CreateFlag;
@@ -39,6 +40,7 @@ import org.slf4j.LoggerFactory;
  * spark.hadoop.fs.AbstractFileSystem.s3a.impl=io.ftspark.localrecovery.LocalRecoveryFs
  * spark.hadoop.fs.ftspark.local-recovery.delegate.impl=org.apache.hadoop.fs.s3a.S3AFileSystem  (the default)
  * spark.hadoop.fs.ftspark.local-recovery.dir=/node-local/dir     (unset: a plain pass-through)
+ * spark.hadoop.fs.ftspark.local-recovery.key.file=/path/to/key    (the job's MAC key; unset: a pass-through)
  * </pre>
  *
  * <p>Writes: the primary stream is written first; the local copy is finalized only after the primary's close()
@@ -52,9 +54,13 @@ import org.slf4j.LoggerFactory;
 public class LocalRecoveryFileSystem extends FilterFileSystem {
   public static final String DELEGATE_IMPL = "fs.ftspark.local-recovery.delegate.impl";
   public static final String DIR = "fs.ftspark.local-recovery.dir";
+  public static final String KEY_FILE = "fs.ftspark.local-recovery.key.file";
+  /** Shorter keys are refused: HMAC-SHA256 wants at least its output size. */
+  static final int MIN_KEY_BYTES = 32;
   private static final String DEFAULT_DELEGATE = "org.apache.hadoop.fs.s3a.S3AFileSystem";
 
   private static final Logger LOG = LoggerFactory.getLogger(LocalRecoveryFileSystem.class);
+  private static final AtomicBoolean noKeyLogged = new AtomicBoolean();
 
   private LocalStore store;
 
@@ -69,7 +75,31 @@ public class LocalRecoveryFileSystem extends FilterFileSystem {
     fs.initialize(name, conf);
     super.initialize(name, conf);
     String dir = conf.getTrimmed(DIR, "");
-    store = dir.isEmpty() || !hasVolume(Paths.get(dir)) ? null : new LocalStore(Paths.get(dir), conf);
+    byte[] key = dir.isEmpty() || !hasVolume(Paths.get(dir)) ? null : readKey(conf.getTrimmed(KEY_FILE, ""));
+    store = key == null ? null : new LocalStore(Paths.get(dir), key, conf);
+  }
+
+  /**
+   * The job's MAC key (the operator's per-job Secret, mounted as a file), or null: without it no copy can be
+   * trusted, so none is written or read.
+   */
+  private static byte[] readKey(String file) {
+    String problem;
+    try {
+      byte[] key = file.isEmpty() ? null : Files.readAllBytes(Paths.get(file));
+      if (key != null && key.length >= MIN_KEY_BYTES) {
+        return key;
+      }
+      problem = key == null ? KEY_FILE + " is not set" : "the key is shorter than " + MIN_KEY_BYTES + " bytes";
+    } catch (IOException | RuntimeException e) {
+      problem = "cannot read " + file + ": " + e;
+    }
+    if (noKeyLogged.compareAndSet(false, true)) {
+      LOG.warn(
+          "No local-recovery key ({}): no local copies of state in this JVM, state is read from the primary",
+          problem);
+    }
+    return null;
   }
 
   /**

@@ -22,8 +22,10 @@ public final class LocalRecoveryStats {
     localHits,
     /** Opens that found no local copy. */
     localMisses,
-    /** Local copies whose own checksum or length did not match their record. */
+    /** Local copies whose own SHA-256 or length did not match their record (a crash, or changed bytes). */
     localCorrupt,
+    /** Local copies whose record has no valid MAC under the job's key (forged, or another key's): never served. */
+    localRejected,
     /** Local copies of an older primary (size or ETag/modification time changed). */
     localStale,
     /** Local copies that could not be written (disk full, IO error); the primary was unaffected. */

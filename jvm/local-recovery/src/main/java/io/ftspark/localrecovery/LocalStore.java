@@ -2,6 +2,8 @@ package io.ftspark.localrecovery;
 
 import static io.ftspark.localrecovery.LocalRecoveryStats.Counter;
 
+import java.io.ByteArrayOutputStream;
+import java.io.DataOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -16,13 +18,19 @@ import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.FileTime;
+import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.Comparator;
 import java.util.HashSet;
+import java.util.HexFormat;
 import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.stream.Stream;
-import java.util.zip.CRC32C;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.EtagSource;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -33,10 +41,13 @@ import org.slf4j.LoggerFactory;
 
 /**
  * The node-local copies: {@code <root>/<scheme>/<authority>/<path>}, each with a record {@code <file>.lrmeta}
- * ({@code <length> <crc32c> <primary identity>}). A copy is written under a unique staging name, renamed into
- * place, then its record is written; a reader trusts a copy only if the record matches the primary's current
- * FileStatus and the copy's own checksum. Nothing is fsynced: the checksum catches what a crash leaves behind.
- * Every local failure is counted and swallowed: the primary is always the truth.
+ * ({@code <length> <sha256> <mac> <primary identity>}). A copy is written under a unique staging name, renamed
+ * into place, then its record is written; a reader trusts a copy only if the record's MAC verifies under the
+ * job's key, the record matches the primary's current FileStatus and the copy's SHA-256 matches the record.
+ * The MAC (HMAC-SHA256) covers the remote path, the primary's identity, the length and the content digest:
+ * whoever can write the directory but lacks the key cannot make a copy of other bytes, or of another file,
+ * serve. Nothing is fsynced: the digest catches what a crash leaves behind. Every local failure is counted and
+ * swallowed: the primary is always the truth.
  */
 final class LocalStore {
   private static final Logger LOG = LoggerFactory.getLogger(LocalStore.class);
@@ -45,17 +56,21 @@ final class LocalStore {
   private static final long STALE_STAGING_MS = 3_600_000;
   private static final int BUFFER = 1 << 16;
   private static final int COPY_BUFFER = 1 << 20;
+  private static final String MAC = "HmacSHA256";
   private static final AtomicLong failures = new AtomicLong();
+  private static final AtomicBoolean rejectionLogged = new AtomicBoolean();
 
   interface IOSupplier<T> {
     T get() throws IOException;
   }
 
   private final Path root;
+  private final SecretKeySpec key;
   private final RawLocalFileSystem local = new RawLocalFileSystem();
 
-  LocalStore(Path root, Configuration conf) throws IOException {
+  LocalStore(Path root, byte[] key, Configuration conf) throws IOException {
     this.root = root;
+    this.key = new SecretKeySpec(key, MAC);
     local.initialize(URI.create("file:///"), conf);
   }
 
@@ -74,7 +89,7 @@ final class LocalStore {
       org.apache.hadoop.fs.Path remote, FileStatus primary, IOSupplier<FSDataInputStream> openPrimary)
       throws IOException {
     Path file = fileFor(remote);
-    FSDataInputStream verified = verified(file, primary);
+    FSDataInputStream verified = verified(file, remote, primary);
     if (verified != null) {
       LocalRecoveryStats.add(Counter.localHits, 1);
       LocalRecoveryStats.add(Counter.bytesReadLocal, primary.getLen());
@@ -120,11 +135,11 @@ final class LocalStore {
    */
   boolean copyTo(org.apache.hadoop.fs.Path remote, FileStatus primary, Path dst) {
     Path file = fileFor(remote);
-    Record record = usableRecord(file, primary);
+    Record record = usableRecord(file, remote, primary);
     if (record == null) {
       return false;
     }
-    CRC32C crc = new CRC32C();
+    MessageDigest digest = sha256();
     long length = 0;
     try {
       Files.createDirectories(dst.getParent());
@@ -135,7 +150,7 @@ final class LocalStore {
         ByteBuffer buffer = ByteBuffer.allocateDirect(COPY_BUFFER);
         while (in.read(buffer) >= 0) {
           buffer.flip();
-          crc.update(buffer.duplicate());
+          digest.update(buffer.duplicate());
           length += buffer.remaining();
           while (buffer.hasRemaining()) {
             out.write(buffer);
@@ -143,7 +158,7 @@ final class LocalStore {
           buffer.clear();
         }
       }
-      if (length == record.length && crc.getValue() == record.crc) {
+      if (record.matches(length, digest)) {
         LocalRecoveryStats.add(Counter.localHits, 1);
         LocalRecoveryStats.add(Counter.bytesReadLocal, length);
         return true;
@@ -163,7 +178,7 @@ final class LocalStore {
 
   /** A local copy being written next to a primary write; inert if the local dir fails. */
   Staging stage(org.apache.hadoop.fs.Path remote) {
-    return new Staging(fileFor(remote));
+    return new Staging(remote);
   }
 
   /** The primary was renamed: move the copy along (re-identified), or drop what no longer matches. */
@@ -171,7 +186,7 @@ final class LocalStore {
     Path from = fileFor(src);
     Path to = fileFor(dst);
     try {
-      Record record = Files.isRegularFile(from) && StateFiles.isTracked(dst) ? Record.read(from) : null;
+      Record record = Files.isRegularFile(from) && StateFiles.isTracked(dst) ? authenticRecord(from, src) : null;
       if (record == null) {
         delete(src);
         delete(dst);
@@ -185,7 +200,7 @@ final class LocalStore {
       if (status.getLen() != record.length) {
         throw new IOException("renamed primary has " + status.getLen() + " bytes, local copy " + record.length);
       }
-      new Record(record.length, record.crc, identity(status)).write(to);
+      seal(dst, record.length, record.digest, identity(status)).write(to);
     } catch (IOException | RuntimeException e) {
       failed("rename", to, e);
       delete(src);
@@ -251,16 +266,17 @@ final class LocalStore {
     LocalRecoveryStats.writeTo(root, force);
   }
 
-  /** The copy's record if it describes the primary's current version; null (counted) if not. */
-  private static Record usableRecord(Path file, FileStatus primary) {
-    Record record;
-    try {
-      record = Files.isRegularFile(file) ? Record.read(file) : null;
-    } catch (IOException | RuntimeException e) {
-      record = null;
-    }
-    if (record == null) {
+  /**
+   * The copy's record if it is authentic (its MAC verifies under the job's key) and describes the primary's
+   * current version; null (counted) if not.
+   */
+  private Record usableRecord(Path file, org.apache.hadoop.fs.Path remote, FileStatus primary) {
+    if (!Files.isRegularFile(file) || !Files.exists(recordOf(file))) {
       LocalRecoveryStats.add(Counter.localMisses, 1);
+      return null;
+    }
+    Record record = authenticRecord(file, remote);
+    if (record == null) {
       return null;
     }
     if (record.length != primary.getLen() || !record.identity.equals(identity(primary))) {
@@ -271,8 +287,8 @@ final class LocalStore {
   }
 
   /** The copy, opened and checked against its record and the primary; null (counted) if it cannot serve. */
-  private FSDataInputStream verified(Path file, FileStatus primary) {
-    Record record = usableRecord(file, primary);
+  private FSDataInputStream verified(Path file, org.apache.hadoop.fs.Path remote, FileStatus primary) {
+    Record record = usableRecord(file, remote, primary);
     if (record == null) {
       return null;
     }
@@ -280,14 +296,14 @@ final class LocalStore {
     try {
       // One descriptor for the check and the reads: a concurrent replacement cannot slip in between.
       in = local.open(toHadoop(file), BUFFER);
-      CRC32C crc = new CRC32C();
+      MessageDigest digest = sha256();
       byte[] buffer = new byte[BUFFER];
       long length = 0;
       for (int n = in.read(buffer); n >= 0; n = in.read(buffer)) {
-        crc.update(buffer, 0, n);
+        digest.update(buffer, 0, n);
         length += n;
       }
-      if (length == record.length && crc.getValue() == record.crc) {
+      if (record.matches(length, digest)) {
         in.seek(0);
         return in;
       }
@@ -343,35 +359,103 @@ final class LocalStore {
     writeStats(false);
   }
 
-  private record Record(long length, long crc, String identity) {
+  /** A record under the job's key: its MAC binds the copy's content to this remote path and version. */
+  private Record seal(org.apache.hadoop.fs.Path remote, long length, byte[] digest, String identity) {
+    return new Record(length, digest, mac(remote, length, digest, identity), identity);
+  }
+
+  /** The copy's record if its MAC verifies; null if there is none, or (rejected) if it does not verify. */
+  private Record authenticRecord(Path file, org.apache.hadoop.fs.Path remote) {
+    try {
+      Record record = Record.read(file);
+      if (record == null
+          || MessageDigest.isEqual(record.mac, mac(remote, record.length, record.digest, record.identity))) {
+        return record;
+      }
+    } catch (IOException | RuntimeException e) {
+      // A record that does not parse (no MAC, say) is no more trusted than one that does not verify.
+    }
+    rejected(file);
+    return null;
+  }
+
+  private byte[] mac(org.apache.hadoop.fs.Path remote, long length, byte[] digest, String identity) {
+    // Length-prefixed fields: no two different tuples share an encoding.
+    ByteArrayOutputStream message = new ByteArrayOutputStream();
+    try (DataOutputStream out = new DataOutputStream(message)) {
+      out.writeUTF("ftspark-local-recovery-v1");
+      out.writeUTF(remote.toUri().toString());
+      out.writeUTF(identity);
+      out.writeLong(length);
+      out.write(digest);
+      Mac mac = Mac.getInstance(MAC);
+      mac.init(key);
+      return mac.doFinal(message.toByteArray());
+    } catch (IOException | GeneralSecurityException e) {
+      throw new IllegalStateException("HMAC-SHA256 unavailable", e);
+    }
+  }
+
+  /** A copy whose record does not verify: never served, counted, logged once per JVM (it may be an attack). */
+  private static void rejected(Path file) {
+    LocalRecoveryStats.add(Counter.localRejected, 1);
+    if (rejectionLogged.compareAndSet(false, true)) {
+      LOG.warn(
+          "Local copy {} has no valid MAC under this job's key (forged, or written with another key); reading"
+              + " the primary. Later rejections are only counted (localRejected).",
+          file);
+    }
+  }
+
+  private static MessageDigest sha256() {
+    try {
+      return MessageDigest.getInstance("SHA-256");
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException("SHA-256 unavailable", e);
+    }
+  }
+
+  private record Record(long length, byte[] digest, byte[] mac, String identity) {
+    /** Null without a record; throws for one that does not parse. */
     static Record read(Path file) throws IOException {
       String[] fields;
       try {
-        fields = Files.readString(recordOf(file), StandardCharsets.UTF_8).trim().split(" ", 3);
+        fields = Files.readString(recordOf(file), StandardCharsets.UTF_8).trim().split(" ", 4);
       } catch (NoSuchFileException e) {
         return null;
       }
-      return new Record(Long.parseLong(fields[0]), Long.parseLong(fields[1], 16), fields[2]);
+      HexFormat hex = HexFormat.of();
+      return new Record(Long.parseLong(fields[0]), hex.parseHex(fields[1]), hex.parseHex(fields[2]), fields[3]);
+    }
+
+    boolean matches(long actualLength, MessageDigest actual) {
+      return actualLength == length && MessageDigest.isEqual(actual.digest(), digest);
     }
 
     void write(Path file) throws IOException {
       Path temp = file.resolveSibling("." + file.getFileName() + "." + UUID.randomUUID() + STAGING);
-      Files.writeString(temp, length + " " + Long.toHexString(crc) + " " + identity, StandardCharsets.UTF_8);
+      HexFormat hex = HexFormat.of();
+      Files.writeString(
+          temp,
+          length + " " + hex.formatHex(digest) + " " + hex.formatHex(mac) + " " + identity,
+          StandardCharsets.UTF_8);
       Files.move(temp, recordOf(file), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
     }
   }
 
   /** A copy in the making: bytes go to a staging file; commit() puts it in place once the primary is complete. */
   final class Staging {
+    private final org.apache.hadoop.fs.Path remote;
     private final Path target;
     private final Path temp;
-    private final CRC32C crc = new CRC32C();
+    private final MessageDigest digest = sha256();
     private OutputStream out;
     private long length;
     private long nanos;
 
-    private Staging(Path target) {
-      this.target = target;
+    private Staging(org.apache.hadoop.fs.Path remote) {
+      this.remote = remote;
+      this.target = fileFor(remote);
       this.temp = target.resolveSibling("." + target.getFileName() + "." + UUID.randomUUID() + STAGING);
       long start = System.nanoTime();
       try {
@@ -394,7 +478,7 @@ final class LocalStore {
       long start = System.nanoTime();
       try {
         out.write(b, off, len);
-        crc.update(b, off, len);
+        digest.update(b, off, len);
         length += len;
       } catch (IOException | RuntimeException e) {
         abort();
@@ -418,7 +502,7 @@ final class LocalStore {
         }
         Files.move(temp, target, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
         touch(target);
-        new Record(length, crc.getValue(), status == null ? "-" : identity(status)).write(target);
+        seal(remote, length, digest.digest(), status == null ? "-" : identity(status)).write(target);
         LocalRecoveryStats.add(Counter.localFilesWritten, 1);
         LocalRecoveryStats.add(Counter.localBytesWritten, length);
         return true;

@@ -7,15 +7,22 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.ByteArrayOutputStream;
+import java.io.DataOutputStream;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.net.URI;
 import java.nio.file.Files;
 import java.nio.file.attribute.FileTime;
+import java.security.GeneralSecurityException;
+import java.security.MessageDigest;
+import java.util.Arrays;
 import java.util.EnumSet;
-import java.util.HashMap;
+import java.util.HexFormat;
 import java.util.Map;
+import javax.crypto.Mac;
+import javax.crypto.spec.SecretKeySpec;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.CreateFlag;
 import org.apache.hadoop.fs.FSDataInputStream;
@@ -33,8 +40,12 @@ import org.junit.jupiter.api.io.TempDir;
 
 /** The wrapper around the local filesystem as its "primary": file:// stands in for s3a://. */
 class LocalRecoveryFileSystemTest {
+  private static final byte[] KEY = content(32, 99);
+  private static final byte[] OTHER_KEY = content(32, 98);
+
   @TempDir java.nio.file.Path tmp;
   private java.nio.file.Path localDir;
+  private java.nio.file.Path keyFile;
   private Path partition;
   private LocalRecoveryFileSystem fs;
   private Map<String, Long> before;
@@ -42,6 +53,7 @@ class LocalRecoveryFileSystemTest {
   @BeforeEach
   void setUp() throws IOException {
     localDir = tmp.resolve("node-local");
+    keyFile = writeKey("key", KEY);
     partition = new Path(tmp.resolve("primary/ckpt/state/0/1").toUri());
     fs = open(RawLocalFileSystem.class, localDir.toString());
     before = LocalRecoveryStats.snapshot();
@@ -56,13 +68,22 @@ class LocalRecoveryFileSystemTest {
     Configuration conf = new Configuration(false);
     conf.set(LocalRecoveryFileSystem.DELEGATE_IMPL, delegate.getName());
     conf.set(LocalRecoveryFileSystem.DIR, dir);
+    conf.set(LocalRecoveryFileSystem.KEY_FILE, keyFile.toString());
     return conf;
   }
 
   private LocalRecoveryFileSystem open(Class<?> delegate, String dir) throws IOException {
+    return open(conf(delegate, dir));
+  }
+
+  private static LocalRecoveryFileSystem open(Configuration conf) throws IOException {
     LocalRecoveryFileSystem wrapper = new LocalRecoveryFileSystem();
-    wrapper.initialize(URI.create("file:///"), conf(delegate, dir));
+    wrapper.initialize(URI.create("file:///"), conf);
     return wrapper;
+  }
+
+  private java.nio.file.Path writeKey(String name, byte[] key) throws IOException {
+    return Files.write(tmp.resolve(name), key);
   }
 
   private long delta(String counter) {
@@ -84,6 +105,33 @@ class LocalRecoveryFileSystemTest {
 
   private java.nio.file.Path localCopy(Path path) {
     return localDir.resolve("file/_" + path.toUri().getPath());
+  }
+
+  private java.nio.file.Path record(Path path) {
+    return localCopy(path).resolveSibling(localCopy(path).getFileName() + ".lrmeta");
+  }
+
+  /**
+   * What an attacker who can write the local dir does: puts bytes as the copy of path and a record for them in
+   * the wrapper's format, MACed with the given key (the primary's identity is taken from the current record).
+   */
+  private void forge(Path path, byte[] bytes, byte[] key) throws IOException, GeneralSecurityException {
+    String identity = Files.readString(record(path), UTF_8).split(" ", 4)[3];
+    byte[] digest = MessageDigest.getInstance("SHA-256").digest(bytes);
+    ByteArrayOutputStream message = new ByteArrayOutputStream();
+    try (DataOutputStream out = new DataOutputStream(message)) {
+      out.writeUTF("ftspark-local-recovery-v1");
+      out.writeUTF(fs.makeQualified(path).toUri().toString());
+      out.writeUTF(identity);
+      out.writeLong(bytes.length);
+      out.write(digest);
+    }
+    Mac mac = Mac.getInstance("HmacSHA256");
+    mac.init(new SecretKeySpec(key, "HmacSHA256"));
+    HexFormat hex = HexFormat.of();
+    String forged = hex.formatHex(mac.doFinal(message.toByteArray()));
+    Files.write(localCopy(path), bytes);
+    Files.writeString(record(path), bytes.length + " " + hex.formatHex(digest) + " " + forged + " " + identity);
   }
 
   private static byte[] content(int size, int seed) {
@@ -324,6 +372,134 @@ class LocalRecoveryFileSystemTest {
     java.nio.file.Path stats = localDir.resolve("_stats/" + ProcessHandle.current().pid() + ".json");
     String json = Files.readString(stats, UTF_8);
     assertTrue(json.contains("\"localFilesWritten\": "), json);
+  }
+
+  // -- The record's MAC: whoever can write the local dir but lacks the job's key cannot make a copy serve. --
+
+  @Test
+  void forgedCopyAndRecordAreRejected() throws Exception {
+    Path zip = new Path(partition, "20.zip");
+    byte[] bytes = content(6000, 20);
+    write(zip, bytes);
+    byte[] evil = content(6000, 21); // same length: only the MAC can tell
+
+    forge(zip, evil, OTHER_KEY);
+    assertArrayEquals(bytes, read(zip));
+    assertEquals(1, delta("localRejected"));
+    assertEquals(0, delta("localHits"));
+    assertEquals(bytes.length, delta("bytesReadPrimary"));
+    assertArrayEquals(bytes, Files.readAllBytes(localCopy(zip)), "replaced by the primary's bytes");
+
+    // The control: the same forgery with the job's key is served, so the key is what stops it above.
+    forge(zip, evil, KEY);
+    assertArrayEquals(evil, read(zip));
+    assertEquals(1, delta("localHits"));
+  }
+
+  @Test
+  void tamperedCopyOrRecordIsNotServed() throws Exception {
+    Path sst = new Path(partition, "SSTs/000020-h.sst");
+    byte[] bytes = content(50_000, 22);
+    write(sst, bytes);
+    String genuine = Files.readString(record(sst), UTF_8);
+    byte[] evil = content(50_000, 23);
+
+    // Other bytes under the genuine record: the digest differs.
+    Files.write(localCopy(sst), evil);
+    assertArrayEquals(bytes, read(sst));
+    assertEquals(1, delta("localCorrupt"));
+
+    // Other bytes and their digest in the genuine record, its MAC kept: the MAC no longer verifies.
+    String[] fields = genuine.split(" ", 4);
+    String digest = HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(evil));
+    Files.write(localCopy(sst), evil);
+    Files.writeString(record(sst), String.join(" ", fields[0], digest, fields[2], fields[3]));
+    java.nio.file.Path restored = tmp.resolve("restore/000020.sst");
+    fs.copyToLocalFile(sst, new Path(restored.toUri()));
+    assertArrayEquals(bytes, Files.readAllBytes(restored));
+    assertEquals(1, delta("localRejected"));
+
+    // A record without a MAC (the format before keys) is not trusted either.
+    Files.writeString(record(sst), fields[0] + " 1a2b3c " + fields[3]);
+    assertArrayEquals(bytes, read(sst));
+    assertEquals(2, delta("localRejected"));
+    assertEquals(0, delta("localHits"));
+  }
+
+  @Test
+  void genuineCopyOfAnotherFileIsNotServed() throws IOException {
+    // A valid copy and record replayed under another name: the MAC binds them to their remote path.
+    Path older = new Path(partition, "30.zip");
+    Path newer = new Path(partition, "31.zip");
+    write(older, content(4000, 30));
+    write(newer, content(4000, 31));
+    Files.copy(localCopy(older), localCopy(newer), java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+    String olderRecord = Files.readString(record(older), UTF_8);
+    String newerIdentity = Files.readString(record(newer), UTF_8).split(" ", 4)[3];
+    String[] fields = olderRecord.split(" ", 4);
+    Files.writeString(record(newer), String.join(" ", fields[0], fields[1], fields[2], newerIdentity));
+
+    assertArrayEquals(content(4000, 31), read(newer));
+    assertEquals(1, delta("localRejected"));
+  }
+
+  @Test
+  void copiesWrittenWithAnotherKeyAreNotTrusted() throws IOException {
+    Path zip = new Path(partition, "40.zip");
+    write(zip, content(7000, 40));
+    keyFile = writeKey("other-key", OTHER_KEY);
+    try (LocalRecoveryFileSystem other = open(RawLocalFileSystem.class, localDir.toString())) {
+      try (FSDataInputStream in = other.open(zip)) {
+        assertArrayEquals(content(7000, 40), in.readAllBytes());
+      }
+    }
+    assertEquals(1, delta("localRejected"));
+    assertEquals(0, delta("localHits"));
+    assertEquals(7000, delta("bytesReadPrimary"));
+  }
+
+  @Test
+  void withoutAKeyNothingIsCopiedOrTrusted() throws IOException {
+    Path zip = new Path(partition, "50.zip");
+    write(zip, content(5000, 50)); // a copy made with the key
+    Configuration noKey = conf(RawLocalFileSystem.class, localDir.toString());
+    noKey.unset(LocalRecoveryFileSystem.KEY_FILE);
+    Configuration shortKey = conf(RawLocalFileSystem.class, localDir.toString());
+    shortKey.set(LocalRecoveryFileSystem.KEY_FILE, writeKey("short", new byte[16]).toString());
+    Configuration unreadable = conf(RawLocalFileSystem.class, localDir.toString());
+    unreadable.set(LocalRecoveryFileSystem.KEY_FILE, tmp.resolve("no-such-key").toString());
+    for (Configuration conf : Arrays.asList(noKey, shortKey, unreadable)) {
+      try (LocalRecoveryFileSystem keyless = open(conf)) {
+        Path sst = new Path(partition, "SSTs/000050-" + conf.hashCode() + ".sst");
+        try (FSDataOutputStream out = keyless.create(sst, true)) {
+          out.write(content(100, 51));
+        }
+        assertFalse(Files.exists(localCopy(sst)));
+        try (FSDataInputStream in = keyless.open(zip)) {
+          assertArrayEquals(content(5000, 50), in.readAllBytes());
+        }
+      }
+    }
+    assertEquals(0, delta("localHits") + delta("localMisses") + delta("localWriteFailures"));
+    assertEquals(1, delta("localFilesWritten"));
+  }
+
+  @Test
+  void renameDropsACopyWithAForgedRecord() throws Exception {
+    Configuration conf = conf(RawLocalFileSystem.class, localDir.toString());
+    conf.set("fs.AbstractFileSystem.file.impl", LocalRecoveryFs.class.getName());
+    FileContext fc = FileContext.getFileContext(URI.create("file:///"), conf);
+    Path zip = new Path(partition, "60.zip");
+    Path temp = new Path(partition, ".60.zip.0f4c5a4e-1b7e-4a5e-9f3b-2a1c3d4e5f61.tmp");
+    fc.mkdir(partition, FsPermission.getDirDefault(), true);
+    try (FSDataOutputStream out = fc.create(temp, EnumSet.of(CreateFlag.CREATE, CreateFlag.OVERWRITE))) {
+      out.write(content(8000, 60));
+    }
+    forge(temp, content(8000, 61), OTHER_KEY); // between the write and Spark's rename
+    fc.rename(temp, zip, Options.Rename.OVERWRITE);
+    assertFalse(Files.exists(localCopy(zip)));
+    assertEquals(1, delta("localRejected"));
+    assertArrayEquals(content(8000, 60), read(zip));
   }
 
   /** A primary whose close() fails, like an S3 upload that does not complete. */
