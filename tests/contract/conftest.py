@@ -107,6 +107,17 @@ def networked_backend(request: pytest.FixtureRequest) -> Backend:
     return _build(request)
 
 
+@pytest.fixture(params=["memory", "configmap"])
+def payload_backend(request: pytest.FixtureRequest) -> Backend:
+    """The backends whose large job graphs point at a payload (an S3 record holds any size)."""
+    return _build(request)
+
+
+@pytest.fixture(params=["s3"])
+def s3_backend(request: pytest.FixtureRequest) -> Backend:
+    return _build(request)
+
+
 def _build(request: pytest.FixtureRequest) -> Backend:
     builders: dict[str, Callable[[pytest.FixtureRequest], Backend]] = {
         "memory": _memory,

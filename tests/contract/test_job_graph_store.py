@@ -10,7 +10,6 @@ import pytest
 from ftspark.adapters.records import JOBGRAPH, JOBGRAPH_POINTER, RecordId
 from ftspark.domain.fencing import StaleEpochError
 from ftspark.domain.ha import JobKey
-from ftspark.ports.blobs import BlobStore
 from ftspark.ports.stores import StoreUnavailableError, UntrustedRecordError
 from ftspark_dev.s3server import S3Server
 from tests.contract.conftest import Backend, leader
@@ -143,12 +142,6 @@ def _forge(backend: Backend, job: JobKey, pointer: str) -> None:
     backend.records.replace(rid, {JOBGRAPH_POINTER: pointer}, record.fences, "tenant", record.version)
 
 
-def _blobs(backend: Backend) -> BlobStore:
-    if backend.blobs is None:
-        pytest.skip("S3 records hold any size: job graphs never point at a payload")
-    return backend.blobs
-
-
 @pytest.mark.parametrize(
     "target",
     [
@@ -159,9 +152,11 @@ def _blobs(backend: Backend) -> BlobStore:
     ],
 )
 def test_a_pointer_to_anything_but_the_jobs_own_payload_is_neither_used_nor_deleted(
-    backend: Backend, target: str, monkeypatch: pytest.MonkeyPatch
+    payload_backend: Backend, target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    blobs, store = _blobs(backend), backend.stores.job_graphs
+    backend = payload_backend
+    assert backend.blobs is not None
+    blobs, store = backend.blobs, backend.stores.job_graphs
     graph, other = backend.graph(padding=LARGE), backend.graph("other", padding=LARGE)
     store.put(graph, leader(1))
     store.put(other, leader(1))
@@ -199,10 +194,10 @@ def test_a_pointer_to_anything_but_the_jobs_own_payload_is_neither_used_nor_dele
 
 
 def test_an_unreadable_object_among_the_records_does_not_hide_the_others(
-    networked_backend: Backend, s3_server: S3Server
+    s3_backend: Backend, s3_server: S3Server
 ) -> None:
-    if networked_backend.name != "s3":
-        pytest.skip("ConfigMaps: tests/integration/test_ownership.py, on a tenant's real permissions")
+    """On S3 (ConfigMaps: tests/integration/test_ownership.py, with a tenant's real permissions)."""
+    networked_backend = s3_backend
     graph = networked_backend.graph()
     networked_backend.stores.job_graphs.put(graph, leader(1))
     bucket = networked_backend.storage.removeprefix("s3://").split("/", 1)[0]

@@ -51,9 +51,7 @@ class Controller:
         self._failures_lock = threading.Lock()
 
     def start(self) -> None:
-        finished = self._reconciler.finish_dirty_results()
-        if finished:
-            log.info("finished %d cleanup(s) a previous leader left dirty", finished)
+        """Returns at once: it runs in the elector's callback, and nothing unbounded may delay renewing."""
         for index in range(self._workers):
             thread = threading.Thread(target=self._work, name=f"reconcile-{index}", daemon=True)
             thread.start()
@@ -104,8 +102,11 @@ class Controller:
             self._on_fatal()  # without watches we would act on nothing: better restart as a follower
 
     def _sweep_results(self) -> None:
-        # Not at once: a new leader's first seconds belong to reconciling every job (one read per job graph
-        # here would compete with them), and orphaned HA data is only garbage, never in the way.
+        # Cleanups a previous leader left half done first (FLIP-194), here rather than at the start of
+        # leadership: however many results there are, the Lease is renewed meanwhile.
+        _sweep(self._reconciler.finish_dirty_results, "finished %d cleanup(s) a previous leader left dirty")
+        # The rest not at once: a new leader's first seconds belong to reconciling every job (one read per
+        # job graph here would compete with them), and orphaned HA data is only garbage, never in the way.
         while not self._kopf_stop.wait(self._result_sweep_seconds):
             _sweep(
                 self._reconciler.forget_orphans,

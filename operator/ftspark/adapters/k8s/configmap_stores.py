@@ -38,6 +38,7 @@ from ftspark.protocol import JOB_LABEL
 
 STORE_LABEL = "ftspark.io/store"
 RESULT_LABEL = "ftspark.io/result"
+_PAGE = 500  # ConfigMaps per list call
 FENCE_ANNOTATION_PREFIX = "ftspark.io/fence-"
 WRITER_ANNOTATION = "ftspark.io/written-by"
 RESULT_PREFIX = "ftspark-result-"
@@ -114,7 +115,7 @@ class ConfigMapRecords:
                 f"list ConfigMaps {selector} in {namespace or 'every namespace'}",
                 functools.partial(self._list, namespace, selector),
             )
-            for item in listed.items:
+            for item in listed:
                 key = _key(kind, item)
                 try:
                     # A label selects, the name decides (it is what read() finds): anyone who may create a
@@ -129,14 +130,23 @@ class ConfigMapRecords:
                     )
         return found
 
-    def _list(self, namespace: str | None, selector: str) -> Any:
-        if namespace is None:
-            return self._core.list_config_map_for_all_namespaces(
-                label_selector=selector, _request_timeout=self._timeout
+    def _list(self, namespace: str | None, selector: str) -> list[Any]:
+        """Page by page: one answer with every result of a big installation would be slow and large."""
+        items: list[Any] = []
+        token = None
+        while True:
+            options = {"label_selector": selector, "limit": _PAGE, "_request_timeout": self._timeout}
+            if token:
+                options["_continue"] = token
+            page = (
+                self._core.list_config_map_for_all_namespaces(**options)
+                if namespace is None
+                else self._core.list_namespaced_config_map(namespace, **options)
             )
-        return self._core.list_namespaced_config_map(
-            namespace, label_selector=selector, _request_timeout=self._timeout
-        )
+            items.extend(page.items)
+            token = page.metadata._continue
+            if not token:
+                return items
 
     def _locate(self, rid: RecordId) -> tuple[str, str]:
         if _is_result(rid.kind):
