@@ -1,11 +1,13 @@
 """The Kubernetes objects of one driver attempt, as plain manifests (docs/architecture.md, "Objects"): a Pod
-running our driver runtime (spark-submit in client mode inside it), a headless Service and the executors'
-pod template in a ConfigMap. Names are deterministic, so creating them twice is harmless and a new leader
-finds them. Pure: the Kubernetes adapter sends them; the names both sides agree on are in ftspark.protocol.
+running our driver runtime (spark-submit in client mode inside it), a headless Service, the executors'
+pod template in a ConfigMap, the Secret of Spark's RPC authentication and a NetworkPolicy in front of the
+driver. Names are deterministic, so creating them twice is harmless and a new leader finds them. Pure: the
+Kubernetes adapter sends them; the names both sides agree on are in ftspark.protocol.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from dataclasses import dataclass
@@ -22,12 +24,14 @@ from ftspark.protocol import (
     IN_CLUSTER_MASTER,
     JOB_LABEL,
     ROLE_LABEL,
+    SPARK_APP_SELECTOR_LABEL,
     SPARK_ROLE_LABEL,
     UI_PORT,
     DriverEnv,
     RestoreFrom,
     driver_pod_name,
     executor_template_name,
+    rpc_secret_name,
     spark_app_id,
 )
 
@@ -41,10 +45,29 @@ LOCAL_RECOVERY_JAR = (
     "/opt/ftspark/jars/ftspark-local-recovery.jar"  # in the Spark image; spec.env may override
 )
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-# Pod Security "restricted" for drivers and executors by default (the Spark image runs as uid 185); a job's
-# podTemplate may override any field, within what its namespace's Pod Security level admits.
+# Pod Security "restricted" for drivers and executors by default (the Spark image runs as uid 185), and a
+# read-only root filesystem; a job's podTemplate may override any field, within what its namespace's Pod
+# Security level admits.
 POD_SECURITY_CONTEXT: Manifest = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-CONTAINER_SECURITY_CONTEXT: Manifest = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+CONTAINER_SECURITY_CONTEXT: Manifest = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+}
+# What Spark and our runtime write, on emptyDirs (docs/architecture.md, "Pods"): /tmp is java.io.tmpdir, the
+# driver's spark.local.dir, Python's tempfile (the fetched application files) and native libraries the JVM
+# unpacks (snappy, zstd, RocksDB); the Spark image's home is the working directory, where executors fetch
+# the job's files, and holds ~/.ivy2 for spark.jars.packages.
+WORK_DIR = "/home/spark"
+SCRATCH_VOLUMES = (("ftspark-tmp", "/tmp"), ("ftspark-home", WORK_DIR))
+# Spark's RPC secret (spark.authenticate.secret.file): a file, never the executors' plain env as Spark's
+# default does; the same path in the driver and, through the template, in every executor.
+RPC_SECRET_VOLUME = "ftspark-rpc"
+RPC_SECRET_DIR = "/etc/ftspark/rpc"
+RPC_SECRET_KEY = "secret"
+# Spark's defaults for the memory a pod needs beyond the heap (spark.driver.memoryOverhead*).
+OVERHEAD_FACTOR = 0.10
+MIN_OVERHEAD_MIB = 384
 EXECUTOR_TEMPLATE_FILE = "pod-template.json"  # JSON is YAML: Spark reads it as its pod template file
 
 
@@ -105,6 +128,12 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": spec.executor.memory,
         "spark.sql.streaming.checkpointLocation": plan.checkpoint_location,
+        # Only holders of the attempt's Secret talk to the driver and executors (both read the file); a user
+        # may add spark.network.crypto.enabled=true for AES on the wire.
+        "spark.authenticate": "true",
+        "spark.authenticate.secret.file": f"{RPC_SECRET_DIR}/{RPC_SECRET_KEY}",
+        # The UI has no authentication of its own and can kill jobs: off unless sparkConf turns it on.
+        "spark.ui.enabled": "false",
         # spec.env reaches executors too, not only the driver; Secret references through Spark's own setting.
         **{f"spark.executorEnv.{e.name}": e.value for e in spec.env if e.secret_key_ref is None},
         **{
@@ -134,23 +163,34 @@ def local_recovery_conf(local_dir: str | None) -> dict[str, str]:
 
 
 def executor_pod_template(plan: AttemptPlan) -> Manifest:
-    """The executors' pod template (Spark takes its first container for the executor): our security defaults,
-    what localRecovery needs (the node-local directory as Spark's local dir — Spark uses volumes named
-    spark-local-dir-* — and node affinity to where the state already is), then the user's template."""
+    """The executors' pod template (Spark takes its first container for the executor): our security defaults
+    with their scratch volumes, the RPC secret, what localRecovery needs (the node-local directory as Spark's
+    local dir — Spark uses volumes named spark-local-dir-* — and node affinity to where the state already
+    is), then the user's template."""
     spec = plan.spec
     recovery = spec.local_recovery
-    container: Manifest = {"name": "executor", "securityContext": copy.deepcopy(CONTAINER_SECURITY_CONTEXT)}
+    volumes, mounts = _volumes(plan)
+    container: Manifest = {
+        "name": "executor",
+        "workingDir": WORK_DIR,
+        "securityContext": copy.deepcopy(CONTAINER_SECURITY_CONTEXT),
+        "volumeMounts": mounts,
+    }
     ours: Manifest = {
-        "spec": {"securityContext": copy.deepcopy(POD_SECURITY_CONTEXT), "containers": [container]}
+        "spec": {
+            "securityContext": copy.deepcopy(POD_SECURITY_CONTEXT),
+            "containers": [container],
+            "volumes": volumes,
+        }
     }
     if recovery.enabled:
-        ours["spec"]["volumes"] = [
+        volumes.append(
             {
                 "name": LOCAL_STATE_VOLUME,
                 "hostPath": {"path": recovery.host_path, "type": "DirectoryOrCreate"},
             }
-        ]
-        container["volumeMounts"] = [{"name": LOCAL_STATE_VOLUME, "mountPath": recovery.host_path}]
+        )
+        mounts.append({"name": LOCAL_STATE_VOLUME, "mountPath": recovery.host_path})
     if recovery.enabled and plan.local_state_nodes:
         term: Manifest = {
             "matchExpressions": [
@@ -192,6 +232,70 @@ def _executor_template_name(plan: AttemptPlan) -> str:
     return executor_template_name(driver_pod_name(plan.job_name, plan.attempt))
 
 
+def _volumes(plan: AttemptPlan) -> tuple[list[Manifest], list[Manifest]]:
+    """The scratch emptyDirs and the RPC secret, with their mounts: the same in the driver and executors."""
+    secret = {"secretName": rpc_secret_name(driver_pod_name(plan.job_name, plan.attempt))}
+    volumes: list[Manifest] = [
+        *({"name": name, "emptyDir": {}} for name, _ in SCRATCH_VOLUMES),
+        {"name": RPC_SECRET_VOLUME, "secret": secret},
+    ]
+    mounts: list[Manifest] = [
+        *({"name": name, "mountPath": path} for name, path in SCRATCH_VOLUMES),
+        {"name": RPC_SECRET_VOLUME, "mountPath": RPC_SECRET_DIR, "readOnly": True},
+    ]
+    return volumes, mounts
+
+
+def rpc_secret(plan: AttemptPlan, key: bytes) -> Manifest:
+    """The attempt's Spark RPC secret (key: random bytes, which Spark reads as the file's content)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": rpc_secret_name(driver_pod_name(plan.job_name, plan.attempt)),
+            "labels": _labels(plan),
+            "ownerReferences": [_owner(plan)],
+        },
+        "type": "Opaque",
+        "immutable": True,
+        "data": {RPC_SECRET_KEY: base64.b64encode(key).decode()},
+    }
+
+
+def driver_network_policy(plan: AttemptPlan) -> Manifest:
+    """Only the attempt's own pods (its executors, the driver itself) reach the driver's RPC and block
+    manager ports. Other policies of the namespace may add to it (e.g. the UI, if a job turns it on)."""
+    executors = {
+        SPARK_APP_SELECTOR_LABEL: spark_app_id(plan.job_uid, plan.attempt),
+        SPARK_ROLE_LABEL: "executor",
+    }
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": driver_pod_name(plan.job_name, plan.attempt),
+            "labels": _labels(plan),
+            "ownerReferences": [_owner(plan)],
+        },
+        "spec": {
+            "podSelector": {"matchLabels": _labels(plan)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [
+                        {"podSelector": {"matchLabels": executors}},
+                        {"podSelector": {"matchLabels": _labels(plan)}},
+                    ],
+                    "ports": [
+                        {"protocol": "TCP", "port": DRIVER_PORT},
+                        {"protocol": "TCP", "port": BLOCK_MANAGER_PORT},
+                    ],
+                }
+            ],
+        },
+    }
+
+
 def driver_service(plan: AttemptPlan) -> Manifest:
     name = driver_pod_name(plan.job_name, plan.attempt)
     return {
@@ -213,6 +317,9 @@ def driver_service(plan: AttemptPlan) -> Manifest:
 def driver_pod(plan: AttemptPlan) -> Manifest:
     spec = plan.spec
     name = driver_pod_name(plan.job_name, plan.attempt)
+    conf = spark_conf(plan)
+    volumes, mounts = _volumes(plan)
+    memory = f"{driver_memory_mib(conf)}Mi"  # as the limit: the pod is never OOM-killed for a neighbour
     env: list[dict[str, Any]] = [
         {"name": DriverEnv.JOB, "value": f"{plan.namespace}/{plan.job_name}"},
         {"name": DriverEnv.JOB_UID, "value": plan.job_uid},
@@ -228,7 +335,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         {"name": DriverEnv.STORAGE, "value": spec.checkpoint.storage},
         {"name": DriverEnv.RETAINED_CHECKPOINTS, "value": str(spec.checkpoint.retained)},
         {"name": DriverEnv.STOP_TIMEOUT, "value": str(spec.stop_timeout_seconds)},
-        {"name": DriverEnv.SPARK_CONF, "value": json.dumps(spark_conf(plan), sort_keys=True)},
+        {"name": DriverEnv.SPARK_CONF, "value": json.dumps(conf, sort_keys=True)},
         # Executors reach the driver at its pod IP: works without cluster DNS, and on every cluster.
         {"name": DriverEnv.BIND_ADDRESS, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": DriverEnv.POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -251,10 +358,17 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
             {"name": "block-manager", "containerPort": BLOCK_MANAGER_PORT},
             {"name": "ui", "containerPort": UI_PORT},
         ],
-        "resources": {"requests": {"cpu": str(spec.driver.cores), "memory": _request(spec.driver.memory)}},
+        "resources": {
+            "requests": {"cpu": str(spec.driver.cores), "memory": memory},
+            "limits": {"memory": memory},
+        },
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        "workingDir": WORK_DIR,
         "securityContext": copy.deepcopy(CONTAINER_SECURITY_CONTEXT),
-        "volumeMounts": [{"name": "executor-template", "mountPath": EXECUTOR_TEMPLATE_DIR, "readOnly": True}],
+        "volumeMounts": [
+            {"name": "executor-template", "mountPath": EXECUTOR_TEMPLATE_DIR, "readOnly": True},
+            *mounts,
+        ],
     }
     pod: Manifest = {
         "apiVersion": "v1",
@@ -269,7 +383,10 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
             "serviceAccountName": DRIVER_SERVICE_ACCOUNT,
             "securityContext": copy.deepcopy(POD_SECURITY_CONTEXT),
             "containers": [container],
-            "volumes": [{"name": "executor-template", "configMap": {"name": _executor_template_name(plan)}}],
+            "volumes": [
+                {"name": "executor-template", "configMap": {"name": _executor_template_name(plan)}},
+                *volumes,
+            ],
         },
     }
     return merge_template(pod, spec.driver.pod_template)
@@ -303,7 +420,26 @@ def _container_env(variable: EnvVar) -> dict[str, Any]:
     return {"name": variable.name, "valueFrom": {"secretKeyRef": variable.secret_key_ref.model_dump()}}
 
 
-def _request(memory: str) -> str:
-    """Spark's 1g (or 1gb) is 1 GiB and a bare number is MiB; Kubernetes spells them 1Gi and 512Mi."""
-    amount = memory.lower().removesuffix("b")
-    return f"{amount[:-1]}{amount[-1].upper()}i" if amount[-1] in "kmgt" else f"{amount}Mi"
+def driver_memory_mib(conf: dict[str, str]) -> int:
+    """The driver pod's memory as Spark's Kubernetes backend sizes a driver: spark.driver.memory plus
+    spark.driver.memoryOverhead, by default max(overhead factor * memory, spark.driver.minMemoryOverhead)."""
+    heap = _mib(conf["spark.driver.memory"])
+    if "spark.driver.memoryOverhead" in conf:
+        return heap + _mib(conf["spark.driver.memoryOverhead"])
+    factor = float(
+        conf.get("spark.driver.memoryOverheadFactor")
+        or conf.get("spark.kubernetes.memoryOverheadFactor")  # deprecated since Spark 3.3, still read
+        or OVERHEAD_FACTOR
+    )
+    minimum = _mib(conf.get("spark.driver.minMemoryOverhead", f"{MIN_OVERHEAD_MIB}m"))
+    return heap + max(int(factor * heap), minimum)
+
+
+_MIB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2, "p": 1024**3}
+
+
+def _mib(size: str) -> int:
+    """Spark's size strings (512m, 1g, 1gb; a bare number is MiB) in whole MiB, as Spark rounds them."""
+    amount = size.strip().lower().removesuffix("b")
+    unit = amount[-1] if amount[-1] in _MIB_PER_UNIT else "m"
+    return int(int(amount.rstrip("kmgtp")) * _MIB_PER_UNIT[unit])

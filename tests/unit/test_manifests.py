@@ -12,9 +12,11 @@ from pydantic import ValidationError
 from ftspark.domain.models import JobSpec
 from ftspark.manifests import (
     AttemptPlan,
+    driver_network_policy,
     driver_pod,
     executor_pod_template,
     executor_template_config_map,
+    rpc_secret,
     spark_conf,
 )
 
@@ -96,13 +98,23 @@ def test_executor_pod_template_is_mounted_and_named_to_spark() -> None:
 
 def test_drivers_and_executors_meet_pod_security_restricted_unless_the_template_says_otherwise() -> None:
     restricted_pod = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-    restricted_container = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    restricted_container = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
     attempt = plan()
     driver = driver_pod(attempt)
     executor = json.loads(executor_template_config_map(attempt)["data"]["pod-template.json"])
     for pod in (driver, executor):
         assert pod["spec"]["securityContext"] == restricted_pod
-        assert pod["spec"]["containers"][0]["securityContext"] == restricted_container
+        container = pod["spec"]["containers"][0]
+        assert container["securityContext"] == restricted_container
+        # What Spark writes under a read-only root: /tmp and the working directory, on emptyDirs.
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        assert volumes[mounts["/tmp"]]["emptyDir"] == {}
+        assert volumes[mounts[container["workingDir"]]]["emptyDir"] == {}
     assert executor["spec"]["containers"][0]["name"] == "executor"  # Spark takes the first container
 
     loosened = plan(executor={"podTemplate": {"spec": {"securityContext": {"runAsNonRoot": False}}}})
@@ -140,10 +152,10 @@ def test_local_recovery_template_mounts_the_node_dir_and_prefers_the_old_nodes()
         plan(localRecovery={"enabled": True, "hostPath": "/mnt/state"}), local_state_nodes=("n1", "n2")
     )
     template = executor_pod_template(attempt)
-    volume = template["spec"]["volumes"][0]
+    volume = template["spec"]["volumes"][-1]
     assert volume["name"].startswith("spark-local-dir-"), "Spark uses it as the executor's local dir"
     assert volume["hostPath"] == {"path": "/mnt/state", "type": "DirectoryOrCreate"}
-    assert template["spec"]["containers"][0]["volumeMounts"][0]["mountPath"] == "/mnt/state"
+    assert template["spec"]["containers"][0]["volumeMounts"][-1]["mountPath"] == "/mnt/state"
     preferred = template["spec"]["affinity"]["nodeAffinity"][
         "preferredDuringSchedulingIgnoredDuringExecution"
     ]
@@ -168,3 +180,67 @@ def test_local_recovery_puts_the_filesystem_wrapper_in_front_of_s3a() -> None:
     env = {e["name"]: e.get("value") for e in driver_pod(attempt)["spec"]["containers"][0]["env"]}
     assert env["FTSPARK_LOCAL_RECOVERY_JAR"].endswith("ftspark-local-recovery.jar")
     assert "spark.hadoop.fs.s3a.impl" not in spark_conf(plan())
+
+
+@pytest.mark.parametrize(
+    ("driver", "conf", "memory"),
+    [
+        ({}, {}, "1408Mi"),  # 1g + the 384 MiB minimum overhead
+        ({"memory": "4g"}, {}, "4505Mi"),  # 4096 + 10 % (409)
+        ({"memory": "4g"}, {"spark.driver.memoryOverheadFactor": "0.2"}, "4915Mi"),
+        ({"memory": "512m"}, {"spark.driver.memoryOverhead": "1g"}, "1536Mi"),
+        ({"memory": "2048"}, {"spark.driver.minMemoryOverhead": "1g"}, "3072Mi"),
+        ({}, {"spark.driver.memory": "3gb"}, "3456Mi"),  # sparkConf wins, as Spark reads it
+    ],
+)
+def test_driver_memory_request_and_limit_include_sparks_overhead(
+    driver: dict[str, str], conf: dict[str, str], memory: str
+) -> None:
+    resources = driver_pod(plan(driver=driver, sparkConf=conf))["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"cpu": "1", "memory": memory}, "limits": {"memory": memory}}
+
+
+def test_rpc_is_authenticated_with_the_attempts_secret_file_in_driver_and_executors() -> None:
+    attempt = plan()
+    conf = spark_conf(attempt)
+    assert conf["spark.authenticate"] == "true"
+    path = conf["spark.authenticate.secret.file"]  # Spark's fallback for both the driver and executor file
+    secret = rpc_secret(attempt, b"\x00key")
+    assert secret["metadata"]["name"] == "job-3-driver-rpc"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "0123456789ab"
+    assert secret["immutable"] is True
+    assert secret["data"] == {"secret": "AGtleQ=="}
+    executor = json.loads(executor_template_config_map(attempt)["data"]["pod-template.json"])
+    for pod in (driver_pod(attempt), executor):
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        container = pod["spec"]["containers"][0]
+        (mount,) = (m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+        assert mount["readOnly"] is True
+        assert volumes[mount["name"]]["secret"] == {"secretName": "job-3-driver-rpc"}
+        assert path == f"{mount['mountPath']}/secret"
+    assert "AGtleQ==" not in json.dumps(driver_pod(attempt))
+    encrypted = spark_conf(plan(sparkConf={"spark.network.crypto.enabled": "true"}))
+    assert encrypted["spark.network.crypto.enabled"] == "true"
+    assert spark_conf(plan(sparkConf={"spark.authenticate": "false"}))["spark.authenticate"] == "false"
+
+
+def test_the_ui_is_off_unless_the_job_turns_it_on() -> None:
+    assert spark_conf(plan())["spark.ui.enabled"] == "false"
+    assert spark_conf(plan(sparkConf={"spark.ui.enabled": "true"}))["spark.ui.enabled"] == "true"
+
+
+def test_only_the_attempts_executors_and_driver_reach_the_driver() -> None:
+    policy = driver_network_policy(plan())
+    assert policy["metadata"]["name"] == "job-3-driver"
+    assert policy["metadata"]["ownerReferences"][0]["kind"] == "FaultTolerantSparkJob"
+    spec = policy["spec"]
+    driver = {"ftspark.io/job": "job", "ftspark.io/attempt": "3", "ftspark.io/role": "driver"}
+    assert spec["podSelector"] == {"matchLabels": driver}
+    assert driver_pod(plan())["metadata"]["labels"].items() >= driver.items()
+    assert spec["policyTypes"] == ["Ingress"]
+    (rule,) = spec["ingress"]
+    assert rule["from"] == [
+        {"podSelector": {"matchLabels": {"spark-app-selector": "ftspark-01234567-3", "spark-role": "executor"}}},
+        {"podSelector": {"matchLabels": driver}},
+    ]
+    assert [p["port"] for p in rule["ports"]] == [7078, 7079]
