@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import secrets
 from typing import Any, Literal
 
 from kubernetes import client
@@ -12,7 +13,15 @@ from kubernetes.client.rest import ApiException
 from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation
-from ftspark.manifests import AttemptPlan, Manifest, driver_pod, driver_service, executor_template_config_map
+from ftspark.manifests import (
+    AttemptPlan,
+    Manifest,
+    driver_network_policy,
+    driver_pod,
+    driver_service,
+    executor_template_config_map,
+    rpc_secret,
+)
 from ftspark.ports.cluster import JobResource, ObjectRejectedError
 from ftspark.protocol import (
     CONTROL_ANNOTATION,
@@ -22,6 +31,7 @@ from ftspark.protocol import (
     ControlRequest,
     executor_selector,
     executor_template_name,
+    rpc_secret_name,
 )
 from ftspark.reconcile.observe import observe_driver
 
@@ -106,6 +116,7 @@ class KubeDrivers:
     def __init__(self, api: client.ApiClient) -> None:
         self._core = client.CoreV1Api(api)
         self._rbac = client.RbacAuthorizationV1Api(api)
+        self._networking = client.NetworkingV1Api(api)
         self._identities_ensured: set[str] = set()  # namespaces; a deleted SA is re-created after a restart
 
     def observe(self, key: JobKey) -> list[DriverObservation]:
@@ -118,11 +129,21 @@ class KubeDrivers:
 
     def create(self, plan: AttemptPlan) -> None:
         self._ensure_driver_identity(plan.namespace)
-        core, namespace = self._core, plan.namespace
+        core, networking, namespace = self._core, self._networking, plan.namespace
         template = executor_template_config_map(plan)
+        secret = rpc_secret(plan, secrets.token_bytes(32))  # Spark's default secret length: 256 bits
+        policy = driver_network_policy(plan)
         steps: list[tuple[str, Manifest, Any, Any]] = [
-            # The template first: a missing ConfigMap volume would keep the pod from starting.
+            # What the pod mounts first (a missing volume would keep it from starting), and its NetworkPolicy
+            # before it: the driver is never reachable by strangers, not even for a moment.
+            ("Secret", secret, core.create_namespaced_secret, core.delete_namespaced_secret),
             ("ConfigMap", template, core.create_namespaced_config_map, core.delete_namespaced_config_map),
+            (
+                "NetworkPolicy",
+                policy,
+                networking.create_namespaced_network_policy,
+                networking.delete_namespaced_network_policy,
+            ),
             ("Pod", driver_pod(plan), core.create_namespaced_pod, core.delete_namespaced_pod),
             ("Service", driver_service(plan), core.create_namespaced_service, core.delete_namespaced_service),
         ]
@@ -143,6 +164,8 @@ class KubeDrivers:
         _ignore(404, self._core.delete_namespaced_pod, pod_name, key.namespace, grace_period_seconds=grace)
         _ignore(404, self._core.delete_namespaced_service, pod_name, key.namespace)
         _ignore(404, self._core.delete_namespaced_config_map, executor_template_name(pod_name), key.namespace)
+        _ignore(404, self._core.delete_namespaced_secret, rpc_secret_name(pod_name), key.namespace)
+        _ignore(404, self._networking.delete_namespaced_network_policy, pod_name, key.namespace)
 
     def request_stop(self, key: JobKey, pod_name: str, savepoint_id: str = "") -> None:
         request = (
