@@ -38,6 +38,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get, create]
+# Each attempt's Spark RPC Secret and NetworkPolicy: created with it, deleted with it; never read.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create, delete]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [create, delete]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [get, create]
