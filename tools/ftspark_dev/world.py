@@ -27,7 +27,13 @@ from typing import Any
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark.protocol import JOB_LABEL, ROLE_LABEL, SPARK_APP_SELECTOR_LABEL, spark_app_id
+from ftspark.protocol import (
+    DRIVER_SERVICE_ACCOUNT,
+    JOB_LABEL,
+    ROLE_LABEL,
+    SPARK_APP_SELECTOR_LABEL,
+    spark_app_id,
+)
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.netproxy import ApiProxy
 from ftspark_dev.nodes import NodeAgent
@@ -36,6 +42,15 @@ from ftspark_dev.s3server import S3Server
 from ftspark_dev.windowed_counts import EXAMPLE
 
 OPERATOR_NAMESPACE, JOBS_NAMESPACE = "ftspark-system", "jobs"
+DRIVER_USER = f"system:serviceaccount:{JOBS_NAMESPACE}:{DRIVER_SERVICE_ACCOUNT}"
+# The API server's audit log records what drivers (Spark's Kubernetes client and our runtime) ask of it: the
+# measure of their Role (docs/architecture.md, "The driver's rights").
+DRIVER_AUDIT = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata", "users": [DRIVER_USER]}, {"level": "None"}],
+}
 
 
 class JobsClient:
@@ -206,7 +221,7 @@ def running_world() -> Iterator[World]:
     )
     jars = Path(fetched.stdout.strip())
     work = Path(tempfile.mkdtemp(prefix="ftspark-world-"))
-    with ControlPlane(service_account_admission=True) as plane, S3Server() as s3:
+    with ControlPlane(service_account_admission=True, audit_policy=DRIVER_AUDIT) as plane, S3Server() as s3:
         plane.start_controllers()
         plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
         plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")
