@@ -60,11 +60,15 @@ CONTAINER_SECURITY_CONTEXT: Manifest = {
 # the job's files, and holds ~/.ivy2 for spark.jars.packages.
 WORK_DIR = "/home/spark"
 SCRATCH_VOLUMES = (("ftspark-tmp", "/tmp"), ("ftspark-home", WORK_DIR))
-# Spark's RPC secret (spark.authenticate.secret.file): a file, never the executors' plain env as Spark's
-# default does; the same path in the driver and, through the template, in every executor.
+# Spark's RPC secret, from the attempt's Secret and never in a pod spec: the driver reads the file
+# (spark.authenticate.secret.file; its key is the file's bytes in base64), executors read that key from
+# _SPARK_AUTH_SECRET, the first place they look, set by reference. Spark's executors only read a secret
+# file when they know their master is Kubernetes, which they do not; and with no file Spark would put a
+# generated secret into the executor pods' plain env.
 RPC_SECRET_VOLUME = "ftspark-rpc"
 RPC_SECRET_DIR = "/etc/ftspark/rpc"
-RPC_SECRET_KEY = "secret"
+RPC_SECRET_FILE, RPC_SECRET_KEY = "secret", "key"
+SPARK_AUTH_SECRET_ENV = "_SPARK_AUTH_SECRET"
 # Spark's defaults for the memory a pod needs beyond the heap (spark.driver.memoryOverhead*).
 OVERHEAD_FACTOR = 0.10
 MIN_OVERHEAD_MIB = 384
@@ -109,6 +113,7 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
     """Spark settings that make a client-mode driver inside our pod drive executors on Kubernetes."""
     spec = plan.spec
     pod = driver_pod_name(plan.job_name, plan.attempt)
+    rpc_key = f"{_rpc_secret_name(plan)}:{RPC_SECRET_KEY}"
     conf = {
         "spark.master": IN_CLUSTER_MASTER,
         "spark.submit.deployMode": "client",
@@ -128,12 +133,20 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": spec.executor.memory,
         "spark.sql.streaming.checkpointLocation": plan.checkpoint_location,
-        # Only holders of the attempt's Secret talk to the driver and executors (both read the file); a user
-        # may add spark.network.crypto.enabled=true for AES on the wire.
+        # Only holders of the attempt's Secret talk to the driver and executors; a user may add
+        # spark.network.crypto.enabled=true for AES on the wire.
         "spark.authenticate": "true",
-        "spark.authenticate.secret.file": f"{RPC_SECRET_DIR}/{RPC_SECRET_KEY}",
+        "spark.authenticate.secret.file": f"{RPC_SECRET_DIR}/{RPC_SECRET_FILE}",
+        f"spark.kubernetes.executor.secretKeyRef.{SPARK_AUTH_SECRET_ENV}": rpc_key,
         # The UI has no authentication of its own and can kill jobs: off unless sparkConf turns it on.
         "spark.ui.enabled": "false",
+        # Calls the driver's Role does not allow (adapters/k8s/cluster.py, DRIVER_RULES), left out: the
+        # operator owns the driver's Service; executors run the driver's image, conf dir included; owning and
+        # reusing PVCs is for on-demand claims, which drivers may not create.
+        "spark.kubernetes.driver.service.deleteOnTermination": "false",
+        "spark.kubernetes.executor.disableConfigMap": "true",
+        "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+        "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
         # spec.env reaches executors too, not only the driver; Secret references through Spark's own setting.
         **{f"spark.executorEnv.{e.name}": e.value for e in spec.env if e.secret_key_ref is None},
         **{
@@ -164,12 +177,12 @@ def local_recovery_conf(local_dir: str | None) -> dict[str, str]:
 
 def executor_pod_template(plan: AttemptPlan) -> Manifest:
     """The executors' pod template (Spark takes its first container for the executor): our security defaults
-    with their scratch volumes, the RPC secret, what localRecovery needs (the node-local directory as Spark's
+    with their scratch volumes, what localRecovery needs (the node-local directory as Spark's
     local dir — Spark uses volumes named spark-local-dir-* — and node affinity to where the state already
     is), then the user's template."""
     spec = plan.spec
     recovery = spec.local_recovery
-    volumes, mounts = _volumes(plan)
+    volumes, mounts = _scratch_volumes()
     container: Manifest = {
         "name": "executor",
         "workingDir": WORK_DIR,
@@ -232,33 +245,33 @@ def _executor_template_name(plan: AttemptPlan) -> str:
     return executor_template_name(driver_pod_name(plan.job_name, plan.attempt))
 
 
-def _volumes(plan: AttemptPlan) -> tuple[list[Manifest], list[Manifest]]:
-    """The scratch emptyDirs and the RPC secret, with their mounts: the same in the driver and executors."""
-    secret = {"secretName": rpc_secret_name(driver_pod_name(plan.job_name, plan.attempt))}
-    volumes: list[Manifest] = [
-        *({"name": name, "emptyDir": {}} for name, _ in SCRATCH_VOLUMES),
-        {"name": RPC_SECRET_VOLUME, "secret": secret},
-    ]
-    mounts: list[Manifest] = [
-        *({"name": name, "mountPath": path} for name, path in SCRATCH_VOLUMES),
-        {"name": RPC_SECRET_VOLUME, "mountPath": RPC_SECRET_DIR, "readOnly": True},
-    ]
+def _rpc_secret_name(plan: AttemptPlan) -> str:
+    return rpc_secret_name(driver_pod_name(plan.job_name, plan.attempt))
+
+
+def _scratch_volumes() -> tuple[list[Manifest], list[Manifest]]:
+    """The emptyDirs Spark writes to under a read-only root, with their mounts."""
+    volumes: list[Manifest] = [{"name": name, "emptyDir": {}} for name, _ in SCRATCH_VOLUMES]
+    mounts: list[Manifest] = [{"name": name, "mountPath": path} for name, path in SCRATCH_VOLUMES]
     return volumes, mounts
 
 
 def rpc_secret(plan: AttemptPlan, key: bytes) -> Manifest:
-    """The attempt's Spark RPC secret (key: random bytes, which Spark reads as the file's content)."""
+    """The attempt's Spark RPC secret: key (random bytes) as the driver's file, and as Spark's key from it."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {
-            "name": rpc_secret_name(driver_pod_name(plan.job_name, plan.attempt)),
+            "name": _rpc_secret_name(plan),
             "labels": _labels(plan),
             "ownerReferences": [_owner(plan)],
         },
         "type": "Opaque",
         "immutable": True,
-        "data": {RPC_SECRET_KEY: base64.b64encode(key).decode()},
+        "data": {
+            RPC_SECRET_FILE: base64.b64encode(key).decode(),
+            RPC_SECRET_KEY: base64.b64encode(base64.b64encode(key)).decode(),
+        },
     }
 
 
@@ -318,7 +331,9 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
     spec = plan.spec
     name = driver_pod_name(plan.job_name, plan.attempt)
     conf = spark_conf(plan)
-    volumes, mounts = _volumes(plan)
+    volumes, mounts = _scratch_volumes()
+    volumes.append({"name": RPC_SECRET_VOLUME, "secret": {"secretName": _rpc_secret_name(plan)}})
+    mounts.append({"name": RPC_SECRET_VOLUME, "mountPath": RPC_SECRET_DIR, "readOnly": True})
     memory = f"{driver_memory_mib(conf)}Mi"  # as the limit: the pod is never OOM-killed for a neighbour
     env: list[dict[str, Any]] = [
         {"name": DriverEnv.JOB, "value": f"{plan.namespace}/{plan.job_name}"},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import replace
 from typing import Any
@@ -200,25 +201,30 @@ def test_driver_memory_request_and_limit_include_sparks_overhead(
     assert resources == {"requests": {"cpu": "1", "memory": memory}, "limits": {"memory": memory}}
 
 
-def test_rpc_is_authenticated_with_the_attempts_secret_file_in_driver_and_executors() -> None:
+def test_rpc_is_authenticated_with_the_attempts_secret_which_no_pod_spec_holds() -> None:
     attempt = plan()
     conf = spark_conf(attempt)
     assert conf["spark.authenticate"] == "true"
-    path = conf["spark.authenticate.secret.file"]  # Spark's fallback for both the driver and executor file
     secret = rpc_secret(attempt, b"\x00key")
     assert secret["metadata"]["name"] == "job-3-driver-rpc"
     assert secret["metadata"]["ownerReferences"][0]["uid"] == "0123456789ab"
     assert secret["immutable"] is True
-    assert secret["data"] == {"secret": "AGtleQ=="}
-    executor = json.loads(executor_template_config_map(attempt)["data"]["pod-template.json"])
-    for pod in (driver_pod(attempt), executor):
-        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
-        container = pod["spec"]["containers"][0]
-        (mount,) = (m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
-        assert mount["readOnly"] is True
-        assert volumes[mount["name"]]["secret"] == {"secretName": "job-3-driver-rpc"}
-        assert path == f"{mount['mountPath']}/secret"
-    assert "AGtleQ==" not in json.dumps(driver_pod(attempt))
+    # The driver's file holds the bytes; Spark's key is their base64 (AGtleQ==), which executors get.
+    assert base64.b64decode(secret["data"]["secret"]) == b"\x00key"
+    assert base64.b64decode(secret["data"]["key"]) == b"AGtleQ=="
+    driver = driver_pod(attempt)
+    path = conf["spark.authenticate.secret.file"]  # Spark's fallback for the driver's and executors' files
+    volumes = {v["name"]: v for v in driver["spec"]["volumes"]}
+    container = driver["spec"]["containers"][0]
+    (mount,) = (m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+    assert mount["readOnly"] is True
+    assert volumes[mount["name"]]["secret"] == {"secretName": "job-3-driver-rpc"}
+    assert path == f"{mount['mountPath']}/secret"
+    # Executors: the env var Spark reads first, by reference (Spark's own secretKeyRef setting).
+    assert conf["spark.kubernetes.executor.secretKeyRef._SPARK_AUTH_SECRET"] == "job-3-driver-rpc:key"
+    executor = executor_pod_template(attempt)
+    assert not [v for v in executor["spec"]["volumes"] if "secret" in v]
+    assert "AGtleQ==" not in json.dumps([driver, executor, conf])
     encrypted = spark_conf(plan(sparkConf={"spark.network.crypto.enabled": "true"}))
     assert encrypted["spark.network.crypto.enabled"] == "true"
     assert spark_conf(plan(sparkConf={"spark.authenticate": "false"}))["spark.authenticate"] == "false"
@@ -240,7 +246,11 @@ def test_only_the_attempts_executors_and_driver_reach_the_driver() -> None:
     assert spec["policyTypes"] == ["Ingress"]
     (rule,) = spec["ingress"]
     assert rule["from"] == [
-        {"podSelector": {"matchLabels": {"spark-app-selector": "ftspark-01234567-3", "spark-role": "executor"}}},
+        {
+            "podSelector": {
+                "matchLabels": {"spark-app-selector": "ftspark-01234567-3", "spark-role": "executor"}
+            }
+        },
         {"podSelector": {"matchLabels": driver}},
     ]
     assert [p["port"] for p in rule["ports"]] == [7078, 7079]

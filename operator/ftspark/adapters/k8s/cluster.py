@@ -35,18 +35,20 @@ from ftspark.protocol import (
 )
 from ftspark.reconcile.observe import observe_driver
 
-# What Spark's driver (and our runtime in it) does in its namespace: executor pods and their services and
-# config maps, PVCs for reuse, checkpoint pointers (configmaps), its self-fencing Lease, Events.
+# What a driver asks of the API server in its namespace, measured (e2e/test_security.py, with the API
+# server's audit log; docs/architecture.md, "The driver's rights"): Spark's Kubernetes client creates,
+# watches, lists and deletes (by name) its executor pods and reads its own; our runtime reads and annotates
+# its pod, takes its Lease and writes checkpoint pointers into the ConfigMap the operator made. Nothing else:
+# no Services, Secrets or PVCs, and no deletecollection (Spark's clean-up at stop is refused; its executors
+# end with the driver and go with its pod).
 DRIVER_RULES = [
     client.V1PolicyRule(
-        api_groups=[""],
-        resources=["pods", "services", "configmaps", "persistentvolumeclaims"],
-        verbs=["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+        api_groups=[""], resources=["pods"], verbs=["get", "list", "watch", "create", "delete", "patch"]
     ),
+    client.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["get", "update"]),
     client.V1PolicyRule(
         api_groups=["coordination.k8s.io"], resources=["leases"], verbs=["get", "create", "update"]
     ),
-    client.V1PolicyRule(api_groups=["", "events.k8s.io"], resources=["events"], verbs=["create", "patch"]),
 ]
 
 
