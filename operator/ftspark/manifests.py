@@ -334,7 +334,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
     volumes, mounts = _scratch_volumes()
     volumes.append({"name": RPC_SECRET_VOLUME, "secret": {"secretName": _rpc_secret_name(plan)}})
     mounts.append({"name": RPC_SECRET_VOLUME, "mountPath": RPC_SECRET_DIR, "readOnly": True})
-    memory = f"{driver_memory_mib(conf)}Mi"  # as the limit: the pod is never OOM-killed for a neighbour
+    memory = f"{driver_memory_mib(conf)}Mi"  # also the limit: eviction under node pressure takes it last
     env: list[dict[str, Any]] = [
         {"name": DriverEnv.JOB, "value": f"{plan.namespace}/{plan.job_name}"},
         {"name": DriverEnv.JOB_UID, "value": plan.job_uid},
