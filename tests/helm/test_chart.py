@@ -64,7 +64,8 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
     )
     # The attempts' RPC Secrets: created and deleted, never read (no other Secret is within its reach).
     assert granted[("", "secrets")] == {"create", "delete"}
-    assert "nodes" not in {resource for _, resource in granted}
+    assert not {"nodes", "persistentvolumeclaims"} & {resource for _, resource in granted}
+    assert all("deletecollection" not in verbs for verbs in granted.values())
     assert all("*" not in verbs for verbs in granted.values())
     # It grants the drivers their Role, so it holds every right of it (Kubernetes forbids granting more).
     for rule in DRIVER_RULES:
