@@ -752,7 +752,7 @@ def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
         "preferredDuringSchedulingIgnoredDuringExecution"
     ][0]
     assert preference["preference"]["matchExpressions"][0]["values"] == ["node-a", "node-b"]
-    assert template["spec"]["volumes"][0]["hostPath"]["path"] == "/mnt/ftspark"
+    assert template["spec"]["volumes"][-1]["hostPath"]["path"] == "/mnt/ftspark"
 
 
 def _ha_config_maps(core: client.CoreV1Api, namespace: str, job: str) -> list[str]:
