@@ -54,10 +54,10 @@ CONTAINER_SECURITY_CONTEXT: Manifest = {
     "capabilities": {"drop": ["ALL"]},
     "readOnlyRootFilesystem": True,
 }
-# What Spark and our runtime write, on emptyDirs (docs/architecture.md, "Pods"): /tmp is java.io.tmpdir, the
-# driver's spark.local.dir, Python's tempfile (the fetched application files) and native libraries the JVM
-# unpacks (snappy, zstd, RocksDB); the Spark image's home is the working directory, where executors fetch
-# the job's files, and holds ~/.ivy2 for spark.jars.packages.
+# What Spark and our runtime write, on emptyDirs (docs/architecture.md, "Pods and the driver's rights"):
+# /tmp is java.io.tmpdir, the driver's spark.local.dir, Python's tempfile (the fetched application files) and
+# where the JVM unpacks native libraries (snappy, zstd, RocksDB); the Spark image's home is the working
+# directory, where executors fetch the job's files, and holds ~/.ivy2 for spark.jars.packages.
 WORK_DIR = "/home/spark"
 SCRATCH_VOLUMES = (("ftspark-tmp", "/tmp"), ("ftspark-home", WORK_DIR))
 # Spark's RPC secret, from the attempt's Secret and never in a pod spec: the driver reads the file
@@ -177,9 +177,9 @@ def local_recovery_conf(local_dir: str | None) -> dict[str, str]:
 
 def executor_pod_template(plan: AttemptPlan) -> Manifest:
     """The executors' pod template (Spark takes its first container for the executor): our security defaults
-    with their scratch volumes, what localRecovery needs (the node-local directory as Spark's
-    local dir — Spark uses volumes named spark-local-dir-* — and node affinity to where the state already
-    is), then the user's template."""
+    with their scratch volumes, what localRecovery needs (the node-local directory as Spark's local dir —
+    Spark uses volumes named spark-local-dir-* — and node affinity to where the state already is), then the
+    user's template."""
     spec = plan.spec
     recovery = spec.local_recovery
     volumes, mounts = _scratch_volumes()
@@ -334,7 +334,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
     volumes, mounts = _scratch_volumes()
     volumes.append({"name": RPC_SECRET_VOLUME, "secret": {"secretName": _rpc_secret_name(plan)}})
     mounts.append({"name": RPC_SECRET_VOLUME, "mountPath": RPC_SECRET_DIR, "readOnly": True})
-    memory = f"{driver_memory_mib(conf)}Mi"  # also the limit: eviction under node pressure takes it last
+    memory = f"{_driver_memory_mib(conf)}Mi"  # also the limit: eviction under node pressure takes it last
     env: list[dict[str, Any]] = [
         {"name": DriverEnv.JOB, "value": f"{plan.namespace}/{plan.job_name}"},
         {"name": DriverEnv.JOB_UID, "value": plan.job_uid},
@@ -435,9 +435,10 @@ def _container_env(variable: EnvVar) -> dict[str, Any]:
     return {"name": variable.name, "valueFrom": {"secretKeyRef": variable.secret_key_ref.model_dump()}}
 
 
-def driver_memory_mib(conf: dict[str, str]) -> int:
-    """The driver pod's memory as Spark's Kubernetes backend sizes a driver: spark.driver.memory plus
-    spark.driver.memoryOverhead, by default max(overhead factor * memory, spark.driver.minMemoryOverhead)."""
+def _driver_memory_mib(conf: dict[str, str]) -> int:
+    """The driver pod's memory as Spark 4.0's Kubernetes backend sizes a driver pod (BasicDriverFeatureStep):
+    spark.driver.memory plus spark.driver.memoryOverhead, by default max(overhead factor * memory,
+    spark.driver.minMemoryOverhead)."""
     heap = _mib(conf["spark.driver.memory"])
     if "spark.driver.memoryOverhead" in conf:
         return heap + _mib(conf["spark.driver.memoryOverhead"])
