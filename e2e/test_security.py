@@ -68,7 +68,9 @@ def test_a_job_runs_with_rpc_auth_a_read_only_root_and_only_the_rights_it_uses(
     source, output = tmp_path / "in", Output(tmp_path / "out")
     write_input(source, 2)
     started = time.monotonic()
-    world.create(world.job(name, source, output.folder))
+    job = world.job(name, source, output.folder)
+    job["spec"]["sparkConf"]["spark.network.crypto.enabled"] = "true"  # AES on the wire, as a user asks
+    world.create(job)
     eventually(
         lambda: output.folder.exists() and output.counts() == expected_counts(2),
         timeout=300,
@@ -88,7 +90,7 @@ def test_a_job_runs_with_rpc_auth_a_read_only_root_and_only_the_rights_it_uses(
         assert container.security_context.read_only_root_filesystem
         print(f"{pod.metadata.name}: resources {container.resources.to_dict()}")
     conf = json.loads(next(e.value for e in driver.spec.containers[0].env if e.name == "FTSPARK_SPARK_CONF"))
-    assert conf["spark.authenticate"] == "true"
+    assert (conf["spark.authenticate"], conf["spark.network.crypto.enabled"]) == ("true", "true")
     # Spark's Kubernetes backend would put a generated secret into the executors' env: ours is a reference.
     (variable,) = (e for e in executor.spec.containers[0].env if e.name == "_SPARK_AUTH_SECRET")
     assert variable.value is None
