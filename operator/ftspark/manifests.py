@@ -1,7 +1,8 @@
 """The Kubernetes objects of one driver attempt, as plain manifests (docs/architecture.md, "Objects"): a Pod
-running our driver runtime (spark-submit in client mode inside it), a headless Service and the executors'
-pod template in a ConfigMap. Names are deterministic, so creating them twice is harmless and a new leader
-finds them. Pure: the Kubernetes adapter sends them; the names both sides agree on are in ftspark.protocol.
+running our driver runtime (spark-submit in client mode inside it), a headless Service, the executors'
+pod template in a ConfigMap, the Secret of Spark's RPC authentication and a NetworkPolicy in front of the
+driver. Names are deterministic, so creating them twice is harmless and a new leader finds them. Pure: the
+Kubernetes adapter sends them; the names both sides agree on are in ftspark.protocol.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from ftspark.protocol import (
     IN_CLUSTER_MASTER,
     JOB_LABEL,
     ROLE_LABEL,
+    SPARK_APP_SELECTOR_LABEL,
     SPARK_ROLE_LABEL,
     UI_PORT,
     DriverEnv,
@@ -30,6 +32,7 @@ from ftspark.protocol import (
     RestoreFrom,
     driver_pod_name,
     executor_template_name,
+    rpc_secret_name,
     spark_app_id,
 )
 
@@ -50,10 +53,33 @@ LOCAL_RECOVERY_KEY_BYTES = 32
 LOCAL_RECOVERY_DIR_KEY = "spark.hadoop.fs.ftspark.local-recovery.dir"
 LOCAL_RECOVERY_KEY_FILE_KEY = "spark.hadoop.fs.ftspark.local-recovery.key.file"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-# Pod Security "restricted" for drivers and executors by default (the Spark image runs as uid 185); a job's
-# podTemplate may override any field, within what its namespace's Pod Security level admits.
+# Pod Security "restricted" for drivers and executors by default (the Spark image runs as uid 185), and a
+# read-only root filesystem; a job's podTemplate may override any field, within what its namespace's Pod
+# Security level admits.
 POD_SECURITY_CONTEXT: Manifest = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-CONTAINER_SECURITY_CONTEXT: Manifest = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+CONTAINER_SECURITY_CONTEXT: Manifest = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+}
+# What Spark and our runtime write, on emptyDirs (docs/architecture.md, "Pods and the driver's rights"):
+# /tmp is java.io.tmpdir, the driver's spark.local.dir, Python's tempfile (the fetched application files) and
+# where the JVM unpacks native libraries (snappy, zstd, RocksDB); the Spark image's home is the working
+# directory, where executors fetch the job's files, and holds ~/.ivy2 for spark.jars.packages.
+WORK_DIR = "/home/spark"
+SCRATCH_VOLUMES = (("ftspark-tmp", "/tmp"), ("ftspark-home", WORK_DIR))
+# Spark's RPC secret, from the attempt's Secret and never in a pod spec: the driver reads the file
+# (spark.authenticate.secret.file; its key is the file's bytes in base64), executors read that key from
+# _SPARK_AUTH_SECRET, the first place they look, set by reference. Spark's executors only read a secret
+# file when they know their master is Kubernetes, which they do not; and with no file Spark would put a
+# generated secret into the executor pods' plain env.
+RPC_SECRET_VOLUME = "ftspark-rpc"
+RPC_SECRET_DIR = "/etc/ftspark/rpc"
+RPC_SECRET_FILE, RPC_SECRET_KEY = "secret", "key"
+SPARK_AUTH_SECRET_ENV = "_SPARK_AUTH_SECRET"
+# Spark's defaults for the memory a pod needs beyond the heap (spark.driver.memoryOverhead*).
+OVERHEAD_FACTOR = 0.10
+MIN_OVERHEAD_MIB = 384
 EXECUTOR_TEMPLATE_FILE = "pod-template.json"  # JSON is YAML: Spark reads it as its pod template file
 
 
@@ -96,6 +122,7 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
     """Spark settings that make a client-mode driver inside our pod drive executors on Kubernetes."""
     spec = plan.spec
     pod = driver_pod_name(plan.job_name, plan.attempt)
+    rpc_key = f"{_rpc_secret_name(plan)}:{RPC_SECRET_KEY}"
     conf = {
         "spark.master": IN_CLUSTER_MASTER,
         "spark.submit.deployMode": "client",
@@ -115,6 +142,20 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": spec.executor.memory,
         "spark.sql.streaming.checkpointLocation": plan.checkpoint_location,
+        # Only holders of the attempt's Secret talk to the driver and executors; a user may add
+        # spark.network.crypto.enabled=true for AES on the wire.
+        "spark.authenticate": "true",
+        "spark.authenticate.secret.file": f"{RPC_SECRET_DIR}/{RPC_SECRET_FILE}",
+        f"spark.kubernetes.executor.secretKeyRef.{SPARK_AUTH_SECRET_ENV}": rpc_key,
+        # The UI has no authentication of its own and can kill jobs: off unless sparkConf turns it on.
+        "spark.ui.enabled": "false",
+        # Calls the driver's Role does not allow (adapters/k8s/cluster.py, DRIVER_RULES), left out: the
+        # operator owns the driver's Service; executors run the driver's image, conf dir included; owning and
+        # reusing PVCs is for on-demand claims, which drivers may not create.
+        "spark.kubernetes.driver.service.deleteOnTermination": "false",
+        "spark.kubernetes.executor.disableConfigMap": "true",
+        "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
+        "spark.kubernetes.driver.reusePersistentVolumeClaim": "false",
         # spec.env reaches executors too, not only the driver; Secret references through Spark's own setting.
         **{f"spark.executorEnv.{e.name}": e.value for e in spec.env if e.secret_key_ref is None},
         **{
@@ -181,29 +222,45 @@ def local_recovery_secret(plan: AttemptPlan, key: bytes) -> Manifest:
 
 
 def executor_pod_template(plan: AttemptPlan) -> Manifest:
-    """The executors' pod template (Spark takes its first container for the executor): our security defaults,
-    what localRecovery needs (the node-local directory as Spark's local dir — Spark uses volumes named
-    spark-local-dir-* — and node affinity to where the state already is), then the user's template."""
+    """The executors' pod template (Spark takes its first container for the executor): our security defaults
+    with their scratch volumes, what localRecovery needs (the node-local directory as Spark's local dir —
+    Spark uses volumes named spark-local-dir-* — and node affinity to where the state already is), then the
+    user's template."""
     spec = plan.spec
     recovery = spec.local_recovery
-    container: Manifest = {"name": "executor", "securityContext": copy.deepcopy(CONTAINER_SECURITY_CONTEXT)}
+    volumes, mounts = _scratch_volumes()
+    container: Manifest = {
+        "name": "executor",
+        "workingDir": WORK_DIR,
+        "securityContext": copy.deepcopy(CONTAINER_SECURITY_CONTEXT),
+        "volumeMounts": mounts,
+    }
     ours: Manifest = {
-        "spec": {"securityContext": copy.deepcopy(POD_SECURITY_CONTEXT), "containers": [container]}
+        "spec": {
+            "securityContext": copy.deepcopy(POD_SECURITY_CONTEXT),
+            "containers": [container],
+            "volumes": volumes,
+        }
     }
     if recovery.enabled:
         node_dir = local_recovery_node_dir(plan)
-        ours["spec"]["volumes"] = [
-            {"name": LOCAL_STATE_VOLUME, "hostPath": {"path": node_dir, "type": "DirectoryOrCreate"}},
-            # A file, not an environment variable: Python workers and other child processes do not inherit it.
-            {
-                "name": LOCAL_RECOVERY_KEY_VOLUME,
-                "secret": {"secretName": local_recovery_secret_name(plan)},
-            },
-        ]
-        container["volumeMounts"] = [
-            {"name": LOCAL_STATE_VOLUME, "mountPath": node_dir},
-            {"name": LOCAL_RECOVERY_KEY_VOLUME, "mountPath": LOCAL_RECOVERY_KEY_DIR, "readOnly": True},
-        ]
+        volumes.extend(
+            [
+                {"name": LOCAL_STATE_VOLUME, "hostPath": {"path": node_dir, "type": "DirectoryOrCreate"}},
+                # A file, not an environment variable: Python workers and other child processes do not
+                # inherit it.
+                {
+                    "name": LOCAL_RECOVERY_KEY_VOLUME,
+                    "secret": {"secretName": local_recovery_secret_name(plan)},
+                },
+            ]
+        )
+        mounts.extend(
+            [
+                {"name": LOCAL_STATE_VOLUME, "mountPath": node_dir},
+                {"name": LOCAL_RECOVERY_KEY_VOLUME, "mountPath": LOCAL_RECOVERY_KEY_DIR, "readOnly": True},
+            ]
+        )
     if recovery.enabled and plan.local_state_nodes:
         term: Manifest = {
             "matchExpressions": [
@@ -261,6 +318,70 @@ def _executor_template_name(plan: AttemptPlan) -> str:
     return executor_template_name(driver_pod_name(plan.job_name, plan.attempt))
 
 
+def _rpc_secret_name(plan: AttemptPlan) -> str:
+    return rpc_secret_name(driver_pod_name(plan.job_name, plan.attempt))
+
+
+def _scratch_volumes() -> tuple[list[Manifest], list[Manifest]]:
+    """The emptyDirs Spark writes to under a read-only root, with their mounts."""
+    volumes: list[Manifest] = [{"name": name, "emptyDir": {}} for name, _ in SCRATCH_VOLUMES]
+    mounts: list[Manifest] = [{"name": name, "mountPath": path} for name, path in SCRATCH_VOLUMES]
+    return volumes, mounts
+
+
+def rpc_secret(plan: AttemptPlan, key: bytes) -> Manifest:
+    """The attempt's Spark RPC secret: key (random bytes) as the driver's file, and as Spark's key from it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": _rpc_secret_name(plan),
+            "labels": _labels(plan),
+            "ownerReferences": [_owner(plan)],
+        },
+        "type": "Opaque",
+        "immutable": True,
+        "data": {
+            RPC_SECRET_FILE: base64.b64encode(key).decode(),
+            RPC_SECRET_KEY: base64.b64encode(base64.b64encode(key)).decode(),
+        },
+    }
+
+
+def driver_network_policy(plan: AttemptPlan) -> Manifest:
+    """Only the attempt's own pods (its executors, the driver itself) reach the driver's RPC and block
+    manager ports. Other policies of the namespace may add to it (e.g. the UI, if a job turns it on)."""
+    executors = {
+        SPARK_APP_SELECTOR_LABEL: spark_app_id(plan.job_uid, plan.attempt),
+        SPARK_ROLE_LABEL: "executor",
+    }
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": driver_pod_name(plan.job_name, plan.attempt),
+            "labels": _labels(plan),
+            "ownerReferences": [_owner(plan)],
+        },
+        "spec": {
+            "podSelector": {"matchLabels": _labels(plan)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [
+                        {"podSelector": {"matchLabels": executors}},
+                        {"podSelector": {"matchLabels": _labels(plan)}},
+                    ],
+                    "ports": [
+                        {"protocol": "TCP", "port": DRIVER_PORT},
+                        {"protocol": "TCP", "port": BLOCK_MANAGER_PORT},
+                    ],
+                }
+            ],
+        },
+    }
+
+
 def driver_service(plan: AttemptPlan) -> Manifest:
     name = driver_pod_name(plan.job_name, plan.attempt)
     return {
@@ -282,6 +403,11 @@ def driver_service(plan: AttemptPlan) -> Manifest:
 def driver_pod(plan: AttemptPlan) -> Manifest:
     spec = plan.spec
     name = driver_pod_name(plan.job_name, plan.attempt)
+    conf = spark_conf(plan)
+    volumes, mounts = _scratch_volumes()
+    volumes.append({"name": RPC_SECRET_VOLUME, "secret": {"secretName": _rpc_secret_name(plan)}})
+    mounts.append({"name": RPC_SECRET_VOLUME, "mountPath": RPC_SECRET_DIR, "readOnly": True})
+    memory = f"{_driver_memory_mib(conf)}Mi"  # also the limit: eviction under node pressure takes it last
     env: list[dict[str, Any]] = [
         {"name": DriverEnv.JOB, "value": f"{plan.namespace}/{plan.job_name}"},
         {"name": DriverEnv.JOB_UID, "value": plan.job_uid},
@@ -297,7 +423,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         {"name": DriverEnv.STORAGE, "value": spec.checkpoint.storage},
         {"name": DriverEnv.RETAINED_CHECKPOINTS, "value": str(spec.checkpoint.retained)},
         {"name": DriverEnv.STOP_TIMEOUT, "value": str(spec.stop_timeout_seconds)},
-        {"name": DriverEnv.SPARK_CONF, "value": json.dumps(spark_conf(plan), sort_keys=True)},
+        {"name": DriverEnv.SPARK_CONF, "value": json.dumps(conf, sort_keys=True)},
         {"name": DriverEnv.HA_STORE, "value": plan.ha_store.kind},
         {"name": DriverEnv.HA_S3_ROOT, "value": plan.ha_store.s3_root},
         # Executors reach the driver at its pod IP: works without cluster DNS, and on every cluster.
@@ -322,10 +448,17 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
             {"name": "block-manager", "containerPort": BLOCK_MANAGER_PORT},
             {"name": "ui", "containerPort": UI_PORT},
         ],
-        "resources": {"requests": {"cpu": str(spec.driver.cores), "memory": _request(spec.driver.memory)}},
+        "resources": {
+            "requests": {"cpu": str(spec.driver.cores), "memory": memory},
+            "limits": {"memory": memory},
+        },
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        "workingDir": WORK_DIR,
         "securityContext": copy.deepcopy(CONTAINER_SECURITY_CONTEXT),
-        "volumeMounts": [{"name": "executor-template", "mountPath": EXECUTOR_TEMPLATE_DIR, "readOnly": True}],
+        "volumeMounts": [
+            {"name": "executor-template", "mountPath": EXECUTOR_TEMPLATE_DIR, "readOnly": True},
+            *mounts,
+        ],
     }
     pod: Manifest = {
         "apiVersion": "v1",
@@ -340,7 +473,10 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
             "serviceAccountName": DRIVER_SERVICE_ACCOUNT,
             "securityContext": copy.deepcopy(POD_SECURITY_CONTEXT),
             "containers": [container],
-            "volumes": [{"name": "executor-template", "configMap": {"name": _executor_template_name(plan)}}],
+            "volumes": [
+                {"name": "executor-template", "configMap": {"name": _executor_template_name(plan)}},
+                *volumes,
+            ],
         },
     }
     return merge_template(pod, spec.driver.pod_template)
@@ -374,7 +510,27 @@ def _container_env(variable: EnvVar) -> dict[str, Any]:
     return {"name": variable.name, "valueFrom": {"secretKeyRef": variable.secret_key_ref.model_dump()}}
 
 
-def _request(memory: str) -> str:
-    """Spark's 1g (or 1gb) is 1 GiB and a bare number is MiB; Kubernetes spells them 1Gi and 512Mi."""
-    amount = memory.lower().removesuffix("b")
-    return f"{amount[:-1]}{amount[-1].upper()}i" if amount[-1] in "kmgt" else f"{amount}Mi"
+def _driver_memory_mib(conf: dict[str, str]) -> int:
+    """The driver pod's memory as Spark 4.0's Kubernetes backend sizes a driver pod (BasicDriverFeatureStep):
+    spark.driver.memory plus spark.driver.memoryOverhead, by default max(overhead factor * memory,
+    spark.driver.minMemoryOverhead)."""
+    heap = _mib(conf["spark.driver.memory"])
+    if "spark.driver.memoryOverhead" in conf:
+        return heap + _mib(conf["spark.driver.memoryOverhead"])
+    factor = float(
+        conf.get("spark.driver.memoryOverheadFactor")
+        or conf.get("spark.kubernetes.memoryOverheadFactor")  # deprecated since Spark 3.3, still read
+        or OVERHEAD_FACTOR
+    )
+    minimum = _mib(conf.get("spark.driver.minMemoryOverhead", f"{MIN_OVERHEAD_MIB}m"))
+    return heap + max(int(factor * heap), minimum)
+
+
+_MIB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2, "p": 1024**3}
+
+
+def _mib(size: str) -> int:
+    """Spark's size strings (512m, 1g, 1gb; a bare number is MiB) in whole MiB, as Spark rounds them."""
+    amount = size.strip().lower().removesuffix("b")
+    unit = amount[-1] if amount[-1] in _MIB_PER_UNIT else "m"
+    return int(int(amount.rstrip("kmgtp")) * _MIB_PER_UNIT[unit])

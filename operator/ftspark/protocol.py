@@ -152,12 +152,17 @@ def _names_a_savepoint(action: ControlAction) -> bool:
 
 
 def driver_pod_name(job_name: str, attempt: int) -> str:
-    """The attempt's driver pod, and its Service and executor-template ConfigMap prefix."""
+    """The attempt's driver pod, its Service and NetworkPolicy, and the prefix of its other objects."""
     return f"{job_name}-{attempt}-driver"
 
 
 def executor_template_name(driver_pod: str) -> str:
     return f"{driver_pod}-executor-template"
+
+
+def rpc_secret_name(driver_pod: str) -> str:
+    """The attempt's Spark RPC secret: a new key for every attempt."""
+    return f"{driver_pod}-rpc"
 
 
 def spark_app_id(job_uid: str, attempt: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ftspark.adapters.k8s.cluster import DRIVER_RULES
 from ftspark_dev.bundle import render_bundle
 from ftspark_dev.controlplane import REPO_ROOT
 from tests.helm.conftest import CHART, KUBE_VERSION, Render, run_helm
@@ -64,9 +65,16 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
     assert granted[("ftspark.io", "faulttolerantsparkjobs")] == {"get", "list", "watch"}, (
         "the operator never writes spec"
     )
-    assert granted[("", "secrets")] == {"create"}, "localRecovery's per-job keys; it reads no Secret"
-    assert "nodes" not in {resource for _, resource in granted}
+    # Secrets it creates and deletes, never reads: localRecovery's per-job keys, the attempts' RPC Secrets.
+    assert granted[("", "secrets")] == {"create", "delete"}
+    assert not {"nodes", "persistentvolumeclaims"} & {resource for _, resource in granted}
+    assert all("deletecollection" not in verbs for verbs in granted.values())
     assert all("*" not in verbs for verbs in granted.values())
+    # It grants the drivers their Role, so it holds every right of it (Kubernetes forbids granting more).
+    for rule in DRIVER_RULES:
+        for group in rule.api_groups:
+            for resource in rule.resources:
+                assert set(rule.verbs) <= granted[(group, resource)], (group, resource)
 
 
 def test_namespaced_mode_grants_roles_only_where_jobs_live(render: Render) -> None:

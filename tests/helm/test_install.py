@@ -120,6 +120,8 @@ def test_chart_service_account_runs_the_operator_and_nothing_more(
     operator = config.new_client_from_config(config_file=str(as_operator))
     denied: list[Callable[[], object]] = [
         partial(client.CoreV1Api(operator).list_namespaced_secret, jobs_ns),
+        partial(client.CoreV1Api(operator).read_namespaced_secret, "charted-1-driver-rpc", jobs_ns),
+        partial(client.CoreV1Api(operator).delete_collection_namespaced_pod, jobs_ns),
         partial(client.CoreV1Api(operator).list_node),
         partial(client.CoreV1Api(operator).list_namespaced_pod, "default"),
         partial(

@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 import pytest
-from kubernetes import client
+from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, configmap_stores
@@ -19,7 +19,7 @@ from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.fencing import Epoch, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
-from ftspark.protocol import executor_template_name
+from ftspark.protocol import executor_template_name, rpc_secret_name
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import (
     OperatorFleet,
@@ -92,6 +92,18 @@ def test_submits_runs_and_restarts_a_failed_driver(
         what="attempt 2 replaces attempt 1",
     )
     recovery = time.monotonic() - failed_at
+    secrets = partial(core.list_namespaced_secret, ns, label_selector="ftspark.io/job=wordcount")
+    policies = partial(
+        client.NetworkingV1Api(api_client).list_namespaced_network_policy,
+        ns,
+        label_selector="ftspark.io/job=wordcount",
+    )
+    eventually(
+        lambda: [x.metadata.name for x in secrets().items] == ["wordcount-2-driver-rpc"]
+        and [x.metadata.name for x in policies().items] == ["wordcount-2-driver"],
+        timeout=30,
+        what="attempt 1's RPC Secret and NetworkPolicy went with it",
+    )
     status = eventually(
         lambda: next((s for s in [job_status(api_client, ns, "wordcount")] if s.get("attempt") == 2), None),
         timeout=30,
@@ -163,6 +175,10 @@ def test_a_driver_pod_the_api_server_refuses_is_reported_and_nothing_is_half_cre
     assert core.list_namespaced_service(ns, label_selector="ftspark.io/job=refused").items == []
     config_maps = [c.metadata.name for c in core.list_namespaced_config_map(ns).items]
     assert executor_template_name("refused-1-driver") not in config_maps, "the template made first is undone"
+    job = "ftspark.io/job=refused"
+    assert core.list_namespaced_secret(ns, label_selector=job).items == [], "the RPC Secret too"
+    policies = client.NetworkingV1Api(api_client).list_namespaced_network_policy(ns, label_selector=job)
+    assert policies.items == [], "and the NetworkPolicy"
     assert all(p.running() for p in fleet.replicas.values()), "no crash loop on a refused pod"
 
     fixed = {"metadata": {"labels": {"team": "a"}}}
@@ -170,6 +186,8 @@ def test_a_driver_pod_the_api_server_refuses_is_reported_and_nothing_is_half_cre
     eventually(partial(_only_driver, api_client, ns, "refused", 1), timeout=30, what="the fixed job runs")
     core.read_namespaced_config_map(executor_template_name("refused-1-driver"), ns)
     assert core.read_namespaced_pod("refused-1-driver", ns).metadata.labels["team"] == "a"
+    core.read_namespaced_secret(rpc_secret_name("refused-1-driver"), ns)
+    client.NetworkingV1Api(api_client).read_namespaced_network_policy("refused-1-driver", ns)
 
 
 def test_finished_job_is_not_restarted_by_a_new_leader(
@@ -386,11 +404,9 @@ def test_driver_service_account_may_run_spark_and_nothing_more(
         ns,
         client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])),
     ).status.token
-    configuration = client.Configuration()
-    configuration.host = control_plane.server
-    configuration.ssl_ca_cert = str(control_plane.ca_path)
-    configuration.api_key = {"authorization": f"Bearer {token}"}
-    driver = client.ApiClient(configuration)
+    driver = config.new_client_from_config(
+        config_file=str(control_plane.kubeconfig_for_token(token, f"driver-{ns}"))
+    )
     driver_core = client.CoreV1Api(driver)
     executor = client.V1Pod(
         metadata=client.V1ObjectMeta(name="rbac-1-exec-1"),
@@ -400,8 +416,22 @@ def test_driver_service_account_may_run_spark_and_nothing_more(
     client.CoordinationV1Api(driver).create_namespaced_lease(
         ns, client.V1Lease(metadata=client.V1ObjectMeta(name="rbac-driver"))
     )  # the runtime's self-fencing Lease
+    driver_core.patch_namespaced_pod(
+        "rbac-1-driver", ns, {"metadata": {"annotations": {"ftspark.io/rollbacks": "[]"}}}
+    )  # the runtime answers on its pod
+    exposed = client.V1Service(
+        metadata=client.V1ObjectMeta(name="exposed"),
+        spec=client.V1ServiceSpec(
+            ports=[client.V1ServicePort(port=7078)], external_i_ps=["198.51.100.7"], selector={"a": "b"}
+        ),
+    )
     forbidden: list[Callable[[], object]] = [
+        partial(driver_core.read_namespaced_secret, "rbac-1-driver-rpc", ns),  # even its own RPC secret
         partial(driver_core.list_namespaced_secret, ns),
+        partial(driver_core.create_namespaced_service, ns, exposed),
+        partial(driver_core.delete_collection_namespaced_pod, ns),
+        partial(driver_core.delete_namespaced_config_map, "rbac-jobgraph", ns),
+        partial(driver_core.create_namespaced_config_map, ns, {"metadata": {"name": "planted"}}),
         partial(driver_core.list_namespaced_pod, fleet.namespace),
         partial(client.RbacAuthorizationV1Api(driver).list_namespaced_role, ns),
     ]
@@ -732,7 +762,8 @@ def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
         "preferredDuringSchedulingIgnoredDuringExecution"
     ][0]
     assert preference["preference"]["matchExpressions"][0]["values"] == ["node-a", "node-b"]
-    assert template["spec"]["volumes"][0]["hostPath"]["path"] == f"/mnt/ftspark/jobs/{ns}/{uid}"
+    [host_path] = [v["hostPath"]["path"] for v in template["spec"]["volumes"] if "hostPath" in v]
+    assert host_path == f"/mnt/ftspark/jobs/{ns}/{uid}"
     # One key per job, made with its first attempt and owned by the job; every attempt mounts it.
     [secret] = [v["secret"]["secretName"] for v in template["spec"]["volumes"] if "secret" in v]
     key = core.read_namespaced_secret(secret, ns)

@@ -70,6 +70,42 @@ def test_exit_code_and_termination_message(
     assert (terminated.exit_code, terminated.reason, terminated.message) == (3, "Error", "checkpoint 7 lost")
 
 
+def test_read_only_root_leaves_volumes_writable_and_a_tmp_volume_is_the_temp_dir(
+    agent: NodeAgent, api_client: client.ApiClient, namespace: str
+) -> None:
+    core = client.CoreV1Api(api_client)
+    script = """
+        import os, tempfile
+        for path in ("/var/ftspark-ro-probe", "/work/out/x", tempfile.gettempdir() + "/x"):
+            try:
+                open(path, "w").write("x")
+                print("wrote", path)
+            except OSError as error:
+                print("refused", path, error.strerror)
+        print("tmpdir", tempfile.gettempdir())
+        open(os.environ["FTSPARK_TERMINATION_LOG"], "w").write("done")
+    """
+    manifest = python_pod("read-only", script)
+    container = manifest["spec"]["containers"][0]
+    container["securityContext"] = {"readOnlyRootFilesystem": True}
+    manifest["spec"]["volumes"] = [{"name": "out", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
+    container["volumeMounts"] = [
+        {"name": "out", "mountPath": "/work/out"},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    core.create_namespaced_pod(namespace, manifest)
+    pod = wait_phase(core, namespace, "read-only", "Succeeded")
+
+    log = agent.log(namespace, "read-only")
+    assert "refused /var/ftspark-ro-probe Read-only file system" in log
+    assert "wrote /work/out/x" in log
+    tmpdir = next(line.split()[1] for line in log.splitlines() if line.startswith("tmpdir"))
+    assert tmpdir.endswith("/volumes/tmp"), "a volume at /tmp is the container's temp dir"
+    assert f"wrote {tmpdir}/x" in log
+    assert pod.status.container_statuses[0].state.terminated.message == "done"
+    assert not os.path.exists("/var/ftspark-ro-probe")
+
+
 def test_fallback_to_logs_on_error(agent: NodeAgent, api_client: client.ApiClient, namespace: str) -> None:
     core = client.CoreV1Api(api_client)
     manifest = python_pod("crashes", "import sys; print('first'); print('last words'); sys.exit(1)")

@@ -14,11 +14,13 @@ from pydantic import ValidationError
 from ftspark.domain.models import JobSpec
 from ftspark.manifests import (
     AttemptPlan,
+    driver_network_policy,
     driver_pod,
     executor_admission_probe,
     executor_pod_template,
     executor_template_config_map,
     local_recovery_secret,
+    rpc_secret,
     spark_conf,
 )
 
@@ -100,13 +102,23 @@ def test_executor_pod_template_is_mounted_and_named_to_spark() -> None:
 
 def test_drivers_and_executors_meet_pod_security_restricted_unless_the_template_says_otherwise() -> None:
     restricted_pod = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
-    restricted_container = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    restricted_container = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
     attempt = plan()
     driver = driver_pod(attempt)
     executor = json.loads(executor_template_config_map(attempt)["data"]["pod-template.json"])
     for pod in (driver, executor):
         assert pod["spec"]["securityContext"] == restricted_pod
-        assert pod["spec"]["containers"][0]["securityContext"] == restricted_container
+        container = pod["spec"]["containers"][0]
+        assert container["securityContext"] == restricted_container
+        # What Spark writes under a read-only root: /tmp and the working directory, on emptyDirs.
+        volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        assert volumes[mounts["/tmp"]]["emptyDir"] == {}
+        assert volumes[mounts[container["workingDir"]]]["emptyDir"] == {}
     assert executor["spec"]["containers"][0]["name"] == "executor"  # Spark takes the first container
 
     loosened = plan(executor={"podTemplate": {"spec": {"securityContext": {"runAsNonRoot": False}}}})
@@ -144,11 +156,11 @@ def test_local_recovery_template_mounts_the_node_dir_and_prefers_the_old_nodes()
         plan(localRecovery={"enabled": True, "hostPath": "/mnt/state"}), local_state_nodes=("n1", "n2")
     )
     template = executor_pod_template(attempt)
-    volume = template["spec"]["volumes"][0]
+    [volume] = [v for v in template["spec"]["volumes"] if "hostPath" in v]
     assert volume["name"].startswith("spark-local-dir-"), "Spark uses it as the executor's local dir"
     assert volume["hostPath"] == {"path": "/mnt/state/jobs/ns/0123456789ab", "type": "DirectoryOrCreate"}
-    mount = template["spec"]["containers"][0]["volumeMounts"][0]
-    assert mount["mountPath"] == "/mnt/state/jobs/ns/0123456789ab"
+    mounts = {m["name"]: m["mountPath"] for m in template["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts[volume["name"]] == "/mnt/state/jobs/ns/0123456789ab"
     preferred = template["spec"]["affinity"]["nodeAffinity"][
         "preferredDuringSchedulingIgnoredDuringExecution"
     ]
@@ -232,9 +244,12 @@ def test_local_recovery_key_is_a_per_job_secret_mounted_as_a_file_in_executors_o
     assert "env" not in container
     # The driver keeps no copies (it has no node directory): it gets neither the key nor the hostPath.
     driver = driver_pod(attempt)
-    assert not any("secret" in v or "hostPath" in v for v in driver["spec"]["volumes"])
+    key_secret = {"secretName": "job-local-recovery-01234567"}
+    assert not any(v.get("secret") == key_secret or "hostPath" in v for v in driver["spec"]["volumes"])
     # A job without localRecovery mounts nothing of it.
-    assert "volumes" not in executor_pod_template(plan())["spec"]
+    assert not [
+        v for v in executor_pod_template(plan())["spec"]["volumes"] if "secret" in v or "hostPath" in v
+    ]
 
 
 def test_executor_admission_probe_is_a_complete_executor_pod() -> None:
@@ -243,3 +258,76 @@ def test_executor_admission_probe_is_a_complete_executor_pod() -> None:
     assert probe["kind"] == "Pod" and probe["metadata"]["name"] == "job-3-driver-executor-template-probe"
     assert [c["image"] for c in probe["spec"]["containers"]] == ["img:1"]
     assert _host_paths(probe) == _host_paths(executor_pod_template(attempt))
+
+
+@pytest.mark.parametrize(
+    ("driver", "conf", "memory"),
+    [
+        ({}, {}, "1408Mi"),  # 1g + the 384 MiB minimum overhead
+        ({"memory": "4g"}, {}, "4505Mi"),  # 4096 + 10 % (409)
+        ({"memory": "4g"}, {"spark.driver.memoryOverheadFactor": "0.2"}, "4915Mi"),
+        ({"memory": "512m"}, {"spark.driver.memoryOverhead": "1g"}, "1536Mi"),
+        ({"memory": "2048"}, {"spark.driver.minMemoryOverhead": "1g"}, "3072Mi"),
+        ({}, {"spark.driver.memory": "3gb"}, "3456Mi"),  # sparkConf wins, as Spark reads it
+    ],
+)
+def test_driver_memory_request_and_limit_include_sparks_overhead(
+    driver: dict[str, str], conf: dict[str, str], memory: str
+) -> None:
+    resources = driver_pod(plan(driver=driver, sparkConf=conf))["spec"]["containers"][0]["resources"]
+    assert resources == {"requests": {"cpu": "1", "memory": memory}, "limits": {"memory": memory}}
+
+
+def test_rpc_is_authenticated_with_the_attempts_secret_which_no_pod_spec_holds() -> None:
+    attempt = plan()
+    conf = spark_conf(attempt)
+    assert conf["spark.authenticate"] == "true"
+    secret = rpc_secret(attempt, b"\x00key")
+    assert secret["metadata"]["name"] == "job-3-driver-rpc"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "0123456789ab"
+    assert secret["immutable"] is True
+    # The driver's file holds the bytes; Spark's key is their base64 (AGtleQ==), which executors get.
+    assert base64.b64decode(secret["data"]["secret"]) == b"\x00key"
+    assert base64.b64decode(secret["data"]["key"]) == b"AGtleQ=="
+    driver = driver_pod(attempt)
+    path = conf["spark.authenticate.secret.file"]  # Spark's fallback for the driver's and executors' files
+    volumes = {v["name"]: v for v in driver["spec"]["volumes"]}
+    container = driver["spec"]["containers"][0]
+    (mount,) = (m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
+    assert mount["readOnly"] is True
+    assert volumes[mount["name"]]["secret"] == {"secretName": "job-3-driver-rpc"}
+    assert path == f"{mount['mountPath']}/secret"
+    # Executors: the env var Spark reads first, by reference (Spark's own secretKeyRef setting).
+    assert conf["spark.kubernetes.executor.secretKeyRef._SPARK_AUTH_SECRET"] == "job-3-driver-rpc:key"
+    executor = executor_pod_template(attempt)
+    assert not [v for v in executor["spec"]["volumes"] if "secret" in v]
+    assert "AGtleQ==" not in json.dumps([driver, executor, conf])
+    encrypted = spark_conf(plan(sparkConf={"spark.network.crypto.enabled": "true"}))
+    assert encrypted["spark.network.crypto.enabled"] == "true"
+    assert spark_conf(plan(sparkConf={"spark.authenticate": "false"}))["spark.authenticate"] == "false"
+
+
+def test_the_ui_is_off_unless_the_job_turns_it_on() -> None:
+    assert spark_conf(plan())["spark.ui.enabled"] == "false"
+    assert spark_conf(plan(sparkConf={"spark.ui.enabled": "true"}))["spark.ui.enabled"] == "true"
+
+
+def test_only_the_attempts_executors_and_driver_reach_the_driver() -> None:
+    policy = driver_network_policy(plan())
+    assert policy["metadata"]["name"] == "job-3-driver"
+    assert policy["metadata"]["ownerReferences"][0]["kind"] == "FaultTolerantSparkJob"
+    spec = policy["spec"]
+    driver = {"ftspark.io/job": "job", "ftspark.io/attempt": "3", "ftspark.io/role": "driver"}
+    assert spec["podSelector"] == {"matchLabels": driver}
+    assert driver_pod(plan())["metadata"]["labels"].items() >= driver.items()
+    assert spec["policyTypes"] == ["Ingress"]
+    (rule,) = spec["ingress"]
+    assert rule["from"] == [
+        {
+            "podSelector": {
+                "matchLabels": {"spark-app-selector": "ftspark-01234567-3", "spark-role": "executor"}
+            }
+        },
+        {"podSelector": {"matchLabels": driver}},
+    ]
+    assert [p["port"] for p in rule["ports"]] == [7078, 7079]

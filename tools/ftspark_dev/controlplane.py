@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
 import os
 import shutil
 import ssl
@@ -18,6 +19,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -103,12 +105,15 @@ class ControlPlane:
     # the real-node network (pods cannot reach the host's loopback) for real nodes.
     address: str = "127.0.0.1"
     service_cidr: str = SERVICE_CLUSTER_IP_RANGE
+    # An audit.k8s.io/v1 Policy: the API server logs the requests it selects to audit_log (audit_events()).
+    audit_policy: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.pki_dir = self.workdir / "pki"
         self.log_dir = self.workdir / "logs"
         self.pki_dir.mkdir(exist_ok=True)
+        self.audit_log = self.workdir / "audit.log"
         self._ca = pki.CertificateAuthority()
         self.ca_path = self.pki_dir / "ca.crt"
         self.ca_path.write_bytes(self._ca.cert_pem)
@@ -242,6 +247,10 @@ class ControlPlane:
         ]
         if not self.service_account_admission:
             argv.append("--disable-admission-plugins=ServiceAccount")
+        if self.audit_policy is not None:
+            policy = self.workdir / "audit-policy.yaml"
+            policy.write_text(yaml.safe_dump(self.audit_policy))
+            argv += [f"--audit-policy-file={policy}", f"--audit-log-path={self.audit_log}"]
         apiserver = self._spawn("kube-apiserver", argv)
         wait_until_healthy(
             apiserver, f"{self.server}/readyz", timeout=_START_TIMEOUT, ssl_context=self._admin_ssl_context()
@@ -296,6 +305,12 @@ class ControlPlane:
         finally:
             if not process.running():
                 raise RuntimeError(f"{process.name} exited during start-up:\n{process.log_tail()}")
+
+    def audit_events(self) -> list[dict[str, Any]]:
+        """The audit log so far (one JSON event a line; empty without an audit_policy)."""
+        if not self.audit_log.exists():
+            return []
+        return [json.loads(line) for line in self.audit_log.read_text().splitlines() if line.strip()]
 
     def process(self, name: str) -> ManagedProcess:
         return self._processes[name]

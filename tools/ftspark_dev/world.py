@@ -27,7 +27,13 @@ from typing import Any
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark.protocol import JOB_LABEL, ROLE_LABEL, SPARK_APP_SELECTOR_LABEL, spark_app_id
+from ftspark.protocol import (
+    DRIVER_SERVICE_ACCOUNT,
+    JOB_LABEL,
+    ROLE_LABEL,
+    SPARK_APP_SELECTOR_LABEL,
+    spark_app_id,
+)
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.netproxy import ApiProxy
 from ftspark_dev.nodes import NodeAgent
@@ -46,6 +52,17 @@ S3_CREDENTIALS_ENV: list[dict[str, Any]] = [
 
 def s3_credentials_secret() -> client.V1Secret:
     return client.V1Secret(metadata=client.V1ObjectMeta(name=S3_SECRET), string_data=S3_CREDENTIALS)
+
+
+DRIVER_USER = f"system:serviceaccount:{JOBS_NAMESPACE}:{DRIVER_SERVICE_ACCOUNT}"
+# The API server's audit log records what drivers (Spark's Kubernetes client and our runtime) ask of it: the
+# measure of their Role (docs/architecture.md, "The driver's rights").
+DRIVER_AUDIT = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata", "users": [DRIVER_USER]}, {"level": "None"}],
+}
 
 
 class JobsClient:
@@ -216,7 +233,7 @@ def running_world() -> Iterator[World]:
     )
     jars = Path(fetched.stdout.strip())
     work = Path(tempfile.mkdtemp(prefix="ftspark-world-"))
-    with ControlPlane(service_account_admission=True) as plane, S3Server() as s3:
+    with ControlPlane(service_account_admission=True, audit_policy=DRIVER_AUDIT) as plane, S3Server() as s3:
         plane.start_controllers()
         plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
         plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")

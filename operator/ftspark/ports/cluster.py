@@ -48,15 +48,17 @@ class Drivers(Protocol):
         """Every driver pod of the job, read from the API server."""
 
     def create(self, plan: AttemptPlan) -> None:
-        """Create the attempt's Service and Pod, and the driver's ServiceAccount and Role if missing; with
-        localRecovery first a dry run of an executor pod (the namespace's Pod Security level must admit its
-        hostPath) and the job's key Secret if missing.
+        """Create the attempt's objects (ftspark.manifests: its RPC Secret, executor template, NetworkPolicy,
+        Pod and Service), and the driver's ServiceAccount and Role if missing; with localRecovery first a dry
+        run of an executor pod (the namespace's Pod Security level must admit its hostPath) and the job's key
+        Secret if missing.
 
         Objects that already exist are left as they are. ObjectRejectedError if the API server refuses one
         of them; then none of the attempt's was created."""
 
     def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
-        """force: remove the object now (grace 0), for a pod whose node will never confirm the deletion."""
+        """Delete the attempt's objects. force: remove the pod now (grace 0), for a pod whose node will never
+        confirm the deletion."""
 
     def request_stop(self, key: JobKey, pod_name: str, savepoint_id: str = "") -> None:
         """Ask the driver runtime for a stop with a final checkpoint (and a savepoint of it, given an id)."""

@@ -2,11 +2,13 @@
 
 A container is `setpriv --pdeathsig KILL -- unshare --mount --uts --propagation private -- /bin/sh -c
 <script>`, where the script sets the pod's hostname, bind-mounts the pod's volumes (and a generated
-/etc/hosts) at their mountPath inside the private mount namespace and then execs the container's entrypoint
-(images.py). So the process sees its volumes where the pod spec says, the host's view stays as it was, the
-process dies with the thread that started it (PR_SET_PDEATHSIG), and it leads its own process group. Every
-process of the container carries FTSPARK_CONTAINER=<agent pid>/<node>/<pod uid>/<container> in its
-environment, which is how a kill finds descendants that left the process group (pyspark's daemon does).
+/etc/hosts) at their mountPath inside the private mount namespace, remounts the machine's root read-only there
+when the container asks for readOnlyRootFilesystem (all but the machine's /tmp: MACHINE_TMP says why) and
+then execs the container's entrypoint (images.py). So the process sees its volumes where the pod spec says,
+the host's view stays as it was, the process dies with the thread that started it (PR_SET_PDEATHSIG), and it
+leads its own process group. Every process of the container carries
+FTSPARK_CONTAINER=<agent pid>/<node>/<pod uid>/<container> in its environment, which is how a kill finds
+descendants that left the process group (pyspark's daemon does).
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ _DEFAULT_TERMINATION_PATH = "/dev/termination-log"
 _MESSAGE_LIMIT = 4096  # kubelet's per-container limit
 _FALLBACK_LINES, _FALLBACK_BYTES = 80, 2048  # FallbackToLogsOnError, as the kubelet takes it
 _POLL = 0.05
+# Pods here share the machine's filesystem, and the machine's /tmp holds the agent's nodes, the tests' files
+# and other agents': a volume at /tmp would hide them, so it becomes the container's TMPDIR and java.io.tmpdir
+# instead, and the machine's /tmp stays writable under a read-only root.
+MACHINE_TMP = Path("/tmp")
 
 
 # The API server cannot be reached (down, restarting): a kubelet keeps its pods running and reports later.
@@ -326,16 +332,29 @@ class PodRunner(threading.Thread):
     def _mount_table(self, container: Container) -> list[tuple[Path, str, bool]]:
         table = [(self.pod_dir / "etc-hosts", "/etc/hosts", False)]
         for mount in container.spec.get("volumeMounts") or []:
-            source = self._mounts[mount["name"]]
-            if mount.get("subPath"):
-                source = source / mount["subPath"]
-                if not source.exists():
-                    source.mkdir(parents=True)
-            table.append((source, mount["mountPath"], bool(mount.get("readOnly"))))
+            source = self._mount_source(mount)
+            if Path(mount["mountPath"]) != MACHINE_TMP:
+                table.append((source, mount["mountPath"], bool(mount.get("readOnly"))))
         path = container.spec.get("terminationMessagePath", _DEFAULT_TERMINATION_PATH)
         if path != _DEFAULT_TERMINATION_PATH and container.termination_path is not None:
             table.append((container.termination_path, path, False))
         return sorted(table, key=lambda entry: len(Path(entry[1]).parts))
+
+    def _mount_source(self, mount: Manifest) -> Path:
+        source = self._mounts[mount["name"]]
+        if mount.get("subPath"):
+            source = source / mount["subPath"]
+            if not source.exists():
+                source.mkdir(parents=True)
+        return source
+
+    def _tmp_env(self, spec: Manifest) -> dict[str, str]:
+        """A volume at /tmp, as Python and JVMs see it: TMPDIR and java.io.tmpdir (see the module's doc)."""
+        for mount in spec.get("volumeMounts") or []:
+            if Path(mount["mountPath"]) == MACHINE_TMP:
+                tmp = str(self._mount_source(mount))
+                return {"TMPDIR": tmp, "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={tmp}"}
+        return {}
 
     def _start(self, container: Container) -> None:
         spec = container.spec
@@ -352,6 +371,7 @@ class PodRunner(threading.Thread):
             container.state = {"waiting": {"reason": "CreateContainerConfigError", "message": str(error)}}
             container.restart_at = time.monotonic() + 1.0
             return
+        env |= self._tmp_env(spec)
         env["FTSPARK_TERMINATION_LOG"] = str(container.termination_path)
         env[MARKER] = f"{self.node.marker}{self.uid}/{container.name}"
         working_dir = spec.get("workingDir")
@@ -369,6 +389,11 @@ class PodRunner(threading.Thread):
                 script.append(f"/usr/bin/mount -o remount,bind,ro {shlex.quote(target)}")
         if working_dir:
             container.held_mountpoints += self.node.mountpoints.ensure(Path(working_dir), False)
+        if (spec.get("securityContext") or {}).get("readOnlyRootFilesystem"):
+            # The machine's root, read-only in this mount namespace only; volumes, already mounted, stay as
+            # they are, and so does the machine's /tmp (see the module's doc).
+            tmp = shlex.quote(str(MACHINE_TMP))
+            script += [f"/usr/bin/mount --rbind {tmp} {tmp}", "/usr/bin/mount -o remount,bind,ro /"]
         script += [f"cd {shlex.quote(cwd)}", 'exec "$@"']
         with container.log_path.open("ab") as log_file:
             container.process = subprocess.Popen(

@@ -18,11 +18,13 @@ from ftspark.manifests import (
     LOCAL_RECOVERY_KEY_BYTES,
     AttemptPlan,
     Manifest,
+    driver_network_policy,
     driver_pod,
     driver_service,
     executor_admission_probe,
     executor_template_config_map,
     local_recovery_secret,
+    rpc_secret,
 )
 from ftspark.ports.cluster import JobResource, ObjectRejectedError
 from ftspark.protocol import (
@@ -33,23 +35,26 @@ from ftspark.protocol import (
     ControlRequest,
     executor_selector,
     executor_template_name,
+    rpc_secret_name,
 )
 from ftspark.reconcile.observe import observe_driver
 
 log = logging.getLogger(__name__)
 
-# What Spark's driver (and our runtime in it) does in its namespace: executor pods and their services and
-# config maps, PVCs for reuse, checkpoint pointers (configmaps), its self-fencing Lease, Events.
+# What a driver asks of the API server in its namespace, measured (e2e/test_security.py, with the API
+# server's audit log; docs/architecture.md, "The driver's rights"): Spark's Kubernetes client creates,
+# watches, lists and deletes (by name) its executor pods and reads its own; our runtime reads and annotates
+# its pod, takes its Lease and writes checkpoint pointers into the ConfigMap the operator made. Nothing else:
+# no Services, Secrets or PVCs, and no deletecollection (Spark's clean-up at stop is refused; its executors
+# end with the driver and go with its pod).
 DRIVER_RULES = [
     client.V1PolicyRule(
-        api_groups=[""],
-        resources=["pods", "services", "configmaps", "persistentvolumeclaims"],
-        verbs=["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"],
+        api_groups=[""], resources=["pods"], verbs=["get", "list", "watch", "create", "delete", "patch"]
     ),
+    client.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["get", "update"]),
     client.V1PolicyRule(
         api_groups=["coordination.k8s.io"], resources=["leases"], verbs=["get", "create", "update"]
     ),
-    client.V1PolicyRule(api_groups=["", "events.k8s.io"], resources=["events"], verbs=["create", "patch"]),
 ]
 
 
@@ -134,6 +139,7 @@ class KubeDrivers:
     def __init__(self, api: client.ApiClient) -> None:
         self._core = client.CoreV1Api(api)
         self._rbac = client.RbacAuthorizationV1Api(api)
+        self._networking = client.NetworkingV1Api(api)
         self._identities_ensured: set[str] = set()  # namespaces; a deleted SA is re-created after a restart
 
     def observe(self, key: JobKey) -> list[DriverObservation]:
@@ -146,7 +152,7 @@ class KubeDrivers:
 
     def create(self, plan: AttemptPlan) -> None:
         self._ensure_driver_identity(plan.namespace)
-        core, namespace = self._core, plan.namespace
+        core, networking, namespace = self._core, self._networking, plan.namespace
         if plan.spec.local_recovery.enabled:
             probe = executor_admission_probe(plan)
             _refused_as_rejected(
@@ -154,9 +160,19 @@ class KubeDrivers:
             )
             self._ensure_local_recovery_key(plan)
         template = executor_template_config_map(plan)
+        secret = rpc_secret(plan, secrets.token_bytes(32))  # Spark's default secret length: 256 bits
+        policy = driver_network_policy(plan)
         steps: list[tuple[str, Manifest, Any, Any]] = [
-            # The template first: a missing ConfigMap volume would keep the pod from starting.
+            # What the pod mounts first (a missing volume would keep it from starting), and its NetworkPolicy
+            # before it: the driver is never reachable by strangers, not even for a moment.
+            ("Secret", secret, core.create_namespaced_secret, core.delete_namespaced_secret),
             ("ConfigMap", template, core.create_namespaced_config_map, core.delete_namespaced_config_map),
+            (
+                "NetworkPolicy",
+                policy,
+                networking.create_namespaced_network_policy,
+                networking.delete_namespaced_network_policy,
+            ),
             ("Pod", driver_pod(plan), core.create_namespaced_pod, core.delete_namespaced_pod),
             ("Service", driver_service(plan), core.create_namespaced_service, core.delete_namespaced_service),
         ]
@@ -177,6 +193,8 @@ class KubeDrivers:
         _ignore(404, self._core.delete_namespaced_pod, pod_name, key.namespace, grace_period_seconds=grace)
         _ignore(404, self._core.delete_namespaced_service, pod_name, key.namespace)
         _ignore(404, self._core.delete_namespaced_config_map, executor_template_name(pod_name), key.namespace)
+        _ignore(404, self._core.delete_namespaced_secret, rpc_secret_name(pod_name), key.namespace)
+        _ignore(404, self._networking.delete_namespaced_network_policy, pod_name, key.namespace)
 
     def request_stop(self, key: JobKey, pod_name: str, savepoint_id: str = "") -> None:
         request = (
