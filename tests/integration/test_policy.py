@@ -179,6 +179,9 @@ def test_hostile_specs_are_refused_at_apply_time_with_the_field_named(
     assert _apply(tenant, plain, "nodename", nodename) is None, "granted to the installation"
 
 
+PLAIN_SECRET = "wJalrXUtnFEMI-not-a-real-key"
+
+
 def test_without_admission_the_operator_refuses_before_creating_anything(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:
@@ -207,6 +210,10 @@ def test_without_admission_the_operator_refuses_before_creating_anything(
             'spec.sparkConf["spark.kubernetes.authenticate.executor.serviceAccountName"]',
             {"sparkConf": {"spark.kubernetes.authenticate.executor.serviceAccountName": "admin"}},
         ),
+        "leaky": (
+            'spec.sparkConf["spark.hadoop.fs.s3a.secret.key"]',
+            {"sparkConf": {"spark.hadoop.fs.s3a.secret.key": PLAIN_SECRET}},
+        ),
     }
     fleet.start()
     for name, (_, fields) in cases.items():
@@ -230,6 +237,14 @@ def test_without_admission_the_operator_refuses_before_creating_anything(
     assert not [c for c in config_maps if c.startswith(tuple(f"{name}-" for name in cases))], (
         "no job graph, no executor template"
     )
+    # The refused secret is in the resource its author wrote, and nowhere the operator writes or says.
+    written = [
+        *(str(c.data) for c in core.list_namespaced_config_map(ns).items),
+        *(str(e.message) for e in core.list_namespaced_event(ns).items),
+        str(job_status(api_client, ns, "leaky")),
+        fleet.logs(),
+    ]
+    assert not [text for text in written if PLAIN_SECRET in text]
 
     # An admin grants hostNetwork to the namespace; the job runs at its next reconcile (a spec change here).
     core.patch_namespace(ns, {"metadata": {"labels": {f"{NAMESPACE_LABEL_PREFIX}hostNetwork": "true"}}})
