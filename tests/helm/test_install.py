@@ -181,9 +181,10 @@ def test_the_operators_token_writes_only_objects_labelled_as_its_own(
     as_operator.delete_namespaced_config_map("ours", jobs_ns)
 
     core.create_namespaced_config_map(jobs_ns, config_map("tenant-data"))
-    takeover = {"metadata": {"labels": {JOB_LABEL: "charted"}}}
+    takeover = core.read_namespaced_config_map("tenant-data", jobs_ns)
+    takeover.metadata.labels = {JOB_LABEL: "charted"}  # an update its RBAC allows; the policy does not
     assert "labelled as its own" in refused(
-        partial(as_operator.patch_namespaced_config_map, "tenant-data", jobs_ns, takeover)
+        partial(as_operator.replace_namespaced_config_map, "tenant-data", jobs_ns, takeover)
     )
     assert "labelled as its own" in refused(
         partial(as_operator.delete_namespaced_config_map, "tenant-data", jobs_ns)
