@@ -65,6 +65,9 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
     assert granted[("ftspark.io", "faulttolerantsparkjobs")] == {"get", "list", "watch"}, (
         "the operator never writes spec"
     )
+    # What its watches need: jobs, driver pods and (checkpoint records) ConfigMaps, listed and watched.
+    for watched in [("ftspark.io", "faulttolerantsparkjobs"), ("", "pods"), ("", "configmaps")]:
+        assert {"list", "watch"} <= granted[watched], watched
     # Secrets it creates and deletes, never reads: localRecovery's per-job keys, the attempts' RPC Secrets.
     assert granted[("", "secrets")] == {"create", "delete"}
     assert not {"nodes", "persistentvolumeclaims"} & {resource for _, resource in granted}

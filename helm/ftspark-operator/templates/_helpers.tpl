@@ -55,7 +55,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   verbs: [list, create, delete]
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [get, list, create, update, delete]
+  verbs: [get, list, watch, create, update, delete]
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get, create]
