@@ -100,6 +100,9 @@ class TerminationMessage(BaseModel):
 # The reason of a driver that found no complete batch to restore: retrying cannot help, a user must choose
 # (a savepoint, or a fresh start), so it is reported as a manual restore, not restarted.
 NO_RESTORABLE_CHECKPOINT = "NoRestorableCheckpoint"
+# The reasons of an exit 0 that answered a stop request (the script did not finish): never a job's result.
+STOPPED = "Stopped"
+STOP_TIMED_OUT = "StopTimedOut"
 
 
 class Exit(IntEnum):

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -19,6 +20,8 @@ import pytest
 from kubernetes import client
 
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
+from ftspark.domain.fencing import Epoch
+from ftspark.leader.elector import LeaderElectionConfig, LeaderElector
 from ftspark.ports.leadership import ConflictError, LeaderElectionRecord
 from ftspark_dev.controlplane import ControlPlane
 from tests.waiting import eventually
@@ -244,3 +247,42 @@ def test_a_leader_that_cannot_renew_stops_at_the_renew_deadline(
     assert holders.exit_code("d") == 1
     # It could not release: the lease still names it, and simply expires for the followers.
     assert lease_spec(api_client, namespace).holder_identity == "d"
+
+
+def test_terms_never_go_back_when_the_lease_is_deleted_and_re_created(
+    api_client: client.ApiClient, namespace: str
+) -> None:
+    """The HA records refuse a term lower than one they saw: a re-created Lease must not start again at 0."""
+
+    def lead_once(identity: str) -> Epoch:
+        lock = KubernetesLeaseLock(
+            api_client,
+            namespace=namespace,
+            name=LEASE,
+            identity=identity,
+            request_timeout=2.0,
+            keep_term_floor=True,
+        )
+        started: list[Epoch] = []
+        stop = threading.Event()
+
+        def leading(epoch: Epoch) -> None:
+            started.append(epoch)
+            stop.set()  # and release
+
+        config = LeaderElectionConfig(
+            identity=identity,
+            lease_duration=LEASE_DURATION,
+            renew_deadline=RENEW_DEADLINE,
+            retry_period=RETRY_PERIOD,
+        )
+        LeaderElector(config, lock, on_started_leading=leading).run(stop)
+        return started[0]
+
+    terms = [lead_once("a").term, lead_once("b").term]
+    client.CoordinationV1Api(api_client).delete_namespaced_lease(LEASE, namespace)
+    terms.append(lead_once("c").term)
+    assert terms == [0, 1, 2]
+    floor = client.CoreV1Api(api_client).read_namespaced_config_map(f"{LEASE}-term", namespace)
+    assert floor.data == {"term": "2"}
+    assert floor.metadata.labels == {"app.kubernetes.io/managed-by": "ftspark"}, "the operator's own"

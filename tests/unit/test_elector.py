@@ -261,6 +261,32 @@ def test_each_new_holder_is_a_new_term_and_the_same_holder_keeps_its_term() -> N
     ]
 
 
+def test_terms_never_go_back_when_the_lease_is_deleted_and_re_created() -> None:
+    clock, lease = FakeClock(), InMemoryLease()
+    recorder = Recorder(clock)
+    for holder in ("a", "b"):
+        stop = threading.Event()
+        clock.at(clock.now() + 5.0, stop.set)
+        elector(InMemoryLeaseLock(lease, holder), clock, recorder).run(stop)
+    lease.delete()  # by hand, or a namespace restored from a backup
+    stop = threading.Event()
+    clock.at(clock.now() + 5.0, stop.set)
+    elector(InMemoryLeaseLock(lease, "c"), clock, recorder).run(stop)
+    lease.delete()
+    write(lease, "intruder", clock.wall(), 0)  # a Lease re-created by hand at term 0, never renewed
+    stop = threading.Event()
+    clock.at(clock.now() + 40.0, stop.set)
+    elector(InMemoryLeaseLock(lease, "d"), clock, recorder).run(stop)
+
+    assert [(e.holder, e.term) for e in recorder.epochs() if isinstance(e, Epoch)] == [
+        ("a", 0),
+        ("b", 1),
+        ("c", 2),
+        ("d", 3),
+    ]
+    assert lease.term_floor == 3
+
+
 def test_stops_leading_when_renewing_fails_until_the_renew_deadline() -> None:
     clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
     recorder = Recorder(clock)

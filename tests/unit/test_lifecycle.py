@@ -452,3 +452,18 @@ def test_a_driver_with_no_restorable_checkpoint_asks_for_a_manual_restore_instea
     assert DeleteDriver("job-1-driver", 1, "no restorable checkpoint") in decision.actions
     assert EmitEvent("Warning", "ManualRestoreRequired", "no batch") in decision.actions
     assert "SubmitAttempt" not in kinds(run(job, decision.status, at=600))
+
+
+def test_a_stop_nobody_wants_now_is_never_a_streaming_jobs_success() -> None:
+    # A deposed leader, resumed after a pause, annotated the driver with a stop: it stopped with a final
+    # checkpoint and exit 0. The job still wants to run: restart from that checkpoint, no result.
+    stopped = driver(1, DriverPhase.SUCCEEDED, exit_code=0, reason="Stopped", message="last batches {'q': 9}")
+    decision = run(spec(), JobStatus(phase="Running", attempt=1), stopped, at=10)
+    assert "RecordResult" not in kinds(decision)
+    assert decision.status.phase == "Restarting"
+    assert decision.status.last_failure is not None
+    assert decision.status.last_failure.reason == "UnwantedStop"
+    resumed = run(spec(), decision.status, at=20)
+    assert resumed.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
+    finished = driver(1, DriverPhase.SUCCEEDED, exit_code=0, reason="Finished", message="done")
+    assert "RecordResult" in kinds(run(spec(), JobStatus(phase="Running", attempt=1), finished))

@@ -331,3 +331,11 @@ def test_only_the_attempts_executors_and_driver_reach_the_driver() -> None:
         {"podSelector": {"matchLabels": driver}},
     ]
     assert [p["port"] for p in rule["ports"]] == [7078, 7079]
+
+
+def test_a_spark_conf_too_big_for_the_drivers_environment_is_refused_by_validation() -> None:
+    with pytest.raises(ValidationError, match="at most 65536 fit the driver's environment"):
+        plan(sparkConf={"spark.app.blob": "x" * 70_000})
+    largest = plan(sparkConf={"spark.app.blob": "x" * 64_000})
+    env = {e["name"]: e.get("value", "") for e in driver_pod(largest)["spec"]["containers"][0]["env"]}
+    assert len(f"FTSPARK_SPARK_CONF={env['FTSPARK_SPARK_CONF']}".encode()) < 128 * 1024

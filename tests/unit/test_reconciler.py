@@ -18,6 +18,7 @@ from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey
 from ftspark.domain.lifecycle import DriverPhase
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import Allowance
+from ftspark.ports.cluster import JobResource, StaleReadError
 from ftspark.protocol import HaStoreConfig, driver_pod_name, spark_app_id
 from ftspark.reconcile.reconciler import Reconciler
 
@@ -30,6 +31,10 @@ SPEC: dict[str, Any] = {
     "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 3, "delaySeconds": 5}},
 }
 LEADER = Epoch("operator", 1, "leader-0")
+
+
+class NotLeadingError(Exception):
+    """What the composition root's epoch raises once the Lease is lost."""
 
 
 @dataclass
@@ -54,6 +59,7 @@ class Cluster:
     now: datetime = datetime(2026, 1, 1, tzinfo=UTC)
     ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
     allowed: frozenset[Allowance] = frozenset()
+    leading: bool = True
 
     def __post_init__(self) -> None:
         self.reconciler = Reconciler(
@@ -64,12 +70,17 @@ class Cluster:
             checkpoints=self.stores.checkpoints,
             results=self.stores.results,
             inspector=self.inspector,
-            epoch=lambda: LEADER,
+            epoch=self.epoch,
             clock=lambda: self.now,
             uniform=lambda: 0.5,
             ha_store=self.ha_store,
             allowed=self.allowed,
         )
+
+    def epoch(self) -> Epoch:
+        if not self.leading:
+            raise NotLeadingError("deposed")
+        return LEADER
 
     def reconcile(self, *, after: float = 0.0) -> float | None:
         self.now += timedelta(seconds=after)
@@ -408,3 +419,28 @@ def test_local_recovery_at_its_default_directory_needs_no_allowance(cluster: Clu
     cluster.reconcile()
     assert len(cluster.drivers.plans) == 1
     assert cluster.jobs.namespace_reads == 0
+
+
+def test_a_status_decided_on_a_stale_read_or_after_leadership_is_lost_is_not_written(
+    cluster: Cluster,
+) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.RUNNING, started_at=cluster.now)
+    read = cluster.jobs.get
+
+    def then_changed(key: JobKey) -> JobResource | None:
+        job = read(key)
+        cluster.jobs.apply(KEY, {**SPEC, "arguments": ["v2"]}, uid=UID)  # a user's edit meanwhile
+        return job
+
+    cluster.jobs.get = then_changed  # type: ignore[method-assign]
+    with pytest.raises(StaleReadError):
+        cluster.reconcile()
+    cluster.jobs.get = read  # type: ignore[method-assign]
+    assert cluster.status().phase == "Submitting", "the stale decision (Running) was not written"
+
+    cluster.leading = False
+    with pytest.raises(NotLeadingError):
+        cluster.reconcile()
+    assert cluster.status().phase == "Submitting"

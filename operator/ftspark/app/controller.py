@@ -14,6 +14,7 @@ from kubernetes import client
 from ftspark.domain.ha import JobKey
 from ftspark.handlers.watch import CHECKPOINT_STATUS_DELAY, build_registry
 from ftspark.metrics import RECONCILE_SECONDS
+from ftspark.ports.cluster import StaleReadError
 from ftspark.reconcile.queue import WorkQueue
 from ftspark.reconcile.reconciler import Reconciler
 
@@ -139,6 +140,12 @@ class Controller:
                 RECONCILE_SECONDS.labels(outcome="ok").observe(time.monotonic() - started)
                 with self._failures_lock:
                     self._failures.pop(key, None)
+            except StaleReadError as stale:
+                # Not a failure: the job changed while it was being decided on (a user's edit). Its watch
+                # event queues it again, read afresh.
+                RECONCILE_SECONDS.labels(outcome="stale").observe(time.monotonic() - started)
+                log.info("%s; deciding again on a fresh read", stale)
+                requeue = 0.0
             except Exception:
                 RECONCILE_SECONDS.labels(outcome="error").observe(time.monotonic() - started)
                 with self._failures_lock:

@@ -104,6 +104,7 @@ class OperatorReplica:
             name=cfg.lease_name,
             identity=cfg.identity,
             request_timeout=max(1.0, (cfg.lease_duration - cfg.renew_deadline) / 2),
+            keep_term_floor=True,
         )
         self.elector = LeaderElector(
             cfg.election(),

@@ -2,7 +2,8 @@
 epoch is refused.
 
 Two scopes fence independently: the operator leader (term = the Lease's leaseTransitions when it was
-acquired) and the job's driver (term = its attempt number, advanced by the operator before the attempt's pod
+acquired, never below the term floor kept beside the Lease, so that a re-created Lease does not count from 0
+again) and the job's driver (term = its attempt number, advanced by the operator before the attempt's pod
 is created). A stored record keeps the highest term it has seen per scope.
 """
 

@@ -44,7 +44,7 @@ from ftspark.domain.models import (
 )
 from ftspark.domain.recovery import RestorePoint, checkpoint_directory
 from ftspark.domain.restart import on_failure
-from ftspark.protocol import NO_RESTORABLE_CHECKPOINT, RestoreFrom
+from ftspark.protocol import NO_RESTORABLE_CHECKPOINT, STOP_TIMED_OUT, STOPPED, RestoreFrom
 
 # Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
 _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
@@ -535,6 +535,10 @@ class _Context:
                 return self._done(_POLL_SECONDS)
             case DriverPhase.RUNNING:
                 return self._running(current)
+            case DriverPhase.SUCCEEDED if current.reason in {STOPPED, STOP_TIMED_OUT}:
+                # It stopped on a request nobody wants now (a deposed leader's, resumed after a pause): the
+                # script did not finish, so no result; the next attempt resumes from the final checkpoint.
+                return self._failed(current)
             case DriverPhase.SUCCEEDED:
                 self._record_result("Succeeded", current.message or "the driver finished with exit code 0")
                 return self._done(1.0)
@@ -661,6 +665,9 @@ class _Context:
 def _failure(driver: DriverObservation | None, attempt: int, now: datetime) -> Failure:
     if driver is None:
         return Failure(reason="DriverLost", message="the driver pod disappeared", attempt=attempt, time=now)
+    if driver.reason in {STOPPED, STOP_TIMED_OUT}:
+        message = f"the driver stopped on a request the job no longer has: {driver.message}"
+        return Failure(reason="UnwantedStop", message=message, exit_code=0, attempt=attempt, time=now)
     reason = driver.reason if driver.reason and driver.reason not in {"Error", "Completed"} else "DriverError"
     if reason == "DriverError" and driver.exit_code is not None and driver.exit_code > _SIGNALLED:
         reason = "DriverKilled"  # 128 + n: ended by signal n (137: SIGKILL, e.g. a kill or the OOM killer)

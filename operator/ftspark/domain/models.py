@@ -6,6 +6,7 @@ Every field carries a description: it is what `kubectl explain` shows.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -17,6 +18,7 @@ _JVM_MEMORY = r"^[0-9]+([kmgt]b?)?$"  # Spark's memory strings: 512m, 2g, 1gb
 # Every duration a user sets is at most a year: a date that far ahead is still representable, so no
 # arithmetic on it overflows (1e12 s would, and fail every reconcile of the job instead of its validation).
 YEAR_SECONDS = 365 * 24 * 3600
+SPARK_CONF_MAX_BYTES = 64 * 1024
 
 
 class _Model(BaseModel):
@@ -297,6 +299,18 @@ class JobSpec(_Model):
         if managed:
             raise ValueError(f"{', '.join(managed)} is set by ftspark and cannot be overridden")
         return conf
+
+    @model_validator(mode="after")
+    def _fits_the_drivers_environment(self) -> JobSpec:
+        # sparkConf and env values reach the driver as Spark settings in one environment variable, which
+        # Linux caps at 128 KiB: past it the driver could not even start, attempt after attempt.
+        size = len(json.dumps({**self.spark_conf, **{e.name: e.value for e in self.env}}).encode())
+        if size > SPARK_CONF_MAX_BYTES:
+            raise ValueError(
+                f"sparkConf and env values take {size} bytes; at most {SPARK_CONF_MAX_BYTES} fit the "
+                "driver's environment (put large values in a file: pyFiles, a Secret or a ConfigMap)"
+            )
+        return self
 
 
 Phase = Literal[

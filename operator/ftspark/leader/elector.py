@@ -229,6 +229,9 @@ class LeaderElector:
         current = self._lock.get()
         self._last_contact = now
         if current is None:
+            # A lock deleted and re-created (by hand, a namespace restored) starts above every term handed out
+            # before: the HA records' fences refuse lower terms, and a term must never be reused.
+            record = replace(record, leader_transitions=self._next_term(0))
             self._observe(record, self._lock.create(record))
             return True
         observed, version = current
@@ -248,12 +251,19 @@ class LeaderElector:
                 record, acquire_time=observed.acquire_time, leader_transitions=observed.leader_transitions
             )
         else:
-            record = replace(record, leader_transitions=observed.leader_transitions + 1)
+            record = replace(record, leader_transitions=self._next_term(observed.leader_transitions + 1))
             silent_for = now - self._observed_time
         self._observe(record, self._lock.update(record, version))
         if not self._leading:
             self._takeover_gap = silent_for if observed.holder_identity else 0.0
         return True
+
+    def _next_term(self, at_least: int) -> int:
+        """A term above every one handed out, recorded as handed out before the lock says so."""
+        floor = self._lock.term_floor()
+        term = at_least if floor is None else max(at_least, floor + 1)
+        self._lock.raise_term_floor(term)
+        return term
 
     def _release(self) -> None:
         """Give the lease up on graceful shutdown so a follower takes over at its next retry."""

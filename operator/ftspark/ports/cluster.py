@@ -26,6 +26,12 @@ class JobResource:
     generation: int
     spec: dict[str, Any]
     status: dict[str, Any]
+    resource_version: str = ""  # what it was read at: a status write is refused if it changed since
+
+
+class StaleReadError(Exception):
+    """The job changed since it was read: whatever was decided on that read is not written (the next
+    reconcile reads it again)."""
 
 
 class ObjectRejectedError(Exception):
@@ -37,7 +43,8 @@ class Jobs(Protocol):
     def get(self, key: JobKey) -> JobResource | None: ...
 
     def write_status(self, job: JobResource, status: dict[str, Any]) -> None:
-        """Replace the status subresource (the operator is its only writer)."""
+        """Replace the status subresource (the operator is its only writer); StaleReadError if the job
+        changed since `job` was read."""
 
     def namespace_labels(self, namespace: str) -> dict[str, str]:
         """The labels of a jobs' namespace: an admin grants allowances of the job policy there."""

@@ -50,6 +50,13 @@ class LeaseLock(Protocol):
     def update(self, record: LeaderElectionRecord, version: str) -> str:
         """Replace the record if the lock is still at version, else ConflictError. Returns the new version."""
 
+    def term_floor(self) -> int | None:
+        """The highest term (leader_transitions) ever handed out on this lock, kept apart from the lock
+        object so that it survives the lock's deletion and re-creation; None if none ever was."""
+
+    def raise_term_floor(self, term: int) -> None:
+        """Record that term is handed out (a floor never goes down); before the lock says so."""
+
 
 class Clock(Protocol):
     def now(self) -> float:

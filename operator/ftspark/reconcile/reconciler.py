@@ -299,4 +299,5 @@ class Reconciler:
         JOBS.record(job.key, decision.status)
         written = decision.status.model_dump(mode="json", by_alias=True, exclude_none=True)
         if written != job.status:  # unchanged: no write, no watch event, no extra reconcile
+            self._epoch()  # still leading (raises otherwise): the status is the operator's word
             self._jobs.write_status(job, written)

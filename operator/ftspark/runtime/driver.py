@@ -30,6 +30,8 @@ from ftspark.protocol import (
     NO_RESTORABLE_CHECKPOINT,
     ROLLBACK_ANNOTATION,
     SAVEPOINT_ANNOTATION,
+    STOP_TIMED_OUT,
+    STOPPED,
     ControlRequest,
     Exit,
 )
@@ -276,10 +278,10 @@ class Driver:
             batches = self.last_committed()
             if graceful:
                 message = f"stopped with a final checkpoint: last committed batches {batches}"
-                self.ending.set(Exit.FINISHED, "Stopped", message)
+                self.ending.set(Exit.FINISHED, STOPPED, message)
             else:
                 message = f"no batch boundary within {self.config.stop_timeout:g} s: cancelled at {batches}"
-                self.ending.set(Exit.FINISHED, "StopTimedOut", message)
+                self.ending.set(Exit.FINISHED, STOP_TIMED_OUT, message)
         self._cut_off_later()
 
     def _savepoint(self, savepoint_id: str) -> None:

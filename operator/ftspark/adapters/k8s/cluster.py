@@ -26,7 +26,7 @@ from ftspark.manifests import (
     local_recovery_secret,
     rpc_secret,
 )
-from ftspark.ports.cluster import JobResource, ObjectRejectedError
+from ftspark.ports.cluster import JobResource, ObjectRejectedError, StaleReadError
 from ftspark.protocol import (
     CONTROL_ANNOTATION,
     DRIVER_SERVICE_ACCOUNT,
@@ -121,6 +121,7 @@ class KubeJobs:
             metadata.get("generation", 1),
             body.get("spec", {}),
             body.get("status") or {},
+            metadata.get("resourceVersion", ""),
         )
 
     def namespace_labels(self, namespace: str) -> dict[str, str]:
@@ -128,11 +129,21 @@ class KubeJobs:
         return labels or {}
 
     def write_status(self, job: JobResource, status: dict[str, Any]) -> None:
-        # A merge patch of the status subresource; keys we no longer set are nulled explicitly.
+        # A merge patch of the status subresource; keys we no longer set are nulled explicitly. With the
+        # resourceVersion it was read at: a writer who decided on an older read (a deposed leader resumed
+        # after a pause) gets 409 Conflict instead of overwriting a newer status.
         patch = {**{key: None for key in job.status if key not in status}, **status}
-        self._objects.patch_namespaced_custom_object_status(
-            API_GROUP, API_VERSION, job.key.namespace, PLURAL, job.key.name, {"status": patch}
-        )
+        body = {"metadata": {"resourceVersion": job.resource_version}, "status": patch}
+        try:
+            self._objects.patch_namespaced_custom_object_status(
+                API_GROUP, API_VERSION, job.key.namespace, PLURAL, job.key.name, body
+            )
+        except ApiException as error:
+            if error.status == 409:
+                raise StaleReadError(
+                    f"{job.key} changed since it was read at {job.resource_version}"
+                ) from None
+            raise
 
 
 class KubeDrivers:

@@ -1,10 +1,13 @@
 """LeaseLock on a coordination.k8s.io/v1 Lease (client-go's LeaseLock), with the synchronous client.
 
-The elector owns the Lease: update replaces it whole, conditional on metadata.resourceVersion.
+The elector owns the Lease: update replaces it whole, conditional on metadata.resourceVersion. The operator's
+lock also keeps a term floor in a ConfigMap beside it (`<lease>-term`): the highest leaseTransitions ever
+handed out, so that a Lease deleted and re-created never starts its terms again at 0.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,6 +17,8 @@ from urllib3.exceptions import HTTPError
 
 from ftspark.adapters.k8s import request_timeout as k8s_request_timeout
 from ftspark.ports.leadership import ConflictError, LeaderElectionRecord, LockUnavailableError
+
+log = logging.getLogger(__name__)
 
 
 def format_micro_time(moment: datetime) -> str:
@@ -31,10 +36,14 @@ class KubernetesLeaseLock:
         name: str,
         identity: str,
         request_timeout: float,
+        keep_term_floor: bool = False,
     ) -> None:
         """request_timeout bounds each call, so a hung request cannot hold a leader past its renew deadline
-        by more than that: keep it below lease_duration - renew_deadline."""
+        by more than that: keep it below lease_duration - renew_deadline. keep_term_floor: for a lock whose
+        terms fence writes (the operator's; a driver's terms are its attempts)."""
         self._leases = client.CoordinationV1Api(api)
+        self._core = client.CoreV1Api(api)
+        self._keep_term_floor = keep_term_floor
         self._namespace = namespace
         self._name = name
         self._identity = identity
@@ -99,6 +108,65 @@ class KubernetesLeaseLock:
             raise self._unavailable("update", error) from error
         new_version: str = replaced.metadata.resource_version
         return new_version
+
+    def term_floor(self) -> int | None:
+        found = self._read_floor()
+        return None if found is None else found[0]
+
+    def raise_term_floor(self, term: int) -> None:
+        if not self._keep_term_floor:
+            return
+        try:
+            found = self._read_floor()
+            body = {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": self._floor_name,
+                    "labels": {"app.kubernetes.io/managed-by": "ftspark"},
+                    **({"resourceVersion": found[1]} if found else {}),
+                },
+                "data": {"term": str(term)},
+            }
+            if found is None:
+                self._core.create_namespaced_config_map(self._namespace, body, _request_timeout=self._timeout)
+            elif found[0] < term:
+                self._core.replace_namespaced_config_map(
+                    self._floor_name, self._namespace, body, _request_timeout=self._timeout
+                )
+        except ApiException as error:
+            if (
+                error.status == 409
+            ):  # another contender moved it meanwhile: this attempt fails, as on the Lease
+                raise ConflictError(f"term floor {self._floor_name} changed") from error
+            raise self._unavailable("raise the term floor of", error) from error
+        except HTTPError as error:
+            raise self._unavailable("raise the term floor of", error) from error
+
+    @property
+    def _floor_name(self) -> str:
+        return f"{self._name}-term"
+
+    def _read_floor(self) -> tuple[int, str] | None:
+        """(term, version) of the floor, None if there is none (or this lock keeps none)."""
+        if not self._keep_term_floor:
+            return None
+        try:
+            found = self._core.read_namespaced_config_map(
+                self._floor_name, self._namespace, _request_timeout=self._timeout
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise self._unavailable("read the term floor of", error) from error
+        except HTTPError as error:
+            raise self._unavailable("read the term floor of", error) from error
+        try:
+            return int((found.data or {})["term"]), found.metadata.resource_version
+        except (KeyError, ValueError):
+            # Unreadable (edited by hand): no floor known, but the next write replaces it with one.
+            log.warning("term floor %s/%s is unreadable: %s", self._namespace, self._floor_name, found.data)
+            return -1, found.metadata.resource_version
 
     def _body(self, record: LeaderElectionRecord, *, version: str | None) -> dict[str, Any]:
         # A plain dict, so the times go out as MicroTime strings rather than the client's datetime isoformat.

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation, DriverPhase
 from ftspark.manifests import AttemptPlan
-from ftspark.ports.cluster import JobResource, ObjectRejectedError
+from ftspark.ports.cluster import JobResource, ObjectRejectedError, StaleReadError
 from ftspark.protocol import driver_pod_name
 
 
@@ -20,16 +20,18 @@ class MemoryJobs:
     def __init__(self) -> None:
         self.resources: dict[JobKey, JobResource] = {}
         self.status_writes = 0
+        self._versions = 0
         self.namespaces: dict[str, dict[str, str]] = {}  # labels by namespace
         self.namespace_reads = 0
 
     def apply(self, key: JobKey, spec: dict[str, Any], *, uid: str = "uid-1") -> JobResource:
         """Create the job, or change its spec (a new generation), as kubectl apply would."""
         current = self.resources.get(key)
+        version = self._next_version()
         if current is None or current.uid != uid:
-            job = JobResource(key, uid, 1, spec, {})
+            job = JobResource(key, uid, 1, spec, {}, version)
         else:
-            job = replace(current, spec=spec, generation=current.generation + 1)
+            job = replace(current, spec=spec, generation=current.generation + 1, resource_version=version)
         self.resources[key] = job
         return job
 
@@ -44,10 +46,15 @@ class MemoryJobs:
         return self.namespaces.get(namespace, {})
 
     def write_status(self, job: JobResource, status: dict[str, Any]) -> None:
-        self.status_writes += 1
         current = self.resources.get(job.key)
-        if current is not None and current.uid == job.uid:
-            self.resources[job.key] = replace(current, status=status)
+        if current is None or current.resource_version != job.resource_version:
+            raise StaleReadError(f"{job.key} changed since it was read")
+        self.status_writes += 1
+        self.resources[job.key] = replace(current, status=status, resource_version=self._next_version())
+
+    def _next_version(self) -> str:
+        self._versions += 1
+        return str(self._versions)
 
 
 @dataclass

@@ -15,6 +15,7 @@ class InMemoryLease:
         self._mutex = threading.Lock()
         self._record: LeaderElectionRecord | None = None
         self._version = 0
+        self.term_floor: int | None = None  # kept apart from the record: it survives delete()
 
     def get(self) -> tuple[LeaderElectionRecord, str] | None:
         with self._mutex:
@@ -31,6 +32,15 @@ class InMemoryLease:
             if self._record is None or str(self._version) != version:
                 raise ConflictError(f"lease {self.name} is not at version {version}")
             return self._write(record)
+
+    def delete(self) -> None:
+        """As `kubectl delete lease`: the record goes, the term floor stays."""
+        with self._mutex:
+            self._record = None
+
+    def raise_term_floor(self, term: int) -> None:
+        with self._mutex:
+            self.term_floor = term if self.term_floor is None else max(self.term_floor, term)
 
     def _write(self, record: LeaderElectionRecord) -> str:
         self._record = record
@@ -58,3 +68,9 @@ class InMemoryLeaseLock:
 
     def update(self, record: LeaderElectionRecord, version: str) -> str:
         return self._lease.update(record, version)
+
+    def term_floor(self) -> int | None:
+        return self._lease.term_floor
+
+    def raise_term_floor(self, term: int) -> None:
+        self._lease.raise_term_floor(term)

@@ -1,0 +1,32 @@
+"""The operator's status writes carry the resourceVersion it read: one decided on an older read (a deposed
+leader resumed after a pause, a reconcile racing a user's edit) is refused by the API server, not applied."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.adapters.k8s.cluster import KubeJobs
+from ftspark.domain.ha import JobKey
+from ftspark.ports.cluster import StaleReadError
+from ftspark_dev.operators import job_manifest
+
+
+def test_a_status_decided_on_an_older_read_is_refused(
+    crd: None, api_client: client.ApiClient, namespace: str
+) -> None:
+    objects = client.CustomObjectsApi(api_client)
+    objects.create_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, job_manifest("guarded", "bucket")
+    )
+    jobs, key = KubeJobs(api_client), JobKey(namespace=namespace, name="guarded")
+    stale = jobs.get(key)
+    assert stale is not None and stale.resource_version
+    fresh = jobs.get(key)
+    assert fresh is not None
+    jobs.write_status(fresh, {"phase": "Running", "attempt": 1})
+    with pytest.raises(StaleReadError):
+        jobs.write_status(stale, {"phase": "Succeeded", "attempt": 1})
+    now = jobs.get(key)
+    assert now is not None and now.status["phase"] == "Running"
