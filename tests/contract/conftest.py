@@ -24,7 +24,7 @@ from ftspark.adapters.records import HaStores, Records, stores_on
 from ftspark.adapters.s3.stores import S3BlobStore, S3Records, s3_stores
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
-from ftspark.domain.models import CheckpointSpec, JobSpec
+from ftspark.domain.models import CheckpointSpec, DriverSpec, JobSpec
 from ftspark.ports.blobs import BlobStore
 from ftspark_dev.processes import free_port
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
@@ -78,7 +78,10 @@ class Backend:
             image="spark:4.0.1",
             main_application_file="local:///opt/app/job.py",
             checkpoint=CheckpointSpec(storage=storage),
-            spark_conf={"ftspark.test.padding": "x" * padding} if padding else {},
+            # Big graphs come from pod templates (sparkConf and env must fit the driver's environment).
+            driver=DriverSpec(pod_template={"metadata": {"annotations": {"padding": "x" * padding}}})
+            if padding
+            else DriverSpec(),
         )
         return JobGraph(
             job=self.job(name),
