@@ -81,8 +81,13 @@ def test_windowed_counts_example_runs_at_pod_security_restricted(operator_instal
     )
     took = time.monotonic() - started
     print(f"\nwindowed-counts example: submit -> all {files} files counted {took:.1f} s")
-    status = world.status("windowed-counts")
-    assert status["phase"] == "Running" and status["latestCheckpoint"], status
+    # The status learns of the checkpoint that holds the last counts a moment after it is committed.
+    eventually(
+        lambda: (status := world.status("windowed-counts"))["phase"] == "Running"
+        and status.get("latestCheckpoint"),
+        timeout=60,
+        what=lambda: f"Running with a checkpoint: {world.status('windowed-counts')}",
+    )
     executors = world.core.list_namespaced_pod("jobs", label_selector="spark-role=executor").items
     assert len(executors) == 2
     world.patch("windowed-counts", {"desiredState": "stopped"})
