@@ -64,12 +64,7 @@ def test_chart_service_account_runs_the_operator_and_nothing_more(
     core = client.CoreV1Api(api_client)
     deployment = client.AppsV1Api(api_client).read_namespaced_deployment("ftspark-operator", operator_ns)
     assert deployment.spec.template.spec.service_account_name == "ftspark-operator"
-    token = core.create_namespaced_service_account_token(
-        "ftspark-operator",
-        operator_ns,
-        client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])),
-    ).status.token
-    as_operator = control_plane.kubeconfig_for_token(token, f"operator-{operator_ns}")
+    as_operator = control_plane.kubeconfig_for_service_account(operator_ns, "ftspark-operator")
 
     bucket = f"helm-{uuid.uuid4().hex[:8]}"
     s3_server.client().create_bucket(Bucket=bucket)
@@ -147,14 +142,9 @@ def test_the_operators_token_writes_only_objects_labelled_as_its_own(
     labelling) or delete a tenant's objects in the namespaces it manages, nor write in kube-system."""
     operator_ns, jobs_ns = installed
     core = client.CoreV1Api(api_client)
-    token = core.create_namespaced_service_account_token(
-        "ftspark-operator",
-        operator_ns,
-        client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])),
-    ).status.token
     as_operator = client.CoreV1Api(
         config.new_client_from_config(
-            config_file=str(control_plane.kubeconfig_for_token(token, f"operator-{operator_ns}"))
+            config_file=str(control_plane.kubeconfig_for_service_account(operator_ns, "ftspark-operator"))
         )
     )
 

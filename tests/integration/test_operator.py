@@ -25,6 +25,7 @@ from ftspark_dev.operators import (
     OperatorFleet,
     condition,
     event_reasons,
+    invalid_spec,
     job_manifest,
     job_status,
     pod_names,
@@ -127,12 +128,8 @@ def test_bad_spec_gets_a_condition_and_an_event_and_no_pods_until_fixed(
     fleet.start()
     create_job(api_client, ns, job_manifest("bad", bucket, sparkConf={"spark.master": "local[*]"}))
 
-    def invalid() -> dict[str, Any] | None:
-        ready = condition(job_status(api_client, ns, "bad"), "Ready")
-        return ready if ready.get("reason") == "InvalidSpec" else None
-
     ready = eventually(
-        invalid,
+        lambda: invalid_spec(api_client, ns, "bad"),
         timeout=30,
         what=lambda: f"InvalidSpec condition\n{fleet.logs()}",
     )
@@ -162,11 +159,11 @@ def test_a_driver_pod_the_api_server_refuses_is_reported_and_nothing_is_half_cre
     body = job_manifest("refused", bucket, driver={"podTemplate": template}, executor=executors)
     create_job(api_client, ns, body)
 
-    def refused() -> dict[str, Any] | None:
-        ready = condition(job_status(api_client, ns, "refused"), "Ready")
-        return ready if ready.get("reason") == "InvalidSpec" else None
-
-    ready = eventually(refused, timeout=30, what=lambda: f"InvalidSpec condition\n{fleet.logs()}")
+    ready = eventually(
+        lambda: invalid_spec(api_client, ns, "refused"),
+        timeout=30,
+        what=lambda: f"InvalidSpec condition\n{fleet.logs()}",
+    )
     assert "refused the driver's Pod refused-1-driver" in ready["message"]
     assert "not a label value!" in ready["message"]
     assert "InvalidSpec" in event_reasons(api_client, ns, "refused")
@@ -399,13 +396,8 @@ def test_driver_service_account_may_run_spark_and_nothing_more(
     create_job(api_client, ns, job_manifest("rbac", bucket))
     eventually(lambda: pod_names(api_client, ns, "rbac") == ["rbac-1-driver"], timeout=30, what="driver")
     assert core.read_namespaced_pod("rbac-1-driver", ns).spec.service_account_name == "ftspark-driver"
-    token = core.create_namespaced_service_account_token(
-        "ftspark-driver",
-        ns,
-        client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])),
-    ).status.token
     driver = config.new_client_from_config(
-        config_file=str(control_plane.kubeconfig_for_token(token, f"driver-{ns}"))
+        config_file=str(control_plane.kubeconfig_for_service_account(ns, "ftspark-driver"))
     )
     driver_core = client.CoreV1Api(driver)
     executor = client.V1Pod(
@@ -780,11 +772,11 @@ def test_local_recovery_refused_by_pod_security_says_which_level_it_needs(
     fleet.start()
     create_job(api_client, ns, job_manifest("hostpath", bucket, localRecovery={"enabled": True}))
 
-    def refused() -> dict[str, Any] | None:
-        ready = condition(job_status(api_client, ns, "hostpath"), "Ready")
-        return ready if ready.get("reason") == "InvalidSpec" else None
-
-    ready = eventually(refused, timeout=30, what=lambda: f"InvalidSpec condition\n{fleet.logs()}")
+    ready = eventually(
+        lambda: invalid_spec(api_client, ns, "hostpath"),
+        timeout=30,
+        what=lambda: f"InvalidSpec condition\n{fleet.logs()}",
+    )
     assert "violates PodSecurity" in ready["message"]
     assert "pod-security.kubernetes.io/enforce=privileged" in ready["message"]
     assert "InvalidSpec" in event_reasons(api_client, ns, "hostpath")

@@ -11,6 +11,7 @@ import re
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -21,7 +22,14 @@ from ftspark.domain.models import JobSpec
 from ftspark.domain.policy import ALLOWANCES, NAMESPACE_LABEL_PREFIX, violations
 from ftspark.protocol import JOB_LABEL
 from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import OperatorFleet, condition, event_reasons, job_manifest, job_status, pod_names
+from ftspark_dev.operators import (
+    OperatorFleet,
+    event_reasons,
+    invalid_spec,
+    job_manifest,
+    job_status,
+    pod_names,
+)
 from tests.helm.conftest import CHART, KUBE_VERSION, helm_binary, run_helm
 from tests.unit.test_policy import HARMLESS, HOSTILE
 from tests.waiting import eventually
@@ -221,12 +229,11 @@ def test_without_admission_the_operator_refuses_before_creating_anything(
             API_GROUP, API_VERSION, ns, PLURAL, job_manifest(name, bucket, **fields)
         )
     for name, (field, _) in cases.items():
-
-        def invalid(job: str = name) -> dict[str, Any] | None:
-            ready = condition(job_status(api_client, ns, job), "Ready")
-            return ready if ready.get("reason") == "InvalidSpec" else None
-
-        ready = eventually(invalid, timeout=30, what=lambda: f"InvalidSpec\n{fleet.logs()}")
+        ready = eventually(
+            partial(invalid_spec, api_client, ns, name),
+            timeout=30,
+            what=lambda: f"InvalidSpec\n{fleet.logs()}",
+        )
         assert ready["message"].startswith(f"{field}: "), ready["message"]
         assert event_reasons(api_client, ns, name) == ["InvalidSpec"]
     time.sleep(2)

@@ -133,12 +133,15 @@ class ControlPlane:
             self.workdir / f"{name or user}.kubeconfig", self.server, self._ca.cert_pem, pair, user
         )
 
-    def kubeconfig_for_token(self, token: str, name: str) -> Path:
-        """A kubeconfig authenticating with a bearer token (e.g. a ServiceAccount's, from TokenRequest)."""
+    def kubeconfig_for_service_account(self, namespace: str, name: str) -> Path:
+        """A kubeconfig authenticating as the ServiceAccount, with a token the API server issues for it: its
+        real identity, groups included (a client certificate would carry only the name)."""
+        token = self.kubectl("-n", namespace, "create", "token", name).stdout.strip()
+        user = f"{namespace}-{name}"
         document = yaml.safe_load(self.kubeconfig.read_text())
-        document["users"] = [{"name": name, "user": {"token": token}}]
-        document["contexts"][0]["context"]["user"] = name
-        path = self.workdir / f"{name}.kubeconfig"
+        document["users"] = [{"name": user, "user": {"token": token}}]
+        document["contexts"][0]["context"]["user"] = user
+        path = self.workdir / f"{user}.kubeconfig"
         path.write_text(yaml.safe_dump(document))
         path.chmod(0o600)
         return path

@@ -205,6 +205,12 @@ def condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions", []) if c["type"] == kind), {})
 
 
+def invalid_spec(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    """The job's Ready condition once it says InvalidSpec (the operator refused to act on the spec)."""
+    ready = condition(job_status(api, namespace, name), "Ready")
+    return ready if ready.get("reason") == "InvalidSpec" else None
+
+
 def event_reasons(api: client.ApiClient, namespace: str, name: str) -> list[str]:
     events = client.CoreV1Api(api).list_namespaced_event(
         namespace, field_selector=f"involvedObject.name={name}"

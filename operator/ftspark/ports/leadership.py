@@ -55,7 +55,8 @@ class LeaseLock(Protocol):
         object so that it survives the lock's deletion and re-creation; None if none ever was."""
 
     def raise_term_floor(self, term: int) -> None:
-        """Record that term is handed out (a floor never goes down); before the lock says so."""
+        """Record that term (above the floor term_floor() last returned) is handed out, before the lock says
+        so; ConflictError if the floor moved since that read (a floor never goes down)."""
 
 
 class Clock(Protocol):

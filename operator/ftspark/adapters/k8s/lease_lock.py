@@ -44,6 +44,7 @@ class KubernetesLeaseLock:
         self._leases = client.CoordinationV1Api(api)
         self._core = client.CoreV1Api(api)
         self._keep_term_floor = keep_term_floor
+        self._floor_version: str | None = None  # of the floor term_floor() read: raising it is a CAS on it
         self._namespace = namespace
         self._name = name
         self._identity = identity
@@ -111,33 +112,32 @@ class KubernetesLeaseLock:
 
     def term_floor(self) -> int | None:
         found = self._read_floor()
+        self._floor_version = None if found is None else found[1]
         return None if found is None else found[0]
 
     def raise_term_floor(self, term: int) -> None:
         if not self._keep_term_floor:
             return
         try:
-            found = self._read_floor()
             body = {
                 "apiVersion": "v1",
                 "kind": "ConfigMap",
                 "metadata": {
                     "name": self._floor_name,
                     "labels": {"app.kubernetes.io/managed-by": "ftspark"},
-                    **({"resourceVersion": found[1]} if found else {}),
+                    **({"resourceVersion": self._floor_version} if self._floor_version else {}),
                 },
                 "data": {"term": str(term)},
             }
-            if found is None:
+            # The elector raises only what term_floor() just read (and only upward): one read per transition.
+            if self._floor_version is None:
                 self._core.create_namespaced_config_map(self._namespace, body, _request_timeout=self._timeout)
-            elif found[0] < term:
+            else:
                 self._core.replace_namespaced_config_map(
                     self._floor_name, self._namespace, body, _request_timeout=self._timeout
                 )
         except ApiException as error:
-            if (
-                error.status == 409
-            ):  # another contender moved it meanwhile: this attempt fails, as on the Lease
+            if error.status == 409:  # another contender moved it since it was read: this attempt fails
                 raise ConflictError(f"term floor {self._floor_name} changed") from error
             raise self._unavailable("raise the term floor of", error) from error
         except HTTPError as error:
