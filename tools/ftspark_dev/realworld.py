@@ -152,9 +152,12 @@ class RealWorld(JobsClient):
 
     # -- jobs (ftspark_dev.tour.TourWorld) -----------------------------------------------------------------
 
-    def job(self, name: str, input_dir: Path, output_dir: Path, **spec: Any) -> dict[str, Any]:
-        """The example streaming job reading input_dir and writing output_dir, folders of this machine that
-        reach the pods as PersistentVolumes; S3 credentials from the Secret, as the examples take them."""
+    def job(
+        self, name: str, input_dir: Path, output_dir: Path, example: Path = EXAMPLE, **spec: Any
+    ) -> dict[str, Any]:
+        """An example streaming job (windowed counts unless told) reading input_dir and writing output_dir,
+        folders of this machine that reach the pods as PersistentVolumes; S3 credentials from the Secret, as
+        the examples take them."""
         self.volume(f"{name}-in", input_dir)
         self.volume(f"{name}-out", output_dir)
         mounts = [{"name": "in", "mountPath": "/data/in", "readOnly": True}]
@@ -164,7 +167,7 @@ class RealWorld(JobsClient):
         body["metadata"] = {"name": name, "namespace": JOBS_NAMESPACE}
         body["spec"] |= {
             "image": SPARK_IMAGE,
-            "mainApplicationFile": f"local:///opt/ftspark/examples/{EXAMPLE.name}",
+            "mainApplicationFile": f"local:///opt/ftspark/examples/{example.name}",
             "arguments": ["/data/in", "/data/out"],
             "checkpoint": {"storage": f"s3://{DEMO_BUCKET}/jobs/{name}", "retained": 3},
             "driver": {

@@ -20,7 +20,8 @@ from kubernetes import client
 
 from ftspark.protocol import SPARK_ROLE_LABEL
 from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
+from ftspark_dev.subject import SinkFolder, Subject, Verdict
+from ftspark_dev.windowed_counts import WindowedCounts
 from ftspark_dev.world import World
 
 
@@ -30,7 +31,9 @@ class TourWorld(Protocol):
 
     plane: ControlPlane
 
-    def job(self, name: str, input_dir: Path, output_dir: Path, **spec: Any) -> dict[str, Any]: ...
+    def job(
+        self, name: str, input_dir: Path, output_dir: Path, example: Path, **spec: Any
+    ) -> dict[str, Any]: ...
     def create(self, body: dict[str, Any]) -> None: ...
     def patch(self, name: str, spec: dict[str, Any]) -> None: ...
     def status(self, name: str) -> dict[str, Any]: ...
@@ -79,11 +82,13 @@ class Watch:
 
 class FaultTour:
     def __init__(
-        self, world: TourWorld, work: Path, *, name: str = "counts", feed_interval: float = 2.0
+        self, world: TourWorld, work: Path, *, subject: Subject | None = None, feed_interval: float = 2.0
     ) -> None:
-        self.world, self.name, self.feed_interval = world, name, feed_interval
-        self.source, self.output = work / "in", Output(work / "out")
-        self.recovery: dict[str, float] = {}
+        self.subject = subject or WindowedCounts()
+        self.world, self.name, self.feed_interval = world, self.subject.name, feed_interval
+        self.source, self.output = work / self.name / "in", SinkFolder(work / self.name / "out")
+        self.recovery: dict[str, float] = {}  # the last time of each step
+        self.timeline: list[tuple[str, float]] = []  # every step's time, in order
         self._stop_feeding = threading.Event()
         self._feeder = threading.Thread(target=self._feed, daemon=True)
         self.fed = 0
@@ -94,13 +99,14 @@ class FaultTour:
 
     def start(self) -> None:
         """Submit the job, feed it a file every feed_interval; returns once the first batch is committed."""
-        write_input(self.source, 5)
+        self.subject.write_input(self.source, 5)
         self.fed = 5
         started = time.monotonic()
-        self.world.create(self.world.job(self.name, self.source, self.output.folder))
+        manifest = self.world.job(self.name, self.source, self.output.folder, example=self.subject.example)
+        self.world.create(manifest)
         self.watch = Watch(self.world, self.name)
         self._wait(self._batches, 300, "the first batch")
-        self.recovery["submit -> first committed batch"] = time.monotonic() - started
+        self._took("submit -> first committed batch", time.monotonic() - started)
         self._feeder.start()
 
     def kill_executor(self) -> None:
@@ -119,7 +125,7 @@ class FaultTour:
         self.world.kill_operator(leader)
         self._progress("operator leader kill", 120)
         self._wait(self.world.acting_leaders, 60, "an operator leader acting again")
-        self.recovery["operator leader kill -> a leader acts"] = time.monotonic() - killed
+        self._took("operator leader kill -> a leader acts", time.monotonic() - killed)
 
     def kill_node(self) -> None:
         node = self.world.drivers(self.name)[-1].spec.node_name
@@ -134,26 +140,29 @@ class FaultTour:
         self._progress("stop, then resume", 300)
 
     def finish(self) -> dict[str, int]:
-        """Stops feeding, waits until every record is counted; returns the figures."""
+        """Stops feeding, flushes, waits until the output is what the batch computation says; the figures."""
         self._stop_feeding.set()
         self._feeder.join()
-        expected = expected_counts(self.fed)
-        self._wait(lambda: self.output.counts() == expected, 300, "every record counted")
+        self.subject.flush(self.source, self.fed)
+        self._wait(lambda: self.verdict().exact, 300, "every record in the output")
         assert self.watch is not None
         self.watch.stop()
-        counted = sum(self.output.counts().values())
-        records_in = self.fed * RECORDS_PER_FILE
+        verdict = self.verdict()
         return {
-            "records in": records_in,
-            "records counted": counted,
-            "lost": max(0, records_in - counted),
-            "duplicated": max(0, counted - records_in),
-            "re-processed by re-run batches": self.output.reprocessed_records(),
+            "records in": verdict.records_in,
+            "records counted": verdict.counted,
+            "lost": verdict.lost,
+            "duplicated": verdict.duplicated,
+            "wrong": verdict.wrong,
+            "re-processed by re-run batches": verdict.reprocessed,
             "batches": len(self.output.batches()),
             "attempts": int(self.world.status(self.name).get("attempt", 0)),
             "most drivers alive at once": self.watch.most_alive,
             "most operator leaders acting at once": self.watch.most_leaders,
         }
+
+    def verdict(self) -> Verdict:
+        return self.subject.verdict(self.output.folder, self.fed)
 
     def report(self, figures: dict[str, int]) -> str:
         """One line per fault's recovery time and per figure (log viewers cut long lines)."""
@@ -165,11 +174,15 @@ class FaultTour:
 
     def _feed(self) -> None:
         while not self._stop_feeding.wait(self.feed_interval):
-            write_input(self.source, 1, first_file=self.fed)
+            self.subject.write_input(self.source, 1, first_file=self.fed)
             self.fed += 1
 
     def _batches(self) -> int:
-        return len(self.output.batches()) if self.output.folder.exists() else 0
+        return len(self.output.batches())
+
+    def _took(self, step: str, seconds: float) -> None:
+        self.recovery[step] = seconds
+        self.timeline.append((step, seconds))
 
     def _alive_drivers(self) -> list[str]:
         return [
@@ -180,7 +193,7 @@ class FaultTour:
         """Waits for a batch committed after now; records the time from since (default now)."""
         before, started = self._batches(), time.monotonic()
         self._wait(lambda: self._batches() > before, timeout, f"progress after the {fault}")
-        self.recovery[f"{fault} -> next batch"] = time.monotonic() - (since or started)
+        self._took(f"{fault} -> next batch", time.monotonic() - (since or started))
 
     def _wait(self, probe: Callable[[], object], timeout: float, what: str) -> None:
         started = time.monotonic()
@@ -213,9 +226,9 @@ class ProcessFaultTour(FaultTour):
         cut = time.monotonic()
         world.proxies[leader].partition()
         self._wait(lambda: fleet.leader(api) not in {None, leader}, 60, "the standby to take over")
-        self.recovery["leader partitioned -> standby leads"] = time.monotonic() - cut
+        self._took("leader partitioned -> standby leads", time.monotonic() - cut)
         self._wait(lambda: not fleet.replicas[leader].running(), 30, "the partitioned leader to exit")
-        self.recovery["leader partitioned -> it exits"] = time.monotonic() - cut
+        self._took("leader partitioned -> it exits", time.monotonic() - cut)
         self._progress("operator leader partitioned", 120, since=cut)
         world.start_operator(leader)  # the Deployment restarts it, the network heals
 

@@ -1,16 +1,16 @@
 """The example job examples/windowed_counts.py as a test subject: its input, and what its sink wrote.
 
-Shared by the driver-runtime tests (tests/runtime) and the end-to-end suite (e2e/).
+Shared by the driver-runtime tests (tests/runtime), the end-to-end suite (e2e/), the fault tour and the soak.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 from ftspark_dev.controlplane import REPO_ROOT
+from ftspark_dev.subject import SinkFolder, Verdict, write_parts
 
 EXAMPLE = REPO_ROOT / "examples" / "windowed_counts.py"
 RECORDS_PER_FILE = 20
@@ -26,15 +26,14 @@ def event_time(record: int) -> int:
 
 def write_input(folder: Path, files: int, first_file: int = 0) -> None:
     """Files of RECORDS_PER_FILE records `<id>,<key>,<epoch seconds>`: ids and times count up."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for n in range(first_file, first_file + files):
-        lines = [
+
+    def lines(n: int) -> list[str]:
+        return [
             f"{i},k{i % KEYS},{event_time(i)}"
             for i in range(n * RECORDS_PER_FILE, (n + 1) * RECORDS_PER_FILE)
         ]
-        staged = folder / f".part-{n:05d}.txt"
-        staged.write_text("\n".join(lines) + "\n")
-        staged.rename(folder / f"part-{n:05d}.txt")  # the file source must never see half a file
+
+    write_parts(folder, range(first_file, first_file + files), lines)
 
 
 def expected_counts(files: int) -> dict[str, int]:
@@ -45,17 +44,8 @@ def expected_counts(files: int) -> dict[str, int]:
     return dict(counts)
 
 
-@dataclass
-class Output:
-    """What the example's sink wrote: per-batch counts and how often each batch ran."""
-
-    folder: Path
-
-    def batches(self) -> dict[int, dict[str, int]]:
-        found = {}
-        for path in self.folder.glob("batch-*.json"):
-            found[int(path.stem.removeprefix("batch-"))] = json.loads(path.read_text())
-        return dict(sorted(found.items()))
+class Output(SinkFolder):
+    """Per-batch counts (update mode) and how often each batch ran."""
 
     def counts(self) -> dict[str, int]:
         """Update mode: a batch carries the new totals of the groups it changed; later batches win."""
@@ -72,10 +62,35 @@ class Output:
             totals.update(rows)
         return records
 
-    def runs(self) -> Counter[int]:
-        return Counter(int(p.name.split("-", 1)[0]) for p in (self.folder / "runs").iterdir())
-
     def reprocessed_records(self) -> int:
         """Records that went through the sink more than once (a batch that ran again)."""
         per_batch = self.records_per_batch()
         return sum((runs - 1) * per_batch.get(batch, 0) for batch, runs in self.runs().items())
+
+
+@dataclass
+class WindowedCounts:
+    """Tumbling-window counts in update mode: every result is out as soon as its batch commits."""
+
+    name: str = "counts"
+    example: Path = EXAMPLE
+    records_per_file: int = RECORDS_PER_FILE
+
+    def write_input(self, folder: Path, files: int, first_file: int = 0) -> None:
+        write_input(folder, files, first_file)
+
+    def flush(self, folder: Path, fed: int) -> None:
+        """Nothing: update mode emits every count with the batch that changed it."""
+
+    def verdict(self, output: Path, fed: int) -> Verdict:
+        sink, expected = Output(output), expected_counts(fed)
+        counts = sink.counts()
+        counted, records_in = sum(counts.values()), fed * RECORDS_PER_FILE
+        return Verdict(
+            records_in=records_in,
+            counted=counted,
+            lost=max(0, records_in - counted),
+            duplicated=max(0, counted - records_in),
+            wrong=sum(1 for group, count in counts.items() if expected.get(group) != count),
+            reprocessed=sink.reprocessed_records(),
+        )

@@ -152,7 +152,9 @@ class World(JobsClient):
         kubeconfig = proxy.kubeconfig(self.plane.kubeconfig, self.work / f"{identity}.kubeconfig")
         self.fleet.start(identity, kubeconfig=kubeconfig)
 
-    def job(self, name: str, input_dir: Path, output_dir: Path, **spec: Any) -> dict[str, Any]:
+    def job(
+        self, name: str, input_dir: Path, output_dir: Path, example: Path = EXAMPLE, **spec: Any
+    ) -> dict[str, Any]:
         env = {
             # Short driver-Lease timings: a killed driver's successor waits for the Lease to expire.
             "FTSPARK_LEASE_DURATION": "3",
@@ -162,7 +164,7 @@ class World(JobsClient):
             "FTSPARK_RESULTS_NAMESPACE": OPERATOR_NAMESPACE,
         }
         defaults: dict[str, Any] = {
-            "mainApplicationFile": f"local://{EXAMPLE}",
+            "mainApplicationFile": f"local://{example}",
             "arguments": [str(input_dir), str(output_dir)],
             "driver": {"memory": "768m"},
             "executor": {"instances": 1, "memory": "768m"},
