@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import datetime
 import os
+import signal
 import sys
+import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -111,8 +113,19 @@ class OperatorFleet:
         """GET /metrics, /healthz or /readyz of one replica: (status, body)."""
         return probe(f"http://127.0.0.1:{self.probe_ports[identity]}{path}")
 
+    def pause(self, identity: str, seconds: float) -> threading.Timer:
+        """SIGSTOP of a replica, as a long GC pause or a frozen VM would; SIGCONT after seconds (returned
+        timer: join it to wait for the resume)."""
+        replica = self.replicas[identity]
+        replica.signal(signal.SIGSTOP)
+        resume = threading.Timer(seconds, replica.signal, args=(signal.SIGCONT,))
+        resume.daemon = True
+        resume.start()
+        return resume
+
     def stop_all(self) -> None:
         for process in self.replicas.values():
+            process.signal(signal.SIGCONT)  # a paused one stops at once, not after the grace period
             process.stop()
 
     def logs(self) -> str:

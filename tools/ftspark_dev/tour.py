@@ -94,6 +94,7 @@ class FaultTour:
         self.fed = 0
         self.watch: Watch | None = None
         self.damaged = ""
+        self.upgrades = 0
 
     # -- steps ---------------------------------------------------------------------------------------------
 
@@ -105,7 +106,7 @@ class FaultTour:
         manifest = self.world.job(self.name, self.source, self.output.folder, example=self.subject.example)
         self.world.create(manifest)
         self.watch = Watch(self.world, self.name)
-        self._wait(self._batches, 300, "the first batch")
+        self.wait_for(self.batches, 300, "the first batch")
         self._took("submit -> first committed batch", time.monotonic() - started)
         self._feeder.start()
 
@@ -124,7 +125,7 @@ class FaultTour:
         killed = time.monotonic()
         self.world.kill_operator(leader)
         self._progress("operator leader kill", 120)
-        self._wait(self.world.acting_leaders, 60, "an operator leader acting again")
+        self.wait_for(self.world.acting_leaders, 60, "an operator leader acting again")
         self._took("operator leader kill -> a leader acts", time.monotonic() - killed)
 
     def kill_node(self) -> None:
@@ -135,16 +136,32 @@ class FaultTour:
 
     def stop_and_resume(self) -> None:
         self.world.patch(self.name, {"desiredState": "stopped"})
-        self._wait(lambda: self.world.status(self.name).get("phase") == "Stopped", 240, "Stopped")
+        self.wait_for(lambda: self.world.status(self.name).get("phase") == "Stopped", 240, "Stopped")
         self.world.patch(self.name, {"desiredState": "running"})
         self._progress("stop, then resume", 300)
+
+    def cancel_and_resume(self, damage: Callable[[], str] | None = None) -> None:
+        """Cancel (no final checkpoint: the running batch is lost and runs again), then resume; damage, if
+        given, hurts the checkpoint in between and names the step."""
+        self.world.patch(self.name, {"desiredState": "cancelled"})
+        self.wait_for(lambda: self.world.status(self.name).get("phase") == "Cancelled", 120, "Cancelled")
+        self.wait_for(lambda: not self._alive_drivers(), 120, "no driver after the cancel")
+        step = damage() if damage else "cancel, resume"
+        self.world.patch(self.name, {"desiredState": "running"})
+        self._progress(step, 300)
+
+    def upgrade(self) -> None:
+        """A spec change (a Spark setting the job ignores) rolled out in the job's upgrade mode."""
+        self.upgrades += 1
+        self.world.patch(self.name, {"sparkConf": {"spark.ftspark.upgrade": str(self.upgrades)}})
+        self._progress("spec upgrade", 300)
 
     def finish(self) -> dict[str, int]:
         """Stops feeding, flushes, waits until the output is what the batch computation says; the figures."""
         self._stop_feeding.set()
         self._feeder.join()
         self.subject.flush(self.source, self.fed)
-        self._wait(lambda: self.verdict().exact, 300, "every record in the output")
+        self.wait_for(lambda: self.verdict().exact, 300, "every record in the output")
         assert self.watch is not None
         self.watch.stop()
         verdict = self.verdict()
@@ -177,7 +194,7 @@ class FaultTour:
             self.subject.write_input(self.source, 1, first_file=self.fed)
             self.fed += 1
 
-    def _batches(self) -> int:
+    def batches(self) -> int:
         return len(self.output.batches())
 
     def _took(self, step: str, seconds: float) -> None:
@@ -191,11 +208,11 @@ class FaultTour:
 
     def _progress(self, fault: str, timeout: float, since: float | None = None) -> None:
         """Waits for a batch committed after now; records the time from since (default now)."""
-        before, started = self._batches(), time.monotonic()
-        self._wait(lambda: self._batches() > before, timeout, f"progress after the {fault}")
+        before, started = self.batches(), time.monotonic()
+        self.wait_for(lambda: self.batches() > before, timeout, f"progress after the {fault}")
         self._took(f"{fault} -> next batch", time.monotonic() - (since or started))
 
-    def _wait(self, probe: Callable[[], object], timeout: float, what: str) -> None:
+    def wait_for(self, probe: Callable[[], object], timeout: float, what: str) -> None:
         started = time.monotonic()
         while time.monotonic() - started < timeout:
             if probe():
@@ -225,9 +242,9 @@ class ProcessFaultTour(FaultTour):
         assert leader is not None
         cut = time.monotonic()
         world.proxies[leader].partition()
-        self._wait(lambda: fleet.leader(api) not in {None, leader}, 60, "the standby to take over")
+        self.wait_for(lambda: fleet.leader(api) not in {None, leader}, 60, "the standby to take over")
         self._took("leader partitioned -> standby leads", time.monotonic() - cut)
-        self._wait(lambda: not fleet.replicas[leader].running(), 30, "the partitioned leader to exit")
+        self.wait_for(lambda: not fleet.replicas[leader].running(), 30, "the partitioned leader to exit")
         self._took("leader partitioned -> it exits", time.monotonic() - cut)
         self._progress("operator leader partitioned", 120, since=cut)
         world.start_operator(leader)  # the Deployment restarts it, the network heals
@@ -250,16 +267,16 @@ class ProcessFaultTour(FaultTour):
         self._progress(f"S3 outage of {seconds:.0f} s", 300, since=started)
 
     def cancel_damage_and_resume(self) -> None:
-        """Cancel (no final checkpoint), tear the newest offset log entry as a crash mid-write would, resume:
-        the driver rolls back to the newest good batch, the operator says so, nothing is lost."""
-        self.process_world.patch(self.name, {"desiredState": "cancelled"})
-        self._wait(lambda: self.process_world.status(self.name).get("phase") == "Cancelled", 120, "Cancelled")
-        self._wait(lambda: not self._alive_drivers(), 120, "no driver after the cancel")
-        location = self.process_world.status(self.name)["latestCheckpoint"]["location"]
-        self.damaged = self.process_world.damage_latest_offsets(location)
-        self.process_world.patch(self.name, {"desiredState": "running"})
-        self._progress("cancel, damaged checkpoint, resume", 300)
-        self._wait(
+        """Cancel, tear the newest offset log entry as a crash mid-write would, resume: the driver rolls back
+        to the newest good batch, the operator says so, nothing is lost."""
+
+        def damage() -> str:
+            location = self.process_world.status(self.name)["latestCheckpoint"]["location"]
+            self.damaged = self.process_world.damage_latest_offsets(location)
+            return "cancel, damaged checkpoint, resume"
+
+        self.cancel_and_resume(damage)
+        self.wait_for(
             lambda: (self.process_world.status(self.name).get("lastRollback") or {}).get("message"),
             60,
             "the rollback in the job's status",

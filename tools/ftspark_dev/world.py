@@ -56,12 +56,24 @@ def s3_credentials_secret() -> client.V1Secret:
 
 DRIVER_USER = f"system:serviceaccount:{JOBS_NAMESPACE}:{DRIVER_SERVICE_ACCOUNT}"
 # The API server's audit log records what drivers (Spark's Kubernetes client and our runtime) ask of it: the
-# measure of their Role (docs/architecture.md, "The driver's rights").
-DRIVER_AUDIT = {
+# measure of their Role (docs/architecture.md, "The driver's rights"); and every other write but the noisy
+# ones (Lease renewals, pod status, Events): who wrote what, when (the soak's check that one writer acts).
+AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
     "omitStages": ["RequestReceived"],
-    "rules": [{"level": "Metadata", "users": [DRIVER_USER]}, {"level": "None"}],
+    "rules": [
+        {"level": "Metadata", "users": [DRIVER_USER]},
+        {
+            "level": "None",
+            "resources": [
+                {"group": "", "resources": ["pods/status", "nodes", "nodes/status", "events"]},
+                {"group": "coordination.k8s.io", "resources": ["leases"]},
+            ],
+        },
+        {"level": "Metadata", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
+        {"level": "None"},
+    ],
 }
 
 
@@ -235,7 +247,7 @@ def running_world() -> Iterator[World]:
     )
     jars = Path(fetched.stdout.strip())
     work = Path(tempfile.mkdtemp(prefix="ftspark-world-"))
-    with ControlPlane(service_account_admission=True, audit_policy=DRIVER_AUDIT) as plane, S3Server() as s3:
+    with ControlPlane(service_account_admission=True, audit_policy=AUDIT_POLICY) as plane, S3Server() as s3:
         plane.start_controllers()
         plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
         plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")

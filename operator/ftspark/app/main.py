@@ -47,7 +47,10 @@ def api_client(cfg: OperatorConfig, *, retries: int | None = None) -> client.Api
         config.load_incluster_config(client_configuration=configuration)
     if retries is not None:
         configuration.retries = retries
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    # Names the replica in the API server's audit log: who wrote what, when (the soak checks the writers).
+    api.user_agent = f"ftspark-operator ({cfg.identity})"
+    return api
 
 
 def s3_client(cfg: OperatorConfig) -> S3Client:

@@ -54,7 +54,7 @@ log = logging.getLogger("ftspark.runtime")
 SCRIPT_GRACE_SECONDS = 10.0
 
 
-def kube_client(kubeconfig: str | None) -> client.ApiClient:
+def kube_client(kubeconfig: str | None, pod_name: str) -> client.ApiClient:
     """A client that never retries by itself: the Lease's deadlines bound every call instead."""
     configuration = client.Configuration()
     if kubeconfig:
@@ -62,7 +62,9 @@ def kube_client(kubeconfig: str | None) -> client.ApiClient:
     else:
         config.load_incluster_config(client_configuration=configuration)
     configuration.retries = 0
-    return client.ApiClient(configuration)
+    api = client.ApiClient(configuration)
+    api.user_agent = f"ftspark-driver ({pod_name})"  # names the attempt in the API server's audit log
+    return api
 
 
 class Driver:
@@ -95,7 +97,7 @@ class Driver:
         except StorageError as error:
             self.ending.set(Exit.BAD_INPUT, "StorageUnavailable", f"checkpoint storage: {error}")
             return
-        api = kube_client(cfg.kubeconfig)
+        api = kube_client(cfg.kubeconfig, cfg.pod_name)
         lease = DriverLease(api, cfg, on_lost=lambda why: self.fence_out("LeaseLost", why))
         if not lease.acquire(cfg.lease_acquire_timeout):
             self.ending.set(
