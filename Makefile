@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test bench lint types unit integration cluster-bin helm-bin spark-jars local-recovery-jar images dev-cluster crds argocd deploy docs lock clean
+.PHONY: help demo test bench soak lint types unit integration cluster-bin helm-bin spark-jars local-recovery-jar images dev-cluster crds argocd deploy docs lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
@@ -17,6 +17,7 @@ help:
 	@echo "make images       the operator, Spark and pause images as OCI archives, without Docker (cached)"
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
 	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts); task-local recovery's (in one JVM, on the nodes)"
+	@echo "make soak         two streaming jobs through 100 seeded random faults, exactly once (SOAK_FAULTS, SOAK_SEED)"
 	@echo "make crds         regenerate crds/, the chart's copy and job policy, docs/reference.md and deploy/ from the models"
 
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -63,6 +64,12 @@ unit: $(VENV)/.installed
 
 integration: $(VENV)/.installed cluster-bin
 	$(PY) -m pytest tests/integration tests/contract
+
+# The long soak; CI runs a short seeded one (e2e/test_soak.py). Prints the table of faults and figures.
+SOAK_FAULTS ?= 100
+SOAK_SEED ?= 14
+soak: $(VENV)/.installed cluster-bin spark-jars
+	$(PY) -m ftspark_dev.soak --faults $(SOAK_FAULTS) --seed $(SOAK_SEED)
 
 crds: $(VENV)/.installed helm-bin
 	$(PY) -m ftspark.crd > crds/ftspark.io_faulttolerantsparkjobs.yaml

@@ -4,7 +4,7 @@ and measures fault -> next committed batch.
 
 A new fault is a step here that ends in _progress: on FaultTour when both kinds of node can suffer it (what it
 needs of the installation goes into TourWorld, which world.World and realworld.RealWorld implement), on
-ProcessFaultTour when only process-backed nodes can inject it; e2e/test_windowed_counts.py,
+ProcessFaultTour when only process-backed nodes can inject it; the soak (soak.py, e2e/test_soak.py),
 tests/realnodes/test_installation.py and demo.py choose the steps they take."""
 
 from __future__ import annotations
@@ -276,8 +276,11 @@ class ProcessFaultTour(FaultTour):
             return "cancel, damaged checkpoint, resume"
 
         self.cancel_and_resume(damage)
+        batch = self.damaged.rsplit("/", 1)[-1]
         self.wait_for(
-            lambda: (self.process_world.status(self.name).get("lastRollback") or {}).get("message"),
-            60,
-            "the rollback in the job's status",
+            lambda: f"rolled back from batch {batch} to" in self._last_rollback(), 60, "the rollback in the status"
         )
+        assert "CheckpointRolledBack" in self.process_world.events(self.name)
+
+    def _last_rollback(self) -> str:
+        return str((self.process_world.status(self.name).get("lastRollback") or {}).get("message", ""))
