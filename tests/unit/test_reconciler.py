@@ -19,7 +19,7 @@ from ftspark.domain.lifecycle import DriverPhase
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import Allowance
 from ftspark.ports.cluster import JobResource, StaleReadError
-from ftspark.protocol import HaStoreConfig, driver_pod_name, spark_app_id
+from ftspark.protocol import NO_PROGRESS, Exit, HaStoreConfig, driver_pod_name, spark_app_id
 from ftspark.reconcile.reconciler import Reconciler
 
 KEY = JobKey(namespace="team-a", name="counts")
@@ -444,3 +444,27 @@ def test_a_status_decided_on_a_stale_read_or_after_leadership_is_lost_is_not_wri
     with pytest.raises(NotLeadingError):
         cluster.reconcile()
     assert cluster.status().phase == "Submitting"
+
+
+def test_a_driver_that_ended_itself_for_no_progress_is_restarted_with_a_warning(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, {**SPEC, "liveness": {"progressTimeoutSeconds": 30}}, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    assert next(c for c in cluster.status().conditions if c.type == "Ready").status == "True"
+    cluster.drivers.set_driver(
+        KEY, 1, DriverPhase.FAILED, exit_code=Exit.NO_PROGRESS, reason=NO_PROGRESS, message="query q: 31 s"
+    )
+    cluster.reconcile(after=31)
+    status = cluster.status()
+    assert status.phase == "Restarting"
+    assert status.last_failure is not None
+    assert status.last_failure.reason == NO_PROGRESS
+    degraded = next(c for c in status.conditions if c.type == "Degraded")
+    assert (degraded.status, degraded.reason) == ("True", NO_PROGRESS)
+    (warning,) = [e for e in cluster.events.emitted if e.reason == NO_PROGRESS]
+    assert warning.type == "Warning"
+    assert "spec.liveness.progressTimeoutSeconds (30 s)" in warning.message
+    cluster.drivers.pods.pop(KEY, None)  # the deleted pod is gone
+    cluster.reconcile(after=5)
+    assert cluster.drivers.plans[-1].attempt == 2
+    assert cluster.events.reasons().count(NO_PROGRESS) == 1, "said once"

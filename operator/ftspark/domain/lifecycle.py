@@ -44,7 +44,7 @@ from ftspark.domain.models import (
 )
 from ftspark.domain.recovery import RestorePoint, checkpoint_directory
 from ftspark.domain.restart import on_failure
-from ftspark.protocol import NO_RESTORABLE_CHECKPOINT, STOP_TIMED_OUT, STOPPED, RestoreFrom
+from ftspark.protocol import NO_PROGRESS, NO_RESTORABLE_CHECKPOINT, STOP_TIMED_OUT, STOPPED, RestoreFrom
 
 # Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
 _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
@@ -201,9 +201,10 @@ class Decision:
 
 
 def spec_hash(spec: JobSpec) -> str:
-    """What a change of triggers an upgrade: everything but the desired state and the savepoint nonce."""
+    """What a change of triggers an upgrade: everything but the desired state, the savepoint nonce and the
+    timeouts (the next attempt gets them; a new one must not restart every running job)."""
     relevant = spec.model_dump_json(
-        exclude={"desired_state", "savepoint_trigger_nonce", "stop_timeout_seconds"}
+        exclude={"desired_state", "savepoint_trigger_nonce", "stop_timeout_seconds", "liveness"}
     )
     return hashlib.sha256(relevant.encode()).hexdigest()[:16]
 
@@ -644,6 +645,17 @@ class _Context:
         )
         self._update(last_failure=failure, restarts=verdict.state)
         self._condition("Degraded", "True", failure.reason, failure.message)
+        if failure.reason == NO_PROGRESS:
+            # A hung driver looks Running to Kubernetes: say why it was replaced, and which setting decided.
+            timeout = self.spec.liveness.progress_timeout_seconds
+            self.actions.append(
+                EmitEvent(
+                    "Warning",
+                    NO_PROGRESS,
+                    f"attempt {failure.attempt} made no progress within spec.liveness.progressTimeoutSeconds "
+                    f"({timeout} s): {failure.message}",
+                )
+            )
         if not verdict.restart:
             message = f"{failure.reason}: {failure.message} — not restarted: {verdict.reason}"
             self._record_result("Failed", message)
