@@ -3,6 +3,8 @@ setting reaches the driver. The watchdog against a real JVM stopped by SIGSTOP: 
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from pydantic import ValidationError
 
@@ -11,7 +13,7 @@ from ftspark.domain.models import JobSpec
 from ftspark.manifests import AttemptPlan, driver_pod
 from ftspark.protocol import DriverEnv
 from ftspark.runtime.config import RuntimeConfig
-from ftspark.runtime.liveness import SignsOfLife
+from ftspark.runtime.liveness import SignsOfLife, Watchdog
 
 BASE = {"image": "img", "mainApplicationFile": "local:///job.py", "checkpoint": {"storage": "s3://bkt/j"}}
 IDLE_KEY = "spark.sql.streaming.noDataProgressEventInterval"
@@ -47,6 +49,27 @@ def test_every_event_of_a_query_is_a_sign_of_life_until_it_ends() -> None:
     signs.heard("id-1")  # a late event of an ended query does not bring it back
     now[0] = 1000.0
     assert signs.stuck(30) is None
+
+
+def test_the_watchdog_calls_once_when_a_query_is_stuck() -> None:
+    now = [0.0]
+    signs = SignsOfLife(clock=lambda: now[0])
+    signs.started("id-1", "counts")
+    calls: list[Stuck] = []
+    called = threading.Event()
+
+    def on_stuck(found: Stuck) -> None:
+        calls.append(found)
+        called.set()
+
+    watchdog = Watchdog(signs, 30, on_stuck)
+    watchdog.start()
+    now[0] = 29.0
+    assert not called.wait(1.5), "not before the timeout"
+    now[0] = 31.0
+    assert called.wait(5)
+    assert calls == [Stuck("counts", 31.0)]
+    watchdog.stop()
 
 
 def test_spark_durations_read_as_spark_reads_a_milliseconds_setting() -> None:
