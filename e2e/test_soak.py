@@ -1,7 +1,7 @@
-"""The short seeded soak (`make soak` runs the long one, tools/ftspark_dev/soak.py): windowed counts and session
-windows through every kind of fault the process-backed installation injects, each once in a seeded order, then
-more drawn at random; exactly-once against the batch computation, one driver per job and one acting leader at
-any moment, from the probes and from the API server's audit log."""
+"""The short seeded soak (`make soak` runs the long one, tools/ftspark_dev/soak.py): windowed counts and
+session windows through every kind of fault the process-backed installation injects, each once in a seeded
+order, then more drawn at random; exactly-once against the batch computation, one driver per job and one
+acting leader at any moment, from the probes and from the API server's audit log."""
 
 from __future__ import annotations
 
@@ -32,4 +32,6 @@ def test_two_jobs_come_through_a_seeded_fault_schedule_exactly_once(world: World
         assert {"Submitted", "Cancelled", "Resumed"} <= events, (name, events)
     writers = soak.writers_at_once()
     assert writers["operator"] == 1, "the API server saw two operator replicas write at once"
-    assert all(writers[tour.name] == 1 for tour in soak.tours), f"two drivers of one job wrote at once: {writers}"
+    assert all(writers[tour.name] == 1 for tour in soak.tours), (
+        f"two drivers of one job wrote at once: {writers}"
+    )

@@ -39,6 +39,8 @@ from ftspark_dev.windowed_counts import WindowedCounts
 from ftspark_dev.world import JOBS_NAMESPACE, OPERATOR_NAMESPACE, World, running_world
 
 OPERATOR_LEASE = "ftspark-operator"
+# A hung driver is restarted after 30 s without progress (the default, 300 s, would make a long soak longer).
+SPEC = {"liveness": {"progressTimeoutSeconds": 30}}
 OVERLAP_WINDOW = 0.5  # seconds; below the gap a correct handover leaves (lease duration - renew deadline)
 WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 
@@ -94,6 +96,10 @@ class Soak:
         tour.kill_driver()
         return [tour]
 
+    def hang_driver_jvm(self, tour: ProcessFaultTour) -> list[ProcessFaultTour]:
+        tour.hang_driver_jvm()
+        return [tour]
+
     def stop_resume(self, tour: ProcessFaultTour) -> list[ProcessFaultTour]:
         tour.stop_and_resume()
         return [tour]
@@ -111,12 +117,16 @@ class Soak:
         return [tour]
 
     def delete_ha_configmaps(self, tour: ProcessFaultTour) -> list[ProcessFaultTour]:
-        """By hand, the job's HA records (its checkpoint pointers and job graph)."""
+        """By hand, the job's HA records (its checkpoint pointers and job graph): its driver is fenced out at
+        its next checkpoint, the next attempt resumes from the directory the status names."""
+        attempt = tour.attempt()
         core = client.CoreV1Api(self.world.api)
         for config_map in core.list_namespaced_config_map(
             JOBS_NAMESPACE, label_selector=f"{JOB_LABEL}={tour.name}"
         ).items:
             core.delete_namespaced_config_map(config_map.metadata.name, JOBS_NAMESPACE)
+        tour.wait_for(lambda: tour.attempt() > attempt, 120, "a new attempt after the HA records went")
+        assert "StateNotFound" not in self.world.events(tour.name), "resumed with its state"
         return [tour]
 
     def kill_leader(self, tour: ProcessFaultTour) -> list[ProcessFaultTour]:
@@ -207,6 +217,7 @@ class Soak:
 FAULTS: dict[str, Callable[[Soak, ProcessFaultTour], list[ProcessFaultTour]]] = {
     "executor kill": Soak.kill_executors,
     "driver kill": Soak.kill_driver,
+    "driver JVM stopped": Soak.hang_driver_jvm,
     "stop, resume": Soak.stop_resume,
     "cancel, resume": Soak.cancel_resume,
     "cancel, torn checkpoint": Soak.cancel_damage_resume,

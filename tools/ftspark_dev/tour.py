@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import urllib3
 from kubernetes import client
 
-from ftspark.protocol import SPARK_ROLE_LABEL
+from ftspark.protocol import NO_PROGRESS, SPARK_ROLE_LABEL, DriverEnv, Exit, driver_pod_name
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.subject import SinkFolder, Subject, Verdict
 from ftspark_dev.windowed_counts import WindowedCounts
@@ -60,6 +60,7 @@ class Watch:
         self.world, self.job, self._stop = world, job, threading.Event()
         self.most_alive = self.most_leaders = 0
         self.phases_seen: list[str] = []
+        self.degraded_seen: list[str] = []  # the reasons of Degraded=True, each once
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
 
@@ -68,11 +69,16 @@ class Watch:
             try:
                 alive = [p for p in self.world.drivers(self.job) if p.status.phase in {"Pending", "Running"}]
                 self.most_alive = max(self.most_alive, len(alive))
-                phase = self.world.status(self.job).get("phase")
+                status = self.world.status(self.job)
             except (client.ApiException, urllib3.exceptions.HTTPError):
                 continue  # the API server is down for a while in one of the steps
+            phase = status.get("phase")
             if phase and (not self.phases_seen or self.phases_seen[-1] != phase):
                 self.phases_seen.append(phase)
+            for condition in status.get("conditions") or []:
+                degraded = condition["type"] == "Degraded" and condition["status"] == "True"
+                if degraded and condition["reason"] not in self.degraded_seen:
+                    self.degraded_seen.append(condition["reason"])
             self.most_leaders = max(self.most_leaders, len(self.world.acting_leaders()))
 
     def stop(self) -> None:
@@ -82,10 +88,18 @@ class Watch:
 
 class FaultTour:
     def __init__(
-        self, world: TourWorld, work: Path, *, subject: Subject | None = None, feed_interval: float = 2.0
+        self,
+        world: TourWorld,
+        work: Path,
+        *,
+        subject: Subject | None = None,
+        feed_interval: float = 2.0,
+        spec: dict[str, Any] | None = None,
     ) -> None:
+        """spec: fields of the job's spec over the world's defaults."""
         self.subject = subject or WindowedCounts()
         self.world, self.name, self.feed_interval = world, self.subject.name, feed_interval
+        self.spec = spec or {}
         self.source, self.output = work / self.name / "in", SinkFolder(work / self.name / "out")
         self.recovery: dict[str, float] = {}  # the last time of each step
         self.timeline: list[tuple[str, float]] = []  # every step's time, in order
@@ -103,7 +117,9 @@ class FaultTour:
         self.subject.write_input(self.source, 5)
         self.fed = 5
         started = time.monotonic()
-        manifest = self.world.job(self.name, self.source, self.output.folder, example=self.subject.example)
+        manifest = self.world.job(
+            self.name, self.source, self.output.folder, example=self.subject.example, **self.spec
+        )
         self.world.create(manifest)
         self.watch = Watch(self.world, self.name)
         self.wait_for(self.batches, 300, "the first batch")
@@ -116,7 +132,7 @@ class FaultTour:
         self._progress("executor kill", 240)
 
     def kill_driver(self) -> None:
-        self.world.kill_pod(self.world.drivers(self.name)[-1].metadata.name)
+        self.world.kill_pod(self.current_driver().metadata.name)
         self._progress("driver kill", 300)
 
     def kill_leader(self) -> None:
@@ -129,7 +145,7 @@ class FaultTour:
         self._took("operator leader kill -> a leader acts", time.monotonic() - killed)
 
     def kill_node(self) -> None:
-        node = self.world.drivers(self.name)[-1].spec.node_name
+        node = self.current_driver().spec.node_name
         self.world.kill_node(node)
         self._progress(f"node kill ({node}, the driver's)", 360)
         self.world.restart_node(node)
@@ -151,10 +167,16 @@ class FaultTour:
         self._progress(step, 300)
 
     def upgrade(self) -> None:
-        """A spec change (a Spark setting the job ignores) rolled out in the job's upgrade mode."""
+        """A spec change (a Spark setting the job ignores) rolled out in the job's upgrade mode: a new
+        attempt, then progress."""
+        attempt, started = self.attempt(), time.monotonic()
         self.upgrades += 1
         self.world.patch(self.name, {"sparkConf": {"spark.ftspark.upgrade": str(self.upgrades)}})
-        self._progress("spec upgrade", 300)
+        self.wait_for(lambda: self.attempt() > attempt, 120, "the upgraded attempt")
+        self._progress("spec upgrade", 300, since=started)
+
+    def attempt(self) -> int:
+        return int(self.world.status(self.name).get("attempt", 0))
 
     def finish(self) -> dict[str, int]:
         """Stops feeding, flushes, waits until the output is what the batch computation says; the figures."""
@@ -201,6 +223,12 @@ class FaultTour:
         self.recovery[step] = seconds
         self.timeline.append((step, seconds))
 
+    def current_driver(self) -> client.V1Pod:
+        """The driver pod of the job's current attempt (names do not sort by attempt: 10 < 9)."""
+        pod = driver_pod_name(self.name, int(self.world.status(self.name)["attempt"]))
+        (driver,) = [p for p in self.world.drivers(self.name) if p.metadata.name == pod]
+        return driver
+
     def _alive_drivers(self) -> list[str]:
         return [
             p.metadata.name for p in self.world.drivers(self.name) if p.status.phase in {"Pending", "Running"}
@@ -228,7 +256,8 @@ class FaultTour:
 
 class ProcessFaultTour(FaultTour):
     """The faults only the process-backed installation injects: a network partition of one operator replica
-    (its TCP proxy), an API server crash, an S3 outage (SIGSTOP), and a damaged checkpoint."""
+    (its TCP proxy), an API server crash, an S3 outage (SIGSTOP), a damaged checkpoint, and a hung driver
+    JVM (SIGSTOP)."""
 
     def __init__(self, world: World, work: Path, **options: Any) -> None:
         super().__init__(world, work, **options)
@@ -278,9 +307,36 @@ class ProcessFaultTour(FaultTour):
         self.cancel_and_resume(damage)
         batch = self.damaged.rsplit("/", 1)[-1]
         self.wait_for(
-            lambda: f"rolled back from batch {batch} to" in self._last_rollback(), 60, "the rollback in the status"
+            lambda: f"rolled back from batch {batch} to" in self._last_rollback(),
+            60,
+            "the rollback in the status",
         )
         assert "CheckpointRolledBack" in self.process_world.events(self.name)
 
     def _last_rollback(self) -> str:
         return str((self.process_world.status(self.name).get("lastRollback") or {}).get("message", ""))
+
+    def hang_driver_jvm(self) -> None:
+        """The driver's JVM stops (SIGSTOP) while input keeps arriving: Kubernetes still sees the pod running.
+        The driver's watchdog ends it after the job's progress timeout (reason NoProgress) and the operator
+        starts a new attempt. Needs the check on (spec.liveness.progressTimeoutSeconds not 0)."""
+        world = self.process_world
+        attempt = int(world.status(self.name)["attempt"])
+        driver = self.current_driver()
+        pod = driver.metadata.name
+        env = {e.name: e.value for e in driver.spec.containers[0].env or []}
+        timeout = float(env[DriverEnv.PROGRESS_TIMEOUT])
+        assert timeout > 0, "the job's liveness check is off"
+        with world.driver_jvm_stopped(pod):
+            # Restart delay, Lease expiry, a new Spark session and a batch come on top of the timeout.
+            self._progress("driver JVM stopped", timeout + 300)
+        assert self.recovery["driver JVM stopped -> next batch"] >= timeout, (
+            "not restarted before the timeout"
+        )
+        status = world.status(self.name)
+        assert int(status["attempt"]) > attempt, f"a new attempt replaced attempt {attempt}: {status}"
+        failure = status["lastFailure"]
+        assert (failure["reason"], failure["exitCode"]) == (NO_PROGRESS, Exit.NO_PROGRESS), failure
+        assert f"progress timeout is {timeout:g} s" in failure["message"], failure
+        assert NO_PROGRESS in world.events(self.name)
+        assert self.watch is not None and NO_PROGRESS in self.watch.degraded_seen, "Degraded: NoProgress"
