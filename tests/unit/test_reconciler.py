@@ -194,52 +194,51 @@ def test_no_complete_checkpoint_asks_for_a_manual_restore_and_starts_nothing(clu
     assert restart.checkpoint_location == run_dir(UID, 2), "stateless: a new directory"
 
 
-def test_a_restart_without_a_job_graph_or_a_checkpoint_starts_without_state_and_says_so(
-    cluster: Cluster,
+@pytest.mark.parametrize("checkpointed", [True, False])
+def test_a_job_whose_ha_records_were_deleted_resumes_from_the_directory_its_status_names(
+    cluster: Cluster, checkpointed: bool
 ) -> None:
     cluster.jobs.apply(KEY, SPEC, uid=UID)
     cluster.reconcile()
     cluster.running()
-    cluster.stores.job_graphs.delete(KEY, LEADER)  # deleted by hand
-    cluster.fail()
-    cluster.reconcile(after=5)
-    restart = cluster.drivers.plans[-1]
-    assert (restart.attempt, restart.restore_from) == (2, "nothing")
-    assert "StateNotFound" in cluster.events.reasons()
-
-
-@pytest.mark.parametrize(
-    ("location", "resumes"),
-    [
-        (f"s3a://bucket/counts/checkpoints/{UID[:8]}-run-1/query-0", True),  # as Spark names it
-        ("s3://bucket/counts/checkpoints/ffffffff-run-1/query-0", False),  # another job's
-        ("s3://other-bucket/checkpoints/x/query-0", False),  # outside the job's storage
-    ],
-)
-def test_a_job_whose_ha_records_were_deleted_resumes_from_the_checkpoint_its_status_names(
-    cluster: Cluster, location: str, resumes: bool
-) -> None:
-    cluster.jobs.apply(KEY, SPEC, uid=UID)
-    cluster.reconcile()
-    cluster.running()
-    cluster.commit(1, 7, location)
-    cluster.reconcile()
+    if checkpointed:
+        cluster.commit(1, 7, f"s3a://bucket/counts/checkpoints/{UID[:8]}-run-1/query-0")  # as Spark names it
+        cluster.reconcile()
     cluster.stores.checkpoints.delete(KEY, LEADER)  # both records deleted by hand
     cluster.stores.job_graphs.delete(KEY, LEADER)
     cluster.fail()
     cluster.reconcile(after=5)
     restart = cluster.drivers.plans[-1]
-    if resumes:
-        assert (restart.attempt, restart.restore_from, restart.restore_batch_id) == (
-            2,
-            "latest-checkpoint",
-            None,
-        )
-        assert restart.checkpoint_location == run_dir(UID, 1)
-        assert "JobGraphRecovered" in cluster.events.reasons()
-    else:
-        assert (restart.restore_from, restart.checkpoint_location) == ("nothing", run_dir(UID, 2))
-        assert "StateNotFound" in cluster.events.reasons()
+    assert (restart.attempt, restart.restore_from, restart.restore_batch_id) == (2, "latest-checkpoint", None)
+    assert restart.checkpoint_location == run_dir(UID, 1)
+    assert "JobGraphRecovered" in cluster.events.reasons()
+
+
+@pytest.mark.parametrize(
+    "directory",
+    [
+        "s3://bucket/counts/checkpoints/ffffffff-run-1",  # another job's
+        "s3://other-bucket/checkpoints/x",  # outside the job's storage
+        f"s3://bucket/counts/checkpoints/{UID[:8]}-run-1/../../x",
+    ],
+)
+def test_a_directory_in_the_status_the_operator_did_not_choose_is_ignored(
+    cluster: Cluster, directory: str
+) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.stores.job_graphs.delete(KEY, LEADER)
+    job = cluster.jobs.get(KEY)
+    assert job is not None
+    cluster.jobs.write_status(
+        job, {**job.status, "checkpointDirectory": directory}
+    )  # written by someone else
+    cluster.fail()
+    cluster.reconcile(after=5)
+    restart = cluster.drivers.plans[-1]
+    assert (restart.restore_from, restart.checkpoint_location) == ("nothing", run_dir(UID, 2))
+    assert "StateNotFound" in cluster.events.reasons()
 
 
 def test_a_deleted_jobs_records_are_discarded_before_a_new_job_of_the_same_name_starts(

@@ -42,7 +42,7 @@ from ftspark.domain.models import (
     SavepointRef,
     SavepointRequest,
 )
-from ftspark.domain.recovery import RestorePoint, checkpoint_directory, directory_of
+from ftspark.domain.recovery import RestorePoint, checkpoint_directory, directory_of, is_checkpoint_directory
 from ftspark.domain.restart import on_failure
 from ftspark.protocol import NO_PROGRESS, NO_RESTORABLE_CHECKPOINT, STOP_TIMED_OUT, STOPPED, RestoreFrom
 
@@ -327,7 +327,7 @@ class _Context:
         recovered = self._directory_from_status() if lost_graph else None
         if recovered is not None:
             # The job graph was deleted (by hand, or a namespace restored without it), but the status still
-            # names the directory of the latest checkpoint, one the operator chose for this job: resume there;
+            # names the job's checkpoint directory, one the operator chose for this job: resume there;
             # Spark restores its newest committed batch (the pointers went with the graph, or cannot be
             # trusted without it).
             location = recovered
@@ -335,7 +335,7 @@ class _Context:
                 EmitEvent(
                     "Warning",
                     "JobGraphRecovered",
-                    f"no job graph: attempt {attempt} resumes from {recovered}, the job's latest checkpoint",
+                    f"no job graph: attempt {attempt} resumes from its checkpoint directory {recovered}",
                 )
             )
         elif lost_graph:
@@ -362,6 +362,7 @@ class _Context:
         self.actions.append(SubmitAttempt(attempt, restore_from, location, restore_batch, nodes))
         self._update(
             attempt=attempt,
+            checkpoint_directory=location,
             driver_pod=None,
             attempt_started_at=None,
             stop_requested_at=None,
@@ -372,10 +373,14 @@ class _Context:
         return self._done(_POLL_SECONDS)
 
     def _directory_from_status(self) -> str | None:
+        """The directory the status names (the current attempt's, else the latest checkpoint's), if it is one
+        the operator chose for this job: the status is the user's object too."""
+        known = self.status.checkpoint_directory
         latest = self.status.latest_checkpoint
-        if latest is None:
-            return None
-        return directory_of(latest.location, self.spec.checkpoint.storage, self.obs.job_uid)
+        storage, uid = self.spec.checkpoint.storage, self.obs.job_uid
+        if known is not None and is_checkpoint_directory(known, storage, uid):
+            return known
+        return directory_of(latest.location, storage, uid) if latest is not None else None
 
     def _manual_restore_required(self, message: str) -> Decision:
         """Checkpoints exist but none is complete in storage: never a silent start from nothing. Failed with

@@ -456,6 +456,11 @@ class JobStatus(_Model):
     latest_checkpoint: CheckpointRef | None = Field(
         default=None, description="The newest completed checkpoint (the highest checkpoint id)."
     )
+    checkpoint_directory: str | None = Field(
+        default=None,
+        description="The checkpoint directory of the current attempt, as the operator chose it; a job whose "
+        "job graph was deleted by hand resumes from it.",
+    )
     savepoints: list[SavepointRef] = Field(default_factory=list, description="Savepoints taken, newest last.")
     savepoint_in_progress: SavepointRequest | None = Field(
         default=None, description="A savepoint the driver was asked for and has not answered yet."
