@@ -57,7 +57,7 @@ class Soak:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.tours = [
-            ProcessFaultTour(self.world, self.work, subject=subject)
+            ProcessFaultTour(self.world, self.work, subject=subject, spec=SPEC)
             for subject in (WindowedCounts(), Sessions())
         ]
 
