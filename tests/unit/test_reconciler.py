@@ -31,6 +31,7 @@ SPEC: dict[str, Any] = {
     "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 3, "delaySeconds": 5}},
 }
 LEADER = Epoch("operator", 1, "leader-0")
+TERM_FLOOR = "ftspark-system/ftspark-operator-term"
 
 
 class NotLeadingError(Exception):
@@ -75,6 +76,7 @@ class Cluster:
             uniform=lambda: 0.5,
             ha_store=self.ha_store,
             allowed=self.allowed,
+            term_floor=TERM_FLOOR,
         )
 
     def epoch(self) -> Epoch:
@@ -444,3 +446,21 @@ def test_a_status_decided_on_a_stale_read_or_after_leadership_is_lost_is_not_wri
     with pytest.raises(NotLeadingError):
         cluster.reconcile()
     assert cluster.status().phase == "Submitting"
+
+
+def test_a_control_request_carries_the_leaders_term_and_a_deposed_leader_writes_none(
+    cluster: Cluster,
+) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.jobs.apply(KEY, {**SPEC, "desiredState": "stopped"}, uid=UID)
+    cluster.leading = False
+    with pytest.raises(NotLeadingError):
+        cluster.reconcile()
+    assert cluster.drivers.controls == [], "the epoch is checked right before the request is written"
+    cluster.leading = True
+    cluster.reconcile()
+    assert cluster.drivers.controls == [(driver_pod_name(KEY.name, 1), "stop")]
+    assert cluster.drivers.control_terms == [LEADER.term]
+    assert cluster.drivers.plans[0].term_floor == TERM_FLOOR, "the driver learns where the floor is"

@@ -26,6 +26,7 @@ from ftspark.app.probes import serve
 from ftspark.domain.fencing import Epoch
 from ftspark.leader.elector import LeaderElector
 from ftspark.metrics import FAILOVER_SECONDS, LEADER, LEASE_TRANSITIONS
+from ftspark.protocol import term_floor_name
 from ftspark.reconcile.reconciler import Reconciler
 
 if TYPE_CHECKING:
@@ -151,6 +152,7 @@ class OperatorReplica:
             inspector=S3CheckpointInspector(self.s3),
             epoch=self.epoch,
             ha_store=self.ha,
+            term_floor=f"{self.cfg.namespace}/{term_floor_name(self.cfg.lease_name)}",
             allowed=self.cfg.allow,
         )
         self.controller = Controller(

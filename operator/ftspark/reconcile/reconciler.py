@@ -71,12 +71,14 @@ class Reconciler:
         clock: Callable[[], datetime] = _now,
         uniform: Callable[[], float] = random.random,
         ha_store: HaStoreConfig = CONFIGMAP_STORES,  # the installation's, which its drivers use too
+        term_floor: str,
     ) -> None:
-        """allowed: the job policy's allowances granted in every namespace (ftspark.domain.policy)."""
+        """allowed: the job policy's allowances granted in every namespace (ftspark.domain.policy).
+        term_floor: <namespace>/<name> of the operator's term floor ConfigMap, which its drivers read."""
         self._jobs, self._drivers, self._events, self._allowed = jobs, drivers, events, allowed
         self._graphs, self._checkpoints, self._results = graphs, checkpoints, results
         self._inspector, self._epoch, self._clock, self._uniform = inspector, epoch, clock, uniform
-        self._ha_store = ha_store
+        self._ha_store, self._term_floor = ha_store, term_floor
 
     def reconcile(self, key: JobKey) -> float | None:
         """Returns when to look again (seconds), or None when only a change should wake this job."""
@@ -237,10 +239,12 @@ class Reconciler:
                     self._submit(job, spec, action)
                 case DeleteDriver(pod_name=pod, force=force):
                     self._drivers.delete(key, pod, force=force)
+                # The leader's term goes with the request (and is re-checked right before it is written):
+                # the driver refuses one from a deposed leader.
                 case RequestStop(pod_name=pod, savepoint_id=savepoint_id):
-                    self._drivers.request_stop(key, pod, savepoint_id)
+                    self._drivers.request_stop(key, pod, self._epoch().term, savepoint_id)
                 case RequestSavepoint(pod_name=pod, savepoint_id=savepoint_id):
-                    self._drivers.request_savepoint(key, pod, savepoint_id)
+                    self._drivers.request_savepoint(key, pod, self._epoch().term, savepoint_id)
                 case RecordResult():
                     self._record_result(job, action)
                 case EmitEvent(type=type_, reason=reason, message=message):
@@ -279,6 +283,7 @@ class Reconciler:
                 restore_batch_id=action.restore_batch_id,
                 local_state_nodes=action.local_state_nodes,
                 ha_store=self._ha_store,
+                term_floor=self._term_floor,
             )
         )
 
