@@ -134,6 +134,9 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         "spark.kubernetes.namespace": plan.namespace,
         "spark.kubernetes.driver.pod.name": pod,
         "spark.kubernetes.executor.podNamePrefix": f"{plan.job_name}-{plan.attempt}",
+        # The job's label on its executors: the operator finds (and, under its admission policy, may delete)
+        # the executors an earlier attempt left behind before it starts the next one.
+        f"spark.kubernetes.executor.label.{JOB_LABEL}": plan.job_name,
         "spark.kubernetes.container.image": spec.image,
         "spark.kubernetes.container.image.pullPolicy": spec.image_pull_policy,
         "spark.kubernetes.authenticate.driver.serviceAccountName": DRIVER_SERVICE_ACCOUNT,

@@ -190,7 +190,12 @@ def rpc_secret_name(driver_pod: str) -> str:
 
 def spark_app_id(job_uid: str, attempt: int) -> str:
     """Spark labels every executor pod spark-app-selector=<this>, so an attempt's executors can be found."""
-    return f"ftspark-{job_uid[:8]}-{attempt}"
+    return f"{job_app_prefix(job_uid)}{attempt}"
+
+
+def job_app_prefix(job_uid: str) -> str:
+    """What the Spark application ids of every attempt of the job start with."""
+    return f"ftspark-{job_uid[:8]}-"
 
 
 def executor_selector(app_id: str) -> str:

@@ -464,3 +464,21 @@ def test_a_control_request_carries_the_leaders_term_and_a_deposed_leader_writes_
     assert cluster.drivers.controls == [(driver_pod_name(KEY.name, 1), "stop")]
     assert cluster.drivers.control_terms == [LEADER.term]
     assert cluster.drivers.plans[0].term_floor == TERM_FLOOR, "the driver learns where the floor is"
+
+
+def test_executors_an_attempt_left_behind_are_deleted_before_the_next_attempt_starts(
+    cluster: Cluster,
+) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.drivers.executor_pods[UID] = 2  # the driver pod is gone; the garbage collector not there yet
+    cluster.drivers.executor_pods["another-job-uid"] = 1
+    cluster.fail()
+    cluster.reconcile(after=5)
+    cluster.reconcile(after=1)
+    assert len(cluster.drivers.plans) == 1, "no attempt 2 while an executor of attempt 1 exists"
+    assert cluster.drivers.executor_deletions == [UID, UID]
+    del cluster.drivers.executor_pods[UID]
+    cluster.reconcile(after=1)
+    assert [plan.attempt for plan in cluster.drivers.plans] == [1, 2]

@@ -74,6 +74,12 @@ class Drivers(Protocol):
     def request_savepoint(self, key: JobKey, pod_name: str, term: int, savepoint_id: str) -> None:
         """Ask the driver runtime for a savepoint; it answers on its pod (DriverObservation.savepoint)."""
 
+    def count_executors(self, key: JobKey, uid: str) -> int:
+        """Executor pods of any attempt of the job with that uid, terminating ones included."""
+
+    def delete_executors(self, key: JobKey, uid: str) -> None:
+        """Delete them; one whose graceful deletion is overdue (its node is gone) is removed at once."""
+
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
         """Nodes that run executors of the Spark application (sorted, distinct)."""
 

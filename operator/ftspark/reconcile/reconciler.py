@@ -15,6 +15,7 @@ from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntr
 from ftspark.domain.lifecycle import (
     Decision,
     DeleteDriver,
+    DeleteLeftoverExecutors,
     DiscardPreviousJob,
     DriverPhase,
     EmitEvent,
@@ -182,9 +183,8 @@ class Reconciler:
         result = self._results.get(job.uid)
         # A submission is decided only when no driver pod exists and the job has no result: only then is S3
         # inspected.
-        restore_point = (
-            None if drivers or result is not None else self._restore_point(job, spec, own, pointers)
-        )
+        can_submit = not drivers and result is None
+        restore_point = self._restore_point(job, spec, own, pointers) if can_submit else None
         return Observation(
             job_uid=job.uid,
             generation=job.generation,
@@ -195,6 +195,7 @@ class Reconciler:
             executor_nodes=executor_nodes,
             latest_checkpoint=pointers[0] if pointers else None,
             restore_point=restore_point,
+            leftover_executors=self._drivers.count_executors(key, job.uid) if can_submit else 0,
         )
 
     def _restore_point(
@@ -239,6 +240,8 @@ class Reconciler:
                     self._submit(job, spec, action)
                 case DeleteDriver(pod_name=pod, force=force):
                     self._drivers.delete(key, pod, force=force)
+                case DeleteLeftoverExecutors():
+                    self._drivers.delete_executors(key, job.uid)
                 # The leader's term goes with the request (and is re-checked right before it is written):
                 # the driver refuses one from a deposed leader.
                 case RequestStop(pod_name=pod, savepoint_id=savepoint_id):

@@ -32,9 +32,12 @@ from ftspark.protocol import (
     DRIVER_SERVICE_ACCOUNT,
     JOB_LABEL,
     ROLE_LABEL,
+    SPARK_APP_SELECTOR_LABEL,
+    SPARK_ROLE_LABEL,
     ControlRequest,
     executor_selector,
     executor_template_name,
+    job_app_prefix,
     rpc_secret_name,
 )
 from ftspark.reconcile.observe import observe_driver
@@ -224,6 +227,32 @@ class KubeDrivers:
     def _control(self, key: JobKey, pod_name: str, request: ControlRequest) -> None:
         body = {"metadata": {"annotations": {CONTROL_ANNOTATION: str(request)}}}
         _ignore(404, self._core.patch_namespaced_pod, pod_name, key.namespace, body)
+
+    def count_executors(self, key: JobKey, uid: str) -> int:
+        return len(self._executors(key, uid))
+
+    def delete_executors(self, key: JobKey, uid: str) -> None:
+        now = datetime.datetime.now(datetime.UTC)
+        for pod in self._executors(key, uid):
+            # deletionTimestamp is when a graceful deletion should have ended: past it, no kubelet is
+            # finishing it (a lost node), and only removing the object ends the wait.
+            deadline = pod.metadata.deletion_timestamp
+            grace = 0 if deadline is not None and deadline < now else None
+            _ignore(
+                404,
+                self._core.delete_namespaced_pod,
+                pod.metadata.name,
+                key.namespace,
+                grace_period_seconds=grace,
+            )
+
+    def _executors(self, key: JobKey, uid: str) -> list[Any]:
+        selector = f"{JOB_LABEL}={key.name},{SPARK_ROLE_LABEL}=executor"
+        pods = self._core.list_namespaced_pod(key.namespace, label_selector=selector).items
+        prefix = job_app_prefix(uid)  # a job of the same name before it (another uid) is none of its concern
+        return [
+            p for p in pods if (p.metadata.labels or {}).get(SPARK_APP_SELECTOR_LABEL, "").startswith(prefix)
+        ]
 
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
         selector = executor_selector(spark_app_id)
