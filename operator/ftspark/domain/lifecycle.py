@@ -111,8 +111,8 @@ class Observation:
     # Read only when no driver pod exists, the only time an attempt can be submitted (it inspects S3).
     # None: not read.
     restore_point: RestorePoint | None = None
-    # Executor pods of the job's earlier attempts still there (they go with their driver pod, but only when the
-    # garbage collector gets to them). Read with restore_point: when an attempt can be submitted.
+    # Executor pods of the job's earlier attempts still there (they go with their driver pod, but only when
+    # the garbage collector gets to them). Read with restore_point: when an attempt can be submitted.
     leftover_executors: int = 0
 
     @property
