@@ -160,6 +160,8 @@ class OperatorReplica:
             ha_store=self.ha,
             term_floor=f"{self.cfg.namespace}/{term_floor_name(self.cfg.lease_name)}",
             allowed=self.cfg.allow,
+            max_result_retention_seconds=self.cfg.max_result_retention_seconds,
+            max_results_per_namespace=self.cfg.max_results_per_namespace,
         )
         self.controller = Controller(
             reconciler,

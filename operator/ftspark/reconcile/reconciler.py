@@ -42,6 +42,10 @@ from ftspark.protocol import HaStoreConfig, driver_pod_name, spark_app_id
 
 log = logging.getLogger(__name__)
 CONFIGMAP_STORES = HaStoreConfig()
+# The operator's caps on the result store (app/config.py makes them settings): no result is kept longer than
+# this, whatever its job's ttlSeconds (0 included), and no namespace keeps more clean results than this.
+MAX_RESULT_RETENTION_SECONDS = 30 * 24 * 3600
+MAX_RESULTS_PER_NAMESPACE = 1000
 
 
 def _now() -> datetime:
@@ -73,6 +77,8 @@ class Reconciler:
         uniform: Callable[[], float] = random.random,
         ha_store: HaStoreConfig = CONFIGMAP_STORES,  # the installation's, which its drivers use too
         term_floor: str,
+        max_result_retention_seconds: int = MAX_RESULT_RETENTION_SECONDS,
+        max_results_per_namespace: int = MAX_RESULTS_PER_NAMESPACE,
     ) -> None:
         """allowed: the job policy's allowances granted in every namespace (ftspark.domain.policy).
         term_floor: <namespace>/<name> of the operator's term floor ConfigMap, which its drivers read."""
@@ -80,6 +86,7 @@ class Reconciler:
         self._graphs, self._checkpoints, self._results = graphs, checkpoints, results
         self._inspector, self._epoch, self._clock, self._uniform = inspector, epoch, clock, uniform
         self._ha_store, self._term_floor = ha_store, term_floor
+        self._max_retention, self._max_results = max_result_retention_seconds, max_results_per_namespace
 
     def reconcile(self, key: JobKey) -> float | None:
         """Returns when to look again (seconds), or None when only a change should wake this job."""
@@ -116,12 +123,30 @@ class Reconciler:
         return forgotten
 
     def expire_results(self) -> int:
-        """Delete clean results past their retention whose job resource is gone; returns how many."""
-        now, expired = self._clock(), 0
+        """Delete clean results past their retention (the job's ttlSeconds, at most the operator's maximum)
+        and, in a namespace holding more than the cap, the oldest beyond it; returns how many. Never one
+        whose job resource still exists with its uid: that result is what keeps a new leader from running a
+        finished job again. A namespace whose results cannot be swept does not keep the others."""
+        by_namespace: dict[str, list[JobResultEntry]] = {}
         for entry in self._results.entries():
-            if not entry.clean or not entry.retain_seconds:
-                continue
-            if (now - entry.finished_at).total_seconds() < entry.retain_seconds:
+            if entry.clean:  # a dirty one is finish_dirty_results' to complete first
+                by_namespace.setdefault(entry.job.namespace, []).append(entry)
+        expired = 0
+        for namespace, entries in sorted(by_namespace.items()):
+            try:
+                expired += self._expire_in(sorted(entries, key=lambda e: e.finished_at))
+            except Exception:
+                log.exception("%s: its results could not be swept; trying again at the next sweep", namespace)
+        return expired
+
+    def _expire_in(self, oldest_first: list[JobResultEntry]) -> int:
+        """One namespace's clean results, oldest first."""
+        now, expired = self._clock(), 0
+        beyond_cap = len(oldest_first) - self._max_results
+        for entry in oldest_first:
+            retention = min(entry.retain_seconds or self._max_retention, self._max_retention)
+            past = (now - entry.finished_at).total_seconds() >= retention
+            if not (past or expired < beyond_cap):
                 continue
             job = self._jobs.get(entry.job)
             if job is None or job.uid != entry.uid:
