@@ -419,6 +419,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         {"name": DriverEnv.STORAGE, "value": spec.checkpoint.storage},
         {"name": DriverEnv.RETAINED_CHECKPOINTS, "value": str(spec.checkpoint.retained)},
         {"name": DriverEnv.STOP_TIMEOUT, "value": str(spec.stop_timeout_seconds)},
+        {"name": DriverEnv.PROGRESS_TIMEOUT, "value": str(spec.liveness.progress_timeout_seconds)},
         {"name": DriverEnv.SPARK_CONF, "value": json.dumps(conf, sort_keys=True)},
         {"name": DriverEnv.HA_STORE, "value": plan.ha_store.kind},
         {"name": DriverEnv.HA_S3_ROOT, "value": plan.ha_store.s3_root},

@@ -57,6 +57,7 @@ class DriverEnv(StrEnum):
     STORAGE = "FTSPARK_STORAGE"
     RETAINED_CHECKPOINTS = "FTSPARK_RETAINED_CHECKPOINTS"
     STOP_TIMEOUT = "FTSPARK_STOP_TIMEOUT"
+    PROGRESS_TIMEOUT = "FTSPARK_PROGRESS_TIMEOUT"
     SPARK_CONF = "FTSPARK_SPARK_CONF"
     LOCAL_RECOVERY_JAR = "FTSPARK_LOCAL_RECOVERY_JAR"
     HA_STORE = "FTSPARK_HA_STORE"  # the operator's own setting of the same name, passed on
@@ -106,6 +107,8 @@ NO_RESTORABLE_CHECKPOINT = "NoRestorableCheckpoint"
 # The reasons of an exit 0 that answered a stop request (the script did not finish): never a job's result.
 STOPPED = "Stopped"
 STOP_TIMED_OUT = "StopTimedOut"
+# The reason of a driver that ended itself because a query showed no sign of life for the progress timeout.
+NO_PROGRESS = "NoProgress"
 
 
 class Exit(IntEnum):
@@ -115,6 +118,7 @@ class Exit(IntEnum):
     SCRIPT_FAILED = 1  # the user's script raised
     BAD_INPUT = 2  # an unusable application file, bad environment, unreachable S3, no restorable checkpoint
     FENCED_OUT = 3  # lost the driver Lease, or a newer attempt fenced the checkpoint store
+    NO_PROGRESS = 4  # a query showed no sign of life for the progress timeout: hung, so restarted
 
 
 ControlAction = Literal["stop", "savepoint", "stop-savepoint"]

@@ -29,7 +29,7 @@ from ftspark.domain.lifecycle import (
 )
 from ftspark.domain.models import JobResult, JobSpec, JobStatus, UpgradeMode
 from ftspark.domain.recovery import RestorePoint
-from ftspark.protocol import NO_RESTORABLE_CHECKPOINT, RestoreFrom
+from ftspark.protocol import NO_PROGRESS, NO_RESTORABLE_CHECKPOINT, Exit, RestoreFrom
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BASE = {
@@ -302,6 +302,8 @@ def test_observed_generation_follows_every_spec_change_acted_on() -> None:
 
 def test_desired_state_and_nonce_changes_are_not_upgrades() -> None:
     assert spec_hash(spec()) == spec_hash(spec(desiredState="stopped", savepointTriggerNonce=3))
+    # Timeouts apply from the next attempt: a new setting (or its default) must not restart running jobs.
+    assert spec_hash(spec()) == spec_hash(spec(liveness={"progressTimeoutSeconds": 60}))
     assert spec_hash(spec()) != spec_hash(spec(arguments=["x"]))
 
 
@@ -481,3 +483,40 @@ def test_a_stop_nobody_wants_now_is_never_a_streaming_jobs_success() -> None:
     assert resumed.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
     finished = driver(1, DriverPhase.SUCCEEDED, exit_code=0, reason="Finished", message="done")
     assert "RecordResult" in kinds(run(spec(), JobStatus(phase="Running", attempt=1), finished))
+
+
+def test_a_hung_driver_is_a_failure_restarted_by_the_strategy_and_said_so() -> None:
+    job = spec(liveness={"progressTimeoutSeconds": 60})
+    message = "query counts showed no sign of life (no batch, no idle event) for 60 s"
+    hung = driver(1, DriverPhase.FAILED, exit_code=Exit.NO_PROGRESS, reason=NO_PROGRESS, message=message)
+    decision = run(job, JobStatus(phase="Running", attempt=1), hung, at=10)
+    assert decision.status.phase == "Restarting"
+    failure = decision.status.last_failure
+    assert failure is not None
+    assert (failure.reason, failure.exit_code, failure.message) == (NO_PROGRESS, 4, message)
+    degraded = next(c for c in decision.status.conditions if c.type == "Degraded")
+    assert (degraded.status, degraded.reason, degraded.message) == ("True", NO_PROGRESS, message)
+    said = [a for a in decision.actions if isinstance(a, EmitEvent) and a.reason == NO_PROGRESS]
+    assert said == [
+        EmitEvent(
+            "Warning",
+            NO_PROGRESS,
+            f"attempt 1 made no progress within spec.liveness.progressTimeoutSeconds (60 s): {message}",
+        )
+    ]
+    assert decision.status.restarts.count == 1, "counted by the restart strategy like any failure"
+    assert DeleteDriver("job-1-driver", 1, "restarting after a failure") in decision.actions
+    resubmitted = run(job, decision.status, at=20)
+    assert resubmitted.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
+
+    # With the restarts used up it ends the job, and still says why.
+    exhausted = run(
+        job,
+        JobStatus.model_validate({"phase": "Running", "attempt": 3, "restarts": {"count": 2}}),
+        driver(3, DriverPhase.FAILED, exit_code=4, reason=NO_PROGRESS, message=message),
+        at=10,
+    )
+    assert "RecordResult" in kinds(exhausted)
+    assert NO_PROGRESS in [a.reason for a in exhausted.actions if isinstance(a, EmitEvent)]
+    other = run(job, JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.FAILED, exit_code=1))
+    assert NO_PROGRESS not in [a.reason for a in other.actions if isinstance(a, EmitEvent)]

@@ -19,7 +19,7 @@ from ftspark.domain.lifecycle import DriverPhase
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import Allowance
 from ftspark.ports.cluster import JobResource, StaleReadError
-from ftspark.protocol import HaStoreConfig, driver_pod_name, spark_app_id
+from ftspark.protocol import NO_PROGRESS, Exit, HaStoreConfig, driver_pod_name, spark_app_id
 from ftspark.reconcile.reconciler import Reconciler
 
 KEY = JobKey(namespace="team-a", name="counts")
@@ -200,7 +200,9 @@ def test_no_complete_checkpoint_asks_for_a_manual_restore_and_starts_nothing(clu
     assert restart.checkpoint_location == run_dir(UID, 2), "stateless: a new directory"
 
 
-def test_a_restart_without_a_job_graph_starts_without_state_and_says_so(cluster: Cluster) -> None:
+def test_a_restart_without_a_job_graph_or_a_checkpoint_starts_without_state_and_says_so(
+    cluster: Cluster,
+) -> None:
     cluster.jobs.apply(KEY, SPEC, uid=UID)
     cluster.reconcile()
     cluster.running()
@@ -210,6 +212,40 @@ def test_a_restart_without_a_job_graph_starts_without_state_and_says_so(cluster:
     restart = cluster.drivers.plans[-1]
     assert (restart.attempt, restart.restore_from) == (2, "nothing")
     assert "StateNotFound" in cluster.events.reasons()
+
+
+@pytest.mark.parametrize(
+    ("location", "resumes"),
+    [
+        (f"s3a://bucket/counts/checkpoints/{UID[:8]}-run-1/query-0", True),  # as Spark names it
+        ("s3://bucket/counts/checkpoints/ffffffff-run-1/query-0", False),  # another job's
+        ("s3://other-bucket/checkpoints/x/query-0", False),  # outside the job's storage
+    ],
+)
+def test_a_job_whose_ha_records_were_deleted_resumes_from_the_checkpoint_its_status_names(
+    cluster: Cluster, location: str, resumes: bool
+) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.commit(1, 7, location)
+    cluster.reconcile()
+    cluster.stores.checkpoints.delete(KEY, LEADER)  # both records deleted by hand
+    cluster.stores.job_graphs.delete(KEY, LEADER)
+    cluster.fail()
+    cluster.reconcile(after=5)
+    restart = cluster.drivers.plans[-1]
+    if resumes:
+        assert (restart.attempt, restart.restore_from, restart.restore_batch_id) == (
+            2,
+            "latest-checkpoint",
+            None,
+        )
+        assert restart.checkpoint_location == run_dir(UID, 1)
+        assert "JobGraphRecovered" in cluster.events.reasons()
+    else:
+        assert (restart.restore_from, restart.checkpoint_location) == ("nothing", run_dir(UID, 2))
+        assert "StateNotFound" in cluster.events.reasons()
 
 
 def test_a_deleted_jobs_records_are_discarded_before_a_new_job_of_the_same_name_starts(
@@ -552,3 +588,27 @@ def test_a_namespace_whose_results_cannot_be_swept_does_not_stop_the_others(
     monkeypatch.setattr(cluster.jobs, "get", unreachable_in_team_b)
     assert cluster.reconciler.expire_results() == 2
     assert kept(cluster) == sorted(["uid-team-a-new", "uid-team-b-old", "uid-team-b-new", "uid-team-c-new"])
+
+
+def test_a_driver_that_ended_itself_for_no_progress_is_restarted_with_a_warning(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, {**SPEC, "liveness": {"progressTimeoutSeconds": 30}}, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    assert next(c for c in cluster.status().conditions if c.type == "Ready").status == "True"
+    cluster.drivers.set_driver(
+        KEY, 1, DriverPhase.FAILED, exit_code=Exit.NO_PROGRESS, reason=NO_PROGRESS, message="query q: 31 s"
+    )
+    cluster.reconcile(after=31)
+    status = cluster.status()
+    assert status.phase == "Restarting"
+    assert status.last_failure is not None
+    assert status.last_failure.reason == NO_PROGRESS
+    degraded = next(c for c in status.conditions if c.type == "Degraded")
+    assert (degraded.status, degraded.reason) == ("True", NO_PROGRESS)
+    (warning,) = [e for e in cluster.events.emitted if e.reason == NO_PROGRESS]
+    assert warning.type == "Warning"
+    assert "spec.liveness.progressTimeoutSeconds (30 s)" in warning.message
+    cluster.drivers.pods.pop(KEY, None)  # the deleted pod is gone
+    cluster.reconcile(after=5)
+    assert cluster.drivers.plans[-1].attempt == 2
+    assert cluster.events.reasons().count(NO_PROGRESS) == 1, "said once"

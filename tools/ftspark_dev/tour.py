@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import urllib3
 from kubernetes import client
 
-from ftspark.protocol import SPARK_ROLE_LABEL
+from ftspark.protocol import NO_PROGRESS, SPARK_ROLE_LABEL, DriverEnv, driver_pod_name
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
 from ftspark_dev.world import World
@@ -57,6 +57,7 @@ class Watch:
         self.world, self.job, self._stop = world, job, threading.Event()
         self.most_alive = self.most_leaders = 0
         self.phases_seen: list[str] = []
+        self.degraded_seen: list[str] = []  # the reasons of Degraded=True, each once
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
 
@@ -65,11 +66,16 @@ class Watch:
             try:
                 alive = [p for p in self.world.drivers(self.job) if p.status.phase in {"Pending", "Running"}]
                 self.most_alive = max(self.most_alive, len(alive))
-                phase = self.world.status(self.job).get("phase")
+                status = self.world.status(self.job)
             except (client.ApiException, urllib3.exceptions.HTTPError):
                 continue  # the API server is down for a while in one of the steps
+            phase = status.get("phase")
             if phase and (not self.phases_seen or self.phases_seen[-1] != phase):
                 self.phases_seen.append(phase)
+            for condition in status.get("conditions") or []:
+                degraded = condition["type"] == "Degraded" and condition["status"] == "True"
+                if degraded and condition["reason"] not in self.degraded_seen:
+                    self.degraded_seen.append(condition["reason"])
             self.most_leaders = max(self.most_leaders, len(self.world.acting_leaders()))
 
     def stop(self) -> None:
@@ -79,9 +85,16 @@ class Watch:
 
 class FaultTour:
     def __init__(
-        self, world: TourWorld, work: Path, *, name: str = "counts", feed_interval: float = 2.0
+        self,
+        world: TourWorld,
+        work: Path,
+        *,
+        name: str = "counts",
+        feed_interval: float = 2.0,
+        spec: dict[str, Any] | None = None,
     ) -> None:
-        self.world, self.name, self.feed_interval = world, name, feed_interval
+        """spec: fields of the job's spec over the world's defaults."""
+        self.world, self.name, self.feed_interval, self.spec = world, name, feed_interval, spec or {}
         self.source, self.output = work / "in", Output(work / "out")
         self.recovery: dict[str, float] = {}
         self._stop_feeding = threading.Event()
@@ -97,7 +110,7 @@ class FaultTour:
         write_input(self.source, 5)
         self.fed = 5
         started = time.monotonic()
-        self.world.create(self.world.job(self.name, self.source, self.output.folder))
+        self.world.create(self.world.job(self.name, self.source, self.output.folder, **self.spec))
         self.watch = Watch(self.world, self.name)
         self._wait(self._batches, 300, "the first batch")
         self.recovery["submit -> first committed batch"] = time.monotonic() - started
@@ -198,7 +211,8 @@ class FaultTour:
 
 class ProcessFaultTour(FaultTour):
     """The faults only the process-backed installation injects: a network partition of one operator replica
-    (its TCP proxy), an API server crash, an S3 outage (SIGSTOP), and a damaged checkpoint."""
+    (its TCP proxy), an API server crash, an S3 outage (SIGSTOP), a damaged checkpoint, and a hung driver
+    JVM (SIGSTOP)."""
 
     def __init__(self, world: World, work: Path, **options: Any) -> None:
         super().__init__(world, work, **options)
@@ -251,3 +265,23 @@ class ProcessFaultTour(FaultTour):
             60,
             "the rollback in the job's status",
         )
+
+    def hang_driver_jvm(self) -> None:
+        """The driver's JVM stops (SIGSTOP) while input keeps arriving: Kubernetes still sees the pod running.
+        The driver's watchdog ends it after the job's progress timeout (reason NoProgress) and the operator
+        starts a new attempt. Needs the check on (spec.liveness.progressTimeoutSeconds not 0)."""
+        world = self.process_world
+        attempt = int(world.status(self.name)["attempt"])
+        pod = driver_pod_name(self.name, attempt)
+        (driver,) = [p for p in world.drivers(self.name) if p.metadata.name == pod]
+        env = {e.name: e.value for e in driver.spec.containers[0].env or []}
+        timeout = float(env[DriverEnv.PROGRESS_TIMEOUT])
+        assert timeout > 0, "the job's liveness check is off"
+        with world.driver_jvm_stopped(pod):
+            # Restart delay, Lease expiry, a new Spark session and a batch come on top of the timeout.
+            self._progress("driver JVM stopped", timeout + 300)
+        status = world.status(self.name)
+        assert int(status["attempt"]) > attempt, f"a new attempt replaced attempt {attempt}: {status}"
+        assert status["lastFailure"]["reason"] == NO_PROGRESS, status["lastFailure"]
+        assert NO_PROGRESS in world.events(self.name)
+        assert self.watch is not None and NO_PROGRESS in self.watch.degraded_seen, "Degraded: NoProgress"

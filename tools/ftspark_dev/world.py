@@ -28,6 +28,7 @@ from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.protocol import (
+    DRIVER_CONTAINER,
     DRIVER_SERVICE_ACCOUNT,
     JOB_LABEL,
     ROLE_LABEL,
@@ -176,6 +177,11 @@ class World(JobsClient):
             },
         }
         return job_manifest(name, self.bucket, **(defaults | spec))
+
+    def driver_jvm_stopped(self, pod: str) -> contextlib.AbstractContextManager[list[int]]:
+        """The JVM of a driver pod stopped (SIGSTOP) for a block, its Python runtime not: a hung driver that
+        Kubernetes still sees Running. SIGCONT after the block, whatever happened in it."""
+        return self.nodes.jvm_stopped(JOBS_NAMESPACE, pod, DRIVER_CONTAINER)
 
     def damage_latest_offsets(self, location: str) -> str:
         """Tears the offset log entry of the newest committed batch of the query checkpoint at location (an

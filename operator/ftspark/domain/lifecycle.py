@@ -42,9 +42,9 @@ from ftspark.domain.models import (
     SavepointRef,
     SavepointRequest,
 )
-from ftspark.domain.recovery import RestorePoint, checkpoint_directory
+from ftspark.domain.recovery import RestorePoint, checkpoint_directory, directory_of
 from ftspark.domain.restart import on_failure
-from ftspark.protocol import NO_RESTORABLE_CHECKPOINT, STOP_TIMED_OUT, STOPPED, RestoreFrom
+from ftspark.protocol import NO_PROGRESS, NO_RESTORABLE_CHECKPOINT, STOP_TIMED_OUT, STOPPED, RestoreFrom
 
 # Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
 _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
@@ -211,9 +211,10 @@ class Decision:
 
 
 def spec_hash(spec: JobSpec) -> str:
-    """What a change of triggers an upgrade: everything but the desired state and the savepoint nonce."""
+    """What a change of triggers an upgrade: everything but the desired state, the savepoint nonce and the
+    timeouts (the next attempt gets them; a new one must not restart every running job)."""
     relevant = spec.model_dump_json(
-        exclude={"desired_state", "savepoint_trigger_nonce", "stop_timeout_seconds"}
+        exclude={"desired_state", "savepoint_trigger_nonce", "stop_timeout_seconds", "liveness"}
     )
     return hashlib.sha256(relevant.encode()).hexdigest()[:16]
 
@@ -335,9 +336,23 @@ class _Context:
             else checkpoint_directory(self.spec.checkpoint.storage, self.obs.job_uid, attempt)
         )
         restore_batch = None
-        if restore_from == "latest-checkpoint" and graph is None:
-            # No record of where this job's state is (its job graph was deleted): it starts without state,
-            # and says so.
+        lost_graph = restore_from == "latest-checkpoint" and graph is None
+        recovered = self._directory_from_status() if lost_graph else None
+        if recovered is not None:
+            # The job graph was deleted (by hand, or a namespace restored without it), but the status still
+            # names the directory of the latest checkpoint, one the operator chose for this job: resume there;
+            # Spark restores its newest committed batch (the pointers went with the graph, or cannot be
+            # trusted without it).
+            location = recovered
+            self.actions.append(
+                EmitEvent(
+                    "Warning",
+                    "JobGraphRecovered",
+                    f"no job graph: attempt {attempt} resumes from {recovered}, the job's latest checkpoint",
+                )
+            )
+        elif lost_graph:
+            # No record of where this job's state is: it starts without state, and says so.
             restore_from = "nothing"
             self.actions.append(
                 EmitEvent("Warning", "StateNotFound", f"no job graph: attempt {attempt} starts without state")
@@ -368,6 +383,12 @@ class _Context:
         self._phase("Submitting", reason, message)
         self._condition("Progressing", "True", reason, message)
         return self._done(_POLL_SECONDS)
+
+    def _directory_from_status(self) -> str | None:
+        latest = self.status.latest_checkpoint
+        if latest is None:
+            return None
+        return directory_of(latest.location, self.spec.checkpoint.storage, self.obs.job_uid)
 
     def _manual_restore_required(self, message: str) -> Decision:
         """Checkpoints exist but none is complete in storage: never a silent start from nothing. Failed with
@@ -657,6 +678,17 @@ class _Context:
         )
         self._update(last_failure=failure, restarts=verdict.state)
         self._condition("Degraded", "True", failure.reason, failure.message)
+        if failure.reason == NO_PROGRESS:
+            # A hung driver looks Running to Kubernetes: say why it was replaced, and which setting decided.
+            timeout = self.spec.liveness.progress_timeout_seconds
+            self.actions.append(
+                EmitEvent(
+                    "Warning",
+                    NO_PROGRESS,
+                    f"attempt {failure.attempt} made no progress within spec.liveness.progressTimeoutSeconds "
+                    f"({timeout} s): {failure.message}",
+                )
+            )
         if not verdict.restart:
             message = f"{failure.reason}: {failure.message} — not restarted: {verdict.reason}"
             self._record_result("Failed", message)

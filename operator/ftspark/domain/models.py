@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, shortest_timeout
+
 _S3_URI = r"^s3a?://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
 _JVM_MEMORY = r"^[0-9]+([kmgt]b?)?$"  # Spark's memory strings: 512m, 2g, 1gb
 # Every duration a user sets is at most a year: a date that far ahead is still representable, so no
@@ -204,6 +206,20 @@ class ResultStoreSpec(_Model):
     )
 
 
+class LivenessSpec(_Model):
+    progress_timeout_seconds: int = Field(
+        default=300,
+        ge=0,
+        le=YEAR_SECONDS,
+        description="A running query that shows no sign of life (a batch, or Spark's idle event, sent every "
+        f"{NO_DATA_INTERVAL_KEY}, 10 s by default) for this long ends its driver with reason NoProgress, "
+        "a failure the restart strategy handles; 0 turns the check off. A batch sends nothing while it runs, "
+        "so this must exceed the longest batch and the trigger interval (as Flink's checkpoint timeout "
+        "must exceed the longest checkpoint), and the idle interval by 10 s. A change applies from the "
+        "next attempt on.",
+    )
+
+
 UpgradeMode = Literal["stateless", "last-state", "savepoint"]
 DesiredState = Literal["running", "stopped", "cancelled", "suspended"]
 
@@ -293,6 +309,10 @@ class JobSpec(_Model):
     result_store: ResultStoreSpec = Field(
         default_factory=ResultStoreSpec, description="Retention of the finished job's result."
     )
+    liveness: LivenessSpec = Field(
+        default_factory=LivenessSpec,
+        description="When a driver whose queries make no progress counts as hung and is restarted.",
+    )
 
     @field_validator("spark_conf")
     @classmethod
@@ -311,6 +331,20 @@ class JobSpec(_Model):
             raise ValueError(
                 f"sparkConf and env values take {size} bytes; at most {SPARK_CONF_MAX_BYTES} fit the "
                 "driver's environment (put large values in a file: pyFiles, a Secret or a ConfigMap)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _timeout_above_the_idle_interval(self) -> JobSpec:
+        timeout = self.liveness.progress_timeout_seconds
+        try:
+            shortest = shortest_timeout(self.spark_conf)
+        except ValueError as error:
+            raise ValueError(f"spec.sparkConf[{NO_DATA_INTERVAL_KEY}]: {error}") from None
+        if 0 < timeout < shortest:
+            raise ValueError(
+                f"spec.liveness.progressTimeoutSeconds ({timeout}) must be 0 (off) or at least {shortest:g}: "
+                f"an idle query is heard from only every {NO_DATA_INTERVAL_KEY}, plus a margin"
             )
         return self
 

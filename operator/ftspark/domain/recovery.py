@@ -58,6 +58,13 @@ def is_checkpoint_directory(location: str, storage: str, uid: str) -> bool:
     return run != location and run.isascii() and run.isdigit()
 
 
+def directory_of(location: str, storage: str, uid: str) -> str | None:
+    """The job's checkpoint directory that holds the query checkpoint at location (<directory>/<query>), if
+    location is inside one the operator chooses for the job; None otherwise."""
+    directory = _s3(location).rstrip("/").rpartition("/")[0]
+    return directory if is_checkpoint_directory(directory, storage, uid) else None
+
+
 def _runs(storage: str, uid: str) -> str:
     return f"{storage.rstrip('/')}/checkpoints/{uid[:8]}-run-"
 

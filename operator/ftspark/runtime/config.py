@@ -21,6 +21,7 @@
 | FTSPARK_LEASE_DURATION / _RENEW_DEADLINE / _RETRY_PERIOD | driver Lease timings in seconds (15/10/2) |
 | FTSPARK_LEASE_ACQUIRE_TIMEOUT | give up if the Lease is not ours within this (default 4 lease durations) |
 | FTSPARK_STOP_TIMEOUT | a stop waits this long for the batch boundary, then cancels (default 120) |
+| FTSPARK_PROGRESS_TIMEOUT | a query silent this long ends the driver: NoProgress (default 300; 0: off) |
 | FTSPARK_CONTROL_INTERVAL | seconds between reads of the pod's control annotation (default 1) |
 | FTSPARK_TERMINATION_LOG | where the termination message goes (default /dev/termination-log) |
 | KUBECONFIG | outside a cluster (tests): the API server to use; in a pod the in-cluster config is used |
@@ -76,6 +77,7 @@ class RuntimeConfig:
     retry_period: float = 2.0
     lease_acquire_timeout: float = 60.0
     stop_timeout: float = 120.0
+    progress_timeout: float = 300.0
     control_interval: float = 1.0
     termination_log: Path = Path("/dev/termination-log")
     kubeconfig: str | None = None
@@ -139,6 +141,7 @@ class RuntimeConfig:
             retry_period=number("FTSPARK_LEASE_RETRY_PERIOD", 2.0),
             lease_acquire_timeout=number("FTSPARK_LEASE_ACQUIRE_TIMEOUT", 4.0 * lease_duration),
             stop_timeout=number(DriverEnv.STOP_TIMEOUT, 120.0),
+            progress_timeout=number(DriverEnv.PROGRESS_TIMEOUT, 300.0),
             control_interval=number("FTSPARK_CONTROL_INTERVAL", 1.0),
             termination_log=Path(env.get("FTSPARK_TERMINATION_LOG") or "/dev/termination-log"),
             kubeconfig=env.get("KUBECONFIG") or None,

@@ -25,8 +25,10 @@ from pyspark import SparkContext
 
 from ftspark.adapters.ha import ha_stores
 from ftspark.domain.fencing import Epoch
+from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, Stuck, shortest_timeout
 from ftspark.ports.stores import CheckpointStore
 from ftspark.protocol import (
+    NO_PROGRESS,
     NO_RESTORABLE_CHECKPOINT,
     ROLLBACK_ANNOTATION,
     SAVEPOINT_ANNOTATION,
@@ -41,6 +43,7 @@ from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
 from ftspark.runtime.config import ConfigError, RuntimeConfig
 from ftspark.runtime.control import ControlWatcher, stop_at_boundary
 from ftspark.runtime.fencing import DriverLease
+from ftspark.runtime.liveness import SignsOfLife, Watchdog
 from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
 from ftspark.runtime.reporting import PointerReporter, ProgressListener
 from ftspark.runtime.savepoint import SavepointError
@@ -75,6 +78,7 @@ class Driver:
         self._checkpoints: CheckpointStore | None = None
         self._reporter: PointerReporter | None = None
         self._watcher: ControlWatcher | None = None
+        self._watchdog: Watchdog | None = None
         self._stopping = threading.Lock()  # held while a requested stop runs
 
     # -- the run -----------------------------------------------------------------------------------------
@@ -128,6 +132,8 @@ class Driver:
         finally:
             if self._watcher is not None:
                 self._watcher.stop()
+            if self._watchdog is not None:
+                self._watchdog.stop()
             if self.ending.code != Exit.FENCED_OUT:
                 self.report_final()
             lease.release()
@@ -139,7 +145,9 @@ class Driver:
         conf = app.spark_conf(self.config.spark_conf)
         spark = build_session(spark_settings(conf, self.config.checkpoint_root, self._jars()))
         log.info("spark session ready in %.1f s", time.monotonic() - started)
-        spark.streams.addListener(ProgressListener(self.queries, self._reporter))
+        signs = SignsOfLife()
+        spark.streams.addListener(ProgressListener(self.queries, self._reporter, signs))
+        self._watch_progress(signs, spark.conf.get(NO_DATA_INTERVAL_KEY))
         self._watcher.start()
         sys.argv = [app.main_file, *args]
         try:
@@ -167,6 +175,30 @@ class Driver:
                 f"no S3A jars in {jars}: run tools/spark_jars.sh or set FTSPARK_SPARK_JARS_DIR"
             )
         return jars
+
+    def _watch_progress(self, signs: SignsOfLife, idle_interval: str | None) -> None:
+        """The progress watchdog, unless it is off. Its timeout is never below what an idle query trips (the
+        operator refuses such a spec, but the application's own settings may raise the interval)."""
+        configured = self.config.progress_timeout
+        if configured <= 0:
+            log.info("progress watchdog off")
+            return
+        try:
+            shortest = shortest_timeout({NO_DATA_INTERVAL_KEY: idle_interval} if idle_interval else {})
+        except ValueError as error:
+            log.warning("%s: %s", NO_DATA_INTERVAL_KEY, error)
+            shortest = 0.0
+        timeout = max(configured, shortest)
+        if timeout > configured:
+            log.warning(
+                "progress timeout %g s raised to %g s: %s is %s",
+                configured,
+                timeout,
+                NO_DATA_INTERVAL_KEY,
+                idle_interval,
+            )
+        self._watchdog = Watchdog(signs, timeout, lambda found: self.no_progress(found, timeout))
+        self._watchdog.start()
 
     # -- checkpoints -------------------------------------------------------------------------------------
 
@@ -227,6 +259,18 @@ class Driver:
         # Not on the caller's thread: that may be Spark's listener thread, which query.stop() waits for.
         threading.Thread(target=self._stop_all, name="fence-out", daemon=True).start()
         self._cut_off_later(grace, kill_jvm=True)
+
+    def no_progress(self, found: Stuck, timeout: float) -> None:
+        """A query is stuck (the JVM is likely hung): end at once, as a failure the operator restarts. The JVM
+        is killed, not asked: a hung one would not answer."""
+        message = (
+            f"query {found.query} showed no sign of life (no batch, no idle event) for "
+            f"{found.silent_seconds:.0f} s, the progress timeout is {timeout:g} s: the driver is hung"
+        )
+        if not self.ending.set(Exit.NO_PROGRESS, NO_PROGRESS, message):
+            return  # already ending some other way
+        log.error("%s: killing the JVM and exiting", message)
+        self.exit_now(kill_jvm=True)
 
     def _stop_all(self) -> None:
         for running in self.queries.all():

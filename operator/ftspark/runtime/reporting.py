@@ -21,6 +21,7 @@ from pyspark.sql.streaming.listener import StreamingQueryListener
 from ftspark.domain.fencing import Epoch, FencedOutError
 from ftspark.domain.ha import CheckpointPointer, JobKey
 from ftspark.ports.stores import CheckpointStore, StoreUnavailableError
+from ftspark.runtime.liveness import SignsOfLife
 from ftspark.runtime.objects import ObjectStore, StorageError, join
 from ftspark.runtime.session import Queries
 
@@ -94,18 +95,22 @@ class PointerReporter:
 
 
 class ProgressListener(StreamingQueryListener):
-    """Runs on Spark's listener thread; never raises into it."""
+    """Runs on Spark's listener thread; never raises into it. Every event of a query is a sign of life
+    (runtime/liveness.py), recorded before anything that could take a while."""
 
-    def __init__(self, queries: Queries, reporter: PointerReporter) -> None:
+    def __init__(self, queries: Queries, reporter: PointerReporter, signs: SignsOfLife) -> None:
         super().__init__()
         self._queries = queries
         self._reporter = reporter
+        self._signs = signs
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's names)
+        self._signs.started(str(event.id), event.name)
         log.info("query %s (%s) started", event.id, event.name)
 
     def onQueryProgress(self, event: Any) -> None:  # noqa: N802 (Spark's names)
         progress = event.progress
+        self._signs.heard(str(progress.id))
         try:
             running = self._queries.lookup(str(progress.id))
             if running is None:
@@ -121,7 +126,8 @@ class ProgressListener(StreamingQueryListener):
             log.exception("reporting the progress of query %s failed", progress.id)
 
     def onQueryIdle(self, event: Any) -> None:  # noqa: N802 (Spark's names)
-        pass
+        self._signs.heard(str(event.id))
 
     def onQueryTerminated(self, event: Any) -> None:  # noqa: N802 (Spark's names)
+        self._signs.ended(str(event.id))
         log.info("query %s terminated%s", event.id, f": {event.exception}" if event.exception else "")

@@ -20,6 +20,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,15 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
 from ftspark_dev.nodes import volumes
-from ftspark_dev.nodes.pods import API_UNREACHABLE, NodeView, PodRunner, merge_patch, now, signal_marked
+from ftspark_dev.nodes.pods import (
+    API_UNREACHABLE,
+    NodeView,
+    PodRunner,
+    marked_pids,
+    merge_patch,
+    now,
+    signal_marked,
+)
 
 log = logging.getLogger(__name__)
 Manifest = dict[str, Any]
@@ -322,6 +331,13 @@ class Node:
         return None
 
 
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""  # gone meanwhile
+
+
 def _micro_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1e6) % 1_000_000:06d}Z"
 
@@ -459,6 +475,23 @@ class NodeAgent:
 
     def kill_node(self, name: str) -> None:
         self.node(name).kill()
+
+    @contextlib.contextmanager
+    def jvm_stopped(self, namespace: str, name: str, container: str) -> Iterator[list[int]]:
+        """SIGSTOP the JVMs of a pod's container (found among its processes, which all carry its marker) for
+        the block: the container still runs as far as Kubernetes can tell, its JVM does nothing. Afterwards
+        every process of the container left gets SIGCONT, so nothing stays stopped whatever the block did."""
+        runner = self.runner(namespace, name)
+        prefix = f"{runner.node.marker}{runner.uid}/{container}"
+        jvms = [pid for pid in marked_pids(prefix) if _command(pid) == "java"]
+        if not jvms:
+            raise KeyError(f"no JVM runs in container {container} of pod {namespace}/{name}")
+        try:
+            for pid in jvms:
+                os.kill(pid, signal.SIGSTOP)
+            yield jvms
+        finally:
+            signal_marked(prefix, signal.SIGCONT)
 
     def restart_node(self, name: str) -> None:
         self.node(name).restart()

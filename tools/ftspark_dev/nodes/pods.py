@@ -72,21 +72,29 @@ def merge_patch(api: client.ApiClient, path: str, body: Manifest) -> None:
     )
 
 
-def signal_marked(prefix: str, sig: signal.Signals) -> int:
-    """Send sig to every process whose FTSPARK_CONTAINER starts with prefix; returns how many there were."""
+def marked_pids(prefix: str) -> list[int]:
+    """Every process whose FTSPARK_CONTAINER starts with prefix."""
     needle = f"{MARKER}={prefix}".encode()
-    count = 0
+    found = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
         try:
             with open(f"/proc/{entry.name}/environ", "rb") as environ:
-                if not any(var.startswith(needle) for var in environ.read().split(b"\0")):
-                    continue
-            os.kill(int(entry.name), sig)
-            count += 1
+                if any(var.startswith(needle) for var in environ.read().split(b"\0")):
+                    found.append(int(entry.name))
         except OSError:
             continue  # gone meanwhile
+    return found
+
+
+def signal_marked(prefix: str, sig: signal.Signals) -> int:
+    """Send sig to every process whose FTSPARK_CONTAINER starts with prefix; returns how many there were."""
+    count = 0
+    for pid in marked_pids(prefix):
+        with contextlib.suppress(ProcessLookupError):  # gone meanwhile
+            os.kill(pid, sig)
+            count += 1
     return count
 
 

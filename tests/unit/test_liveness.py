@@ -1,0 +1,117 @@
+"""Progress liveness: which query is stuck, the bounds of spec.liveness.progressTimeoutSeconds, and how the
+setting reaches the driver. The watchdog against a real JVM stopped by SIGSTOP: e2e/test_liveness.py."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from pydantic import ValidationError
+
+from ftspark.domain.liveness import Stuck, shortest_timeout, spark_duration_seconds, stuck
+from ftspark.domain.models import JobSpec
+from ftspark.manifests import AttemptPlan, driver_pod
+from ftspark.protocol import DriverEnv
+from ftspark.runtime.config import RuntimeConfig
+from ftspark.runtime.liveness import SignsOfLife, Watchdog
+
+BASE = {"image": "img", "mainApplicationFile": "local:///job.py", "checkpoint": {"storage": "s3://bkt/j"}}
+IDLE_KEY = "spark.sql.streaming.noDataProgressEventInterval"
+
+
+def spec(**changes: object) -> JobSpec:
+    return JobSpec.model_validate({**BASE, **changes})
+
+
+def test_the_query_silent_longest_is_stuck_once_silent_for_the_timeout() -> None:
+    seen = {"counts": 100.0, "alerts": 130.0}
+    assert stuck(seen, now=129.9, timeout=30) is None
+    assert stuck(seen, now=130.0, timeout=30) == Stuck("counts", 30.0)
+    assert stuck(seen, now=200.0, timeout=30) == Stuck("counts", 100.0), "the longest silence is named"
+    assert stuck(seen, now=10_000.0, timeout=0) is None, "0 turns the check off"
+    assert stuck({}, now=10_000.0, timeout=30) is None, "no running query, nothing to be stuck"
+
+
+def test_every_event_of_a_query_is_a_sign_of_life_until_it_ends() -> None:
+    now = [0.0]
+    signs = SignsOfLife(clock=lambda: now[0])
+    signs.started("id-1", "counts")
+    signs.started("id-2", None)
+    now[0] = 25.0
+    signs.heard("id-1")  # a batch, or Spark's idle event
+    now[0] = 40.0
+    assert signs.stuck(30) == Stuck("id-2", 40.0), "an unnamed query is named by its id"
+    signs.ended("id-2")
+    assert signs.stuck(30) is None
+    now[0] = 55.0
+    assert signs.stuck(30) == Stuck("counts", 30.0)
+    signs.ended("id-1")
+    signs.heard("id-1")  # a late event of an ended query does not bring it back
+    now[0] = 1000.0
+    assert signs.stuck(30) is None
+
+
+def test_the_watchdog_calls_once_when_a_query_is_stuck() -> None:
+    now = [0.0]
+    signs = SignsOfLife(clock=lambda: now[0])
+    signs.started("id-1", "counts")
+    calls: list[Stuck] = []
+    called = threading.Event()
+
+    def on_stuck(found: Stuck) -> None:
+        calls.append(found)
+        called.set()
+
+    watchdog = Watchdog(signs, 30, on_stuck)
+    watchdog.start()
+    now[0] = 29.0
+    assert not called.wait(1.5), "not before the timeout"
+    now[0] = 31.0
+    assert called.wait(5)
+    assert calls == [Stuck("counts", 31.0)]
+    watchdog.stop()
+
+
+def test_spark_durations_read_as_spark_reads_a_milliseconds_setting() -> None:
+    assert spark_duration_seconds("10000") == 10.0
+    assert spark_duration_seconds("10000ms") == 10.0
+    assert spark_duration_seconds("10s") == 10.0
+    assert spark_duration_seconds("2min") == spark_duration_seconds("2m") == 120.0
+    assert spark_duration_seconds("1h") == 3600.0
+    with pytest.raises(ValueError, match="not a duration"):
+        spark_duration_seconds("ten seconds")
+    assert shortest_timeout({}) == 20.0, "Spark's default idle interval (10 s) plus the margin"
+    assert shortest_timeout({IDLE_KEY: "60s"}) == 70.0
+
+
+def test_the_timeout_defaults_to_five_minutes_and_is_0_or_above_the_idle_interval() -> None:
+    assert spec().liveness.progress_timeout_seconds == 300
+    assert spec(liveness={"progressTimeoutSeconds": 0}).liveness.progress_timeout_seconds == 0
+    assert spec(liveness={"progressTimeoutSeconds": 20}).liveness.progress_timeout_seconds == 20
+    with pytest.raises(ValidationError, match=r"spec.liveness.progressTimeoutSeconds \(19\) must be 0"):
+        spec(liveness={"progressTimeoutSeconds": 19})
+    with pytest.raises(ValidationError, match=r"at least 130"):
+        spec(liveness={"progressTimeoutSeconds": 100}, sparkConf={IDLE_KEY: "2min"})
+    assert spec(liveness={"progressTimeoutSeconds": 20}, sparkConf={IDLE_KEY: "5s"})
+    with pytest.raises(ValidationError, match=rf"spec.sparkConf\[{IDLE_KEY}\]: 'soon' is not a duration"):
+        spec(sparkConf={IDLE_KEY: "soon"})
+    with pytest.raises(ValidationError, match="less than or equal to 31536000"):
+        spec(liveness={"progressTimeoutSeconds": 10**12})
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        spec(liveness={"progressTimeoutSeconds": -1})
+
+
+def test_the_timeout_reaches_the_driver_runtime() -> None:
+    job = spec(liveness={"progressTimeoutSeconds": 45})
+    plan = AttemptPlan("ns", "job", "0123456789ab", 1, job, "s3://bkt/j/checkpoints/x", "nothing")
+    env = {e["name"]: e.get("value") for e in driver_pod(plan)["spec"]["containers"][0]["env"]}
+    assert env[DriverEnv.PROGRESS_TIMEOUT] == "45"
+    required: dict[str, str] = {
+        DriverEnv.JOB: "ns/job",
+        DriverEnv.POD_NAME: "job-1-driver",
+        DriverEnv.CHECKPOINT_LOCATION: "/c",
+        DriverEnv.TERM_FLOOR: "ftspark-system/ftspark-operator-term",
+    }
+    runtime = RuntimeConfig.from_env({**required, DriverEnv.PROGRESS_TIMEOUT: "45"})
+    assert runtime.progress_timeout == 45.0
+    assert RuntimeConfig.from_env(required).progress_timeout == 300.0
