@@ -95,6 +95,9 @@ class AttemptPlan:
     restore_batch_id: int | None = None  # the newest verified checkpoint; later batches are rolled back
     local_state_nodes: tuple[str, ...] = ()  # localRecovery: nodes holding the previous executors' state
     ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)  # the installation's: for checkpoints
+    # <namespace>/<name> of the operator's term floor ConfigMap: the driver obeys no control request of an
+    # older term (a deposed leader's).
+    term_floor: str = ""
 
 
 def _owner(plan: AttemptPlan) -> Manifest:
@@ -131,6 +134,9 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         "spark.kubernetes.namespace": plan.namespace,
         "spark.kubernetes.driver.pod.name": pod,
         "spark.kubernetes.executor.podNamePrefix": f"{plan.job_name}-{plan.attempt}",
+        # The job's label on its executors: the operator finds (and, under its admission policy, may delete)
+        # the executors an earlier attempt left behind before it starts the next one.
+        f"spark.kubernetes.executor.label.{JOB_LABEL}": plan.job_name,
         "spark.kubernetes.container.image": spec.image,
         "spark.kubernetes.container.image.pullPolicy": spec.image_pull_policy,
         "spark.kubernetes.authenticate.driver.serviceAccountName": DRIVER_SERVICE_ACCOUNT,
@@ -417,6 +423,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         {"name": DriverEnv.SPARK_CONF, "value": json.dumps(conf, sort_keys=True)},
         {"name": DriverEnv.HA_STORE, "value": plan.ha_store.kind},
         {"name": DriverEnv.HA_S3_ROOT, "value": plan.ha_store.s3_root},
+        {"name": DriverEnv.TERM_FLOOR, "value": plan.term_floor},
         # Executors reach the driver at its pod IP: works without cluster DNS, and on every cluster.
         {"name": DriverEnv.BIND_ADDRESS, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": DriverEnv.POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},

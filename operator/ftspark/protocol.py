@@ -12,6 +12,7 @@ these names instead of spelling them.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Literal, assert_never, cast, get_args
@@ -28,6 +29,7 @@ SPARK_APP_SELECTOR_LABEL = "spark-app-selector"
 SPARK_ROLE_LABEL = "spark-role"
 
 CONTROL_ANNOTATION = "ftspark.io/control"  # operator → driver: one ControlRequest
+CONTROL_REFUSED_ANNOTATION = "ftspark.io/control-refused"  # driver → operator: a request not obeyed, and why
 SAVEPOINT_ANNOTATION = "ftspark.io/savepoint"  # driver → operator: the savepoint's outcome (JSON)
 ROLLBACK_ANNOTATION = "ftspark.io/rollbacks"  # driver → operator: checkpoint rollbacks at start (JSON list)
 
@@ -60,6 +62,7 @@ class DriverEnv(StrEnum):
     LOCAL_RECOVERY_JAR = "FTSPARK_LOCAL_RECOVERY_JAR"
     HA_STORE = "FTSPARK_HA_STORE"  # the operator's own setting of the same name, passed on
     HA_S3_ROOT = "FTSPARK_HA_S3_ROOT"
+    TERM_FLOOR = "FTSPARK_TERM_FLOOR"  # <namespace>/<name> of the operator's term floor ConfigMap
     BIND_ADDRESS = "SPARK_DRIVER_BIND_ADDRESS"
 
 
@@ -122,29 +125,41 @@ ControlAction = Literal["stop", "savepoint", "stop-savepoint"]
 _CONTROL_ACTIONS: tuple[ControlAction, ...] = get_args(ControlAction)
 
 
+# <action>@<argument>;term=<operator term>: no ';' or '@' in an argument (times and savepoint ids have none);
+# a term of at most 18 digits (an int64, as leaseTransitions).
+_CONTROL_REQUEST = re.compile(r"(?P<action>[a-z-]+)@(?P<argument>[^;@]*)(?:;term=(?P<term>[0-9]{1,18}))?")
+
+
 @dataclass(frozen=True)
 class ControlRequest:
-    """The control annotation holds one request, `<action>@<argument>`; a new value is a new request.
+    """The control annotation holds one request, `<action>@<argument>;term=<term>`; a new value is a new
+    request.
 
     stop@<iso time>       stop with a final checkpoint: let the running batch commit, stop, exit 0
     savepoint@<id>        copy the latest committed batch of every query to <storage>/savepoints/<id>/
     stop-savepoint@<id>   both: stop at the batch boundary, take the savepoint, exit 0
 
-    Cancel needs no request: it is the deletion of the pod."""
+    term: the fencing term of the operator leader that wrote it. The driver obeys only a request whose term
+    is at least the operator's term floor (a deposed leader's is older); one without a term (the format
+    before terms) is parsed with term None, and refused. Cancel needs no request: it is the deletion of the
+    pod."""
 
     action: ControlAction
     argument: str
+    term: int | None = None
 
     def __str__(self) -> str:
-        return f"{self.action}@{self.argument}"
+        term = "" if self.term is None else f";term={self.term}"
+        return f"{self.action}@{self.argument}{term}"
 
     @staticmethod
     def parse(value: str) -> ControlRequest | None:
-        action, separator, argument = value.partition("@")
-        if not separator or action not in _CONTROL_ACTIONS:
+        matched = _CONTROL_REQUEST.fullmatch(value)
+        if matched is None or matched["action"] not in _CONTROL_ACTIONS:
             return None
-        known = cast(ControlAction, action)
-        return ControlRequest(known, argument) if argument or not _names_a_savepoint(known) else None
+        known, argument = cast(ControlAction, matched["action"]), matched["argument"]
+        term = None if matched["term"] is None else int(matched["term"])
+        return ControlRequest(known, argument, term) if argument or not _names_a_savepoint(known) else None
 
 
 def _names_a_savepoint(action: ControlAction) -> bool:
@@ -156,6 +171,11 @@ def _names_a_savepoint(action: ControlAction) -> bool:
             return False
         case _:
             assert_never(action)
+
+
+def term_floor_name(lease_name: str) -> str:
+    """The ConfigMap beside the operator's Lease that holds the highest term ever handed out."""
+    return f"{lease_name}-term"
 
 
 def driver_pod_name(job_name: str, attempt: int) -> str:
@@ -174,7 +194,12 @@ def rpc_secret_name(driver_pod: str) -> str:
 
 def spark_app_id(job_uid: str, attempt: int) -> str:
     """Spark labels every executor pod spark-app-selector=<this>, so an attempt's executors can be found."""
-    return f"ftspark-{job_uid[:8]}-{attempt}"
+    return f"{job_app_prefix(job_uid)}{attempt}"
+
+
+def job_app_prefix(job_uid: str) -> str:
+    """What the Spark application ids of every attempt of the job start with."""
+    return f"ftspark-{job_uid[:8]}-"
 
 
 def executor_selector(app_id: str) -> str:

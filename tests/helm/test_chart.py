@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ftspark.adapters.k8s.cluster import DRIVER_RULES
+from ftspark.app.config import parse
 from ftspark_dev.bundle import render_bundle
 from ftspark_dev.controlplane import REPO_ROOT
 from tests.helm.conftest import CHART, KUBE_VERSION, Render, run_helm
@@ -175,3 +178,15 @@ def test_job_policy_is_enforced_at_apply_time_by_default_and_can_be_turned_off(r
     assert "ValidatingAdmissionPolicy" not in _kinds(
         render("jobPolicy.admission=false", "admission.operatorWrites=false")
     )
+
+
+def test_result_caps_reach_the_operator_as_whole_numbers(
+    render: Render, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for values, expected in (([], (2592000, 1000)), (["maxResultRetentionSeconds=864000"], (864000, 1000))):
+        container = _kinds(render(*values))["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
+        for variable in container["env"]:
+            if variable["name"].startswith("FTSPARK_MAX_RESULT"):
+                monkeypatch.setenv(variable["name"], variable["value"])
+        config = parse([])
+        assert (config.max_result_retention_seconds, config.max_results_per_namespace) == expected

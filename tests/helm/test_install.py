@@ -13,7 +13,7 @@ from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
-from ftspark.protocol import JOB_LABEL
+from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, JOB_LABEL, term_floor_name
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
 from ftspark_dev.s3server import S3Server
@@ -88,6 +88,14 @@ def test_chart_service_account_runs_the_operator_and_nothing_more(
             timeout=30,
             what=lambda: f"the operator works with the chart's rights\n{fleet.logs()}",
         )
+        # With the chart's rights the operator lets the drivers read its term floor, and nothing else there.
+        as_driver = control_plane.kubeconfig_for_service_account(jobs_ns, DRIVER_SERVICE_ACCOUNT)
+        driver_core = client.CoreV1Api(config.new_client_from_config(config_file=str(as_driver)))
+        floor = driver_core.read_namespaced_config_map(term_floor_name("ftspark-operator"), operator_ns)
+        assert floor.data["term"].isdigit()
+        with pytest.raises(client.ApiException) as refused_list:
+            driver_core.list_namespaced_config_map(operator_ns)
+        assert refused_list.value.status == 403
         # The chart's admission policy refuses a hostile job at apply time; once the namespace allows it, the
         # operator reads that label with the chart's rights and runs the job.
         hostile = job_manifest("hosted", bucket, driver={"podTemplate": {"spec": {"hostNetwork": True}}})

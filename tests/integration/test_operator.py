@@ -19,7 +19,7 @@ from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.fencing import Epoch, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
-from ftspark.protocol import executor_template_name, rpc_secret_name
+from ftspark.protocol import ControlRequest, executor_template_name, rpc_secret_name, term_floor_name
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import (
     OperatorFleet,
@@ -679,9 +679,15 @@ def test_savepoint_nonce_round_trip_through_the_driver_pod(
 
     def asked() -> bool:
         annotations = core.read_namespaced_pod("snap-1-driver", ns).metadata.annotations or {}
-        return bool(annotations.get("ftspark.io/control") == "savepoint@sp-1-a1")
+        return bool(annotations.get("ftspark.io/control", "").startswith("savepoint@sp-1-a1;"))
 
     eventually(asked, timeout=30, what="the driver is asked for savepoint sp-1-a1")
+    # With the leader's term, the one its acquisition raised the term floor to.
+    floor = core.read_namespaced_config_map(term_floor_name("ftspark-operator"), fleet.namespace).data["term"]
+    annotations = core.read_namespaced_pod("snap-1-driver", ns).metadata.annotations
+    assert ControlRequest.parse(annotations["ftspark.io/control"]) == ControlRequest(
+        "savepoint", "sp-1-a1", int(floor)
+    )
     location = f"s3://{bucket}/jobs/snap/savepoints/sp-1-a1"
     answer = f'{{"id": "sp-1-a1", "location": "{location}", "batches": {{"counts": 12}}}}'
     core.patch_namespaced_pod(

@@ -126,6 +126,7 @@ def world(
     reconciler = Reconciler(
         jobs=KubeJobs(api_client),
         drivers=KubeDrivers(api_client),
+        term_floor=f"{namespace}/ftspark-operator-term",
         events=KubeEvents(api_client),
         graphs=stores.job_graphs,
         checkpoints=stores.checkpoints,

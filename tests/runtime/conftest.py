@@ -23,7 +23,13 @@ from ftspark.adapters.records import HaStores
 from ftspark.adapters.s3.stores import S3BlobStore, split_uri
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey
-from ftspark.protocol import CONTROL_ANNOTATION, driver_pod_name
+from ftspark.protocol import (
+    CONTROL_ANNOTATION,
+    ControlAction,
+    ControlRequest,
+    driver_pod_name,
+    term_floor_name,
+)
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.s3server import S3Server
 from ftspark_dev.windowed_counts import EXAMPLE, Output, expected_counts
@@ -31,6 +37,7 @@ from ftspark_dev.windowed_counts import EXAMPLE, Output, expected_counts
 REPO = Path(__file__).resolve().parents[2]
 
 OPERATOR = Epoch(scope="operator", term=1, holder="test-operator")
+TERM_FLOOR = term_floor_name("test-operator")  # in the job's namespace, holding OPERATOR's term
 
 
 @pytest.fixture(scope="session")
@@ -133,6 +140,7 @@ class RuntimeJob:
             "FTSPARK_LEASE_RENEW_DEADLINE": "2",
             "FTSPARK_LEASE_RETRY_PERIOD": "0.5",
             "FTSPARK_CONTROL_INTERVAL": "0.5",
+            "FTSPARK_TERM_FLOOR": f"{self.namespace}/{TERM_FLOOR}",
             **self.env,
             **extra_env,
         }
@@ -183,7 +191,9 @@ class RuntimeJob:
         text = (self.work / f"driver-{self.attempt}.log").read_text(errors="replace")
         return "\n".join(text.splitlines()[-lines:])
 
-    def request(self, value: str) -> None:
+    def request(self, action: ControlAction, argument: str, term: int | None = OPERATOR.term) -> None:
+        """A control request as the operator leader of that term writes it (None: the format before terms)."""
+        value = str(ControlRequest(action, argument, term))
         body = {"metadata": {"annotations": {CONTROL_ANNOTATION: value}}}
         client.CoreV1Api(self.api).patch_namespaced_pod(self.pod, self.namespace, body)
 
@@ -231,6 +241,8 @@ def make_job(
     tmp_path: Path,
 ) -> Iterator[Any]:
     jobs: list[RuntimeJob] = []
+    floor = {"metadata": {"name": TERM_FLOOR}, "data": {"term": str(OPERATOR.term)}}
+    client.CoreV1Api(api_client).create_namespaced_config_map(namespace, floor)
 
     def make(name: str = "wc", storage: str | None = None) -> RuntimeJob:
         job = RuntimeJob(

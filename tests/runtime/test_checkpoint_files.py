@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ftspark.protocol import ControlRequest, Exit
+from ftspark.protocol import Exit
 from ftspark.runtime import savepoint
 from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
 from ftspark.runtime.config import ConfigError, RuntimeConfig
@@ -131,17 +131,6 @@ def test_savepoint_copies_what_the_batch_needs_and_restores_verified(store: Obje
         savepoint.restore(store, target, "other", f"s3a://{bucket}/fourth/q")
 
 
-def test_control_requests() -> None:
-    assert ControlRequest.parse("stop@2026-01-01T00:00:00+00:00") == ControlRequest(
-        "stop", "2026-01-01T00:00:00+00:00"
-    )
-    assert ControlRequest.parse("savepoint@nightly-7") == ControlRequest("savepoint", "nightly-7")
-    assert ControlRequest.parse("stop-savepoint@upgrade") == ControlRequest("stop-savepoint", "upgrade")
-    assert ControlRequest.parse("savepoint@") is None
-    assert ControlRequest.parse("restart@now") is None
-    assert ControlRequest.parse("stop") is None
-
-
 def test_termination_message_stays_within_the_kubernetes_limit(tmp_path: Path) -> None:
     ending = Ending()
     assert ending.set(Exit.SCRIPT_FAILED, "ScriptFailed", "x" * 10_000)
@@ -165,6 +154,7 @@ def test_config_from_the_operators_environment() -> None:
         "FTSPARK_CHECKPOINT_LOCATION": "s3://bucket/jobs/orders/checkpoints/abc-run-1/",
         "FTSPARK_RESTORE_BATCH": "17",
         "FTSPARK_SPARK_CONF": '{"spark.master": "local[2]"}',
+        "FTSPARK_TERM_FLOOR": "ftspark-system/ftspark-operator-term",
     }
     config = RuntimeConfig.from_env(env)
     assert (config.identity, config.restore_batch, config.storage) == (
@@ -176,3 +166,6 @@ def test_config_from_the_operators_environment() -> None:
         RuntimeConfig.from_env({**env, "FTSPARK_JOB": "orders"})
     with pytest.raises(ConfigError, match="FTSPARK_SPARK_CONF"):
         RuntimeConfig.from_env({**env, "FTSPARK_SPARK_CONF": "{"})
+    for floor in ("", "ftspark-operator-term", "a/b/c"):
+        with pytest.raises(ConfigError, match="FTSPARK_TERM_FLOOR"):
+            RuntimeConfig.from_env({**env, "FTSPARK_TERM_FLOOR": floor})

@@ -48,7 +48,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(make_job: Any) ->
     started = time.monotonic()
     job.start()
     seconds = job.wait_for_output(files, timeout=300)
-    job.request("stop@2026-01-01T00:00:00+00:00")
+    job.request("stop", "2026-01-01T00:00:00+00:00")
     assert job.wait(60) == 0, job.log()
 
     expected, got = expected_counts(files), job.output.counts()

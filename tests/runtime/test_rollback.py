@@ -19,7 +19,7 @@ def test_damaged_latest_checkpoint_rolls_back_to_the_previous_batch(make_job: An
     write_input(job.input, 5)
     job.start()
     job.wait_for_output(5, timeout=120)
-    job.request("stop@2026-01-01T00:00:00+00:00")
+    job.request("stop", "2026-01-01T00:00:00+00:00")
     assert job.wait(60) == 0, job.log()
     latest = job.termination()["lastCommitted"]["query-0"]
     query = f"{job.checkpoint_root.replace('s3://', 's3a://')}/query-0"
@@ -30,7 +30,7 @@ def test_damaged_latest_checkpoint_rolls_back_to_the_previous_batch(make_job: An
     write_input(job.input, 2, first_file=5)
     job.start()
     job.wait_for_output(7, timeout=120)
-    job.request("stop@2026-01-01T00:01:00+00:00")
+    job.request("stop", "2026-01-01T00:01:00+00:00")
     assert job.wait(60) == 0, job.log()
 
     message = job.termination()
@@ -50,7 +50,7 @@ def test_no_restorable_batch_ends_the_driver_asking_for_a_manual_restore(make_jo
     write_input(job.input, 3)
     job.start()
     job.wait_for_output(3, timeout=120)
-    job.request("stop@2026-01-01T00:00:00+00:00")
+    job.request("stop", "2026-01-01T00:00:00+00:00")
     assert job.wait(60) == 0, job.log()
     query = f"{job.checkpoint_root.replace('s3://', 's3a://')}/query-0"
     first_state = f"{query}/state/0/0/1.delta"  # every batch's state chain starts here

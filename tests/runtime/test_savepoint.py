@@ -42,7 +42,7 @@ def test_fork_from_savepoint_continues_like_the_original(make_job: Any) -> None:
         assert time.monotonic() < deadline, "the last batch was never committed"
         time.sleep(0.2)
     started = time.monotonic()
-    original.request("savepoint@sp-1")
+    original.request("savepoint", "sp-1")
     result = _savepoint_result(original, "sp-1")
     took = time.monotonic() - started
     assert "error" not in result, result
@@ -56,7 +56,7 @@ def test_fork_from_savepoint_continues_like_the_original(make_job: Any) -> None:
 
     write_input(original.input, 4, first_file=5)  # the original keeps going
     original.wait_for_output(9, timeout=120)
-    original.request("stop@2026-01-01T00:00:00+00:00")
+    original.request("stop", "2026-01-01T00:00:00+00:00")
     assert original.wait(60) == 0, original.log()
 
     fork: RuntimeJob = make_job("fork")
@@ -67,7 +67,7 @@ def test_fork_from_savepoint_continues_like_the_original(make_job: Any) -> None:
         if n <= saved_batch:
             saved_counts.update(rows)
     fork.wait_for_output(9, timeout=120, before=saved_counts)  # its state starts from the savepoint's
-    fork.request("stop@2026-01-01T00:00:00+00:00")
+    fork.request("stop", "2026-01-01T00:00:00+00:00")
     assert fork.wait(60) == 0, fork.log()
 
     continued = {n: rows for n, rows in original.output.batches().items() if n > saved_batch}

@@ -368,3 +368,34 @@ def test_config_errors_name_the_field(overrides: dict[str, object], field_name: 
     [error] = refused.value.errors()
     assert error["loc"] == (field_name,)
     assert message in error["msg"]
+
+
+class HangingLock(InMemoryLeaseLock):
+    """The in-memory lock whose first update hangs, as a call does in a partition that swallows packets."""
+
+    def __init__(self, lease: InMemoryLease, identity: str) -> None:
+        super().__init__(lease, identity)
+        self.hanging = threading.Event()
+        self.released = threading.Event()
+
+    def update(self, record: LeaderElectionRecord, version: str) -> str:
+        self.hanging.set()
+        self.released.wait(30)
+        return super().update(record, version)
+
+
+def test_the_renew_watchdog_tells_a_leader_whose_renew_hangs_at_its_deadline() -> None:
+    clock, lock = FakeClock(), HangingLock(InMemoryLease(), "a")
+    recorder = Recorder(clock)
+    leader, stop = elector(lock, clock, recorder), threading.Event()
+    running = threading.Thread(target=leader.run, args=(stop,), daemon=True)
+    running.start()
+    assert lock.hanging.wait(10), "the first renew (at 2 s) hangs"
+    overdue: list[float] = []
+    leader.watch_renewals(stop, overdue.append, interval=0.5)  # returns once it told
+    assert len(overdue) == 1
+    assert CONFIG["renew_deadline"] < overdue[0] <= CONFIG["renew_deadline"] + 0.5
+    assert recorder.times("stopped") == [], "the elector itself is still stuck in the call"
+    lock.released.set()
+    stop.set()
+    running.join(10)

@@ -23,6 +23,7 @@ PLAN = AttemptPlan(
     ),
     "s3://bkt/j/checkpoints/01234567-run-1",
     "nothing",
+    term_floor="ftspark-system/ftspark-operator-term",
 )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -11,6 +12,7 @@ from ftspark.domain.ha import JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
     Decision,
     DeleteDriver,
+    DeleteLeftoverExecutors,
     DriverObservation,
     DriverPhase,
     EmitEvent,
@@ -161,6 +163,18 @@ def test_failed_driver_restarts_after_the_delay_and_never_overlaps_attempts() ->
     resubmitted = run(job, decision.status, at=16)
     assert resubmitted.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
     assert resubmitted.status.attempt == 2
+
+
+def test_the_next_attempt_waits_until_no_executor_of_an_earlier_one_is_left() -> None:
+    job = spec()
+    restarting = run(job, JobStatus(phase="Running", attempt=1), at=10).status
+    executors_left = replace(observe(job), leftover_executors=2)
+    waiting = decide(job, restarting, executors_left, T0 + timedelta(seconds=16), lambda: 0.5)
+    assert waiting.actions == (DeleteLeftoverExecutors(),)
+    assert waiting.requeue_after == 1.0
+    assert (waiting.status.attempt, waiting.status.phase) == (1, "Restarting"), "nothing submitted yet"
+    gone = run(job, restarting, at=17)
+    assert gone.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
 
 
 def test_lost_driver_counts_as_a_failure() -> None:

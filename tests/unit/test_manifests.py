@@ -45,6 +45,7 @@ def test_spark_runs_in_client_mode_against_the_cluster_with_stable_names() -> No
     assert conf["spark.kubernetes.driver.pod.name"] == "job-3-driver"
     assert conf["spark.kubernetes.executor.podNamePrefix"] == "job-3"
     assert conf["spark.app.id"] == "ftspark-01234567-3"
+    assert conf["spark.kubernetes.executor.label.ftspark.io/job"] == "job", "leftovers are found by it"
     assert conf["spark.sql.streaming.checkpointLocation"] == "s3://bkt/j/checkpoints/01234567-run-3"
 
 

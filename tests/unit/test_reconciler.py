@@ -14,7 +14,7 @@ from ftspark.adapters.memory.cluster import MemoryDrivers, MemoryEvents, MemoryJ
 from ftspark.adapters.memory.stores import MemoryBlobStore, MemoryRecords, memory_stores
 from ftspark.adapters.records import JOBGRAPH_POINTER, HaStores, RecordId
 from ftspark.domain.fencing import Epoch
-from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey
+from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import DriverPhase
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import Allowance
@@ -31,6 +31,7 @@ SPEC: dict[str, Any] = {
     "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 3, "delaySeconds": 5}},
 }
 LEADER = Epoch("operator", 1, "leader-0")
+TERM_FLOOR = "ftspark-system/ftspark-operator-term"
 
 
 class NotLeadingError(Exception):
@@ -60,6 +61,8 @@ class Cluster:
     ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
     allowed: frozenset[Allowance] = frozenset()
     leading: bool = True
+    max_retention: int = 30 * 24 * 3600
+    max_results: int = 1000
 
     def __post_init__(self) -> None:
         self.reconciler = Reconciler(
@@ -75,6 +78,9 @@ class Cluster:
             uniform=lambda: 0.5,
             ha_store=self.ha_store,
             allowed=self.allowed,
+            term_floor=TERM_FLOOR,
+            max_result_retention_seconds=self.max_retention,
+            max_results_per_namespace=self.max_results,
         )
 
     def epoch(self) -> Epoch:
@@ -479,6 +485,108 @@ def test_a_status_decided_on_a_stale_read_or_after_leadership_is_lost_is_not_wri
     with pytest.raises(NotLeadingError):
         cluster.reconcile()
     assert cluster.status().phase == "Submitting"
+
+
+def test_a_control_request_carries_the_leaders_term_and_a_deposed_leader_writes_none(
+    cluster: Cluster,
+) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.jobs.apply(KEY, {**SPEC, "desiredState": "stopped"}, uid=UID)
+    cluster.leading = False
+    with pytest.raises(NotLeadingError):
+        cluster.reconcile()
+    assert cluster.drivers.controls == [], "the epoch is checked right before the request is written"
+    cluster.leading = True
+    cluster.reconcile()
+    assert cluster.drivers.controls == [(driver_pod_name(KEY.name, 1), "stop")]
+    assert cluster.drivers.control_terms == [LEADER.term]
+    assert cluster.drivers.plans[0].term_floor == TERM_FLOOR, "the driver learns where the floor is"
+
+
+def test_executors_an_attempt_left_behind_are_deleted_before_the_next_attempt_starts(
+    cluster: Cluster,
+) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.drivers.executor_pods[UID] = 2  # the driver pod is gone; the garbage collector not there yet
+    cluster.drivers.executor_pods["another-job-uid"] = 1
+    cluster.fail()
+    cluster.reconcile(after=5)
+    cluster.reconcile(after=1)
+    assert len(cluster.drivers.plans) == 1, "no attempt 2 while an executor of attempt 1 exists"
+    assert cluster.drivers.executor_deletions == [UID, UID]
+    del cluster.drivers.executor_pods[UID]
+    cluster.reconcile(after=1)
+    assert [plan.attempt for plan in cluster.drivers.plans] == [1, 2]
+
+
+def finished(cluster: Cluster, name: str, *, days_ago: float, ttl: int, namespace: str = "team-a") -> str:
+    """A clean result of a finished job; returns its uid."""
+    uid = f"uid-{namespace}-{name}"
+    entry = JobResultEntry(
+        job=JobKey(namespace=namespace, name=name),
+        uid=uid,
+        state="Succeeded",
+        finished_at=cluster.now - timedelta(days=days_ago),
+        retain_seconds=ttl,
+    )
+    cluster.stores.results.create_dirty(entry, LEADER)
+    cluster.stores.results.mark_clean(uid, LEADER)
+    return uid
+
+
+def kept(cluster: Cluster) -> list[str]:
+    return sorted(entry.uid for entry in cluster.stores.results.entries())
+
+
+def test_no_result_outlives_the_operators_maximum_retention_unless_its_job_still_exists() -> None:
+    cluster = Cluster(max_retention=10 * 24 * 3600)
+    forever = finished(cluster, "forever", days_ago=11, ttl=0)  # ttlSeconds 0: "forever"
+    long = finished(cluster, "long", days_ago=11, ttl=365 * 24 * 3600)
+    recent = finished(cluster, "recent", days_ago=9, ttl=0)
+    short = finished(cluster, "short", days_ago=2, ttl=24 * 3600)
+    still_there = finished(cluster, "still-there", days_ago=20, ttl=0)
+    cluster.jobs.apply(JobKey(namespace="team-a", name="still-there"), SPEC, uid=still_there)
+    assert cluster.reconciler.expire_results() == 3
+    assert kept(cluster) == sorted([recent, still_there])
+    assert {forever, long, short}.isdisjoint(kept(cluster))
+
+
+def test_a_namespace_keeps_at_most_the_cap_and_loses_its_oldest_results_first() -> None:
+    cluster = Cluster(max_results=2)
+    oldest = finished(cluster, "a", days_ago=5, ttl=0)
+    running_again = finished(cluster, "b", days_ago=4, ttl=0)  # its job resource exists: never deleted
+    cluster.jobs.apply(JobKey(namespace="team-a", name="b"), SPEC, uid=running_again)
+    older = finished(cluster, "c", days_ago=3, ttl=0)
+    newer = finished(cluster, "d", days_ago=2, ttl=0)
+    newest = finished(cluster, "e", days_ago=1, ttl=0)
+    other_namespace = [finished(cluster, n, days_ago=6, ttl=0, namespace="team-b") for n in ("a", "b")]
+    assert cluster.reconciler.expire_results() == 3
+    assert kept(cluster) == sorted([running_again, newest, *other_namespace])
+    assert {oldest, older, newer}.isdisjoint(kept(cluster))
+    assert cluster.reconciler.expire_results() == 0, "at the cap (the kept job's result counts)"
+
+
+def test_a_namespace_whose_results_cannot_be_swept_does_not_stop_the_others(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = Cluster(max_results=1)
+    for namespace in ("team-a", "team-b", "team-c"):
+        for name in ("old", "new"):
+            finished(cluster, name, days_ago=2 if name == "old" else 1, ttl=0, namespace=namespace)
+    get = cluster.jobs.get
+
+    def unreachable_in_team_b(key: JobKey) -> JobResource | None:
+        if key.namespace == "team-b":
+            raise ConnectionError("the API server did not answer")
+        return get(key)
+
+    monkeypatch.setattr(cluster.jobs, "get", unreachable_in_team_b)
+    assert cluster.reconciler.expire_results() == 2
+    assert kept(cluster) == sorted(["uid-team-a-new", "uid-team-b-old", "uid-team-b-new", "uid-team-c-new"])
 
 
 def test_a_driver_that_ended_itself_for_no_progress_is_restarted_with_a_warning(cluster: Cluster) -> None:

@@ -32,6 +32,11 @@ def test_the_development_cache_outside_the_image(tmp_path: Path, monkeypatch: py
 
 
 def test_runtime_config_uses_it() -> None:
-    env = {"FTSPARK_JOB": "ns/job", "FTSPARK_POD_NAME": "job-1", "FTSPARK_CHECKPOINT_LOCATION": "s3://b/c/d"}
+    env = {
+        "FTSPARK_JOB": "ns/job",
+        "FTSPARK_POD_NAME": "job-1",
+        "FTSPARK_CHECKPOINT_LOCATION": "s3://b/c/d",
+        "FTSPARK_TERM_FLOOR": "ftspark-system/ftspark-operator-term",
+    }
     assert RuntimeConfig.from_env({**env, "FTSPARK_SPARK_JARS_DIR": "/j"}).jars_dir == Path("/j")
     assert RuntimeConfig.from_env(env).jars_dir == s3a_jars_dir(env, IMAGE_JARS_DIR)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ftspark.domain.policy import Allowance
 from ftspark.leader.elector import LeaderElectionConfig
 from ftspark.protocol import HaStoreConfig, HaStoreKind
+from ftspark.reconcile.reconciler import MAX_RESULT_RETENTION_SECONDS, MAX_RESULTS_PER_NAMESPACE
 
 
 class OperatorConfig(BaseModel):
@@ -41,6 +42,18 @@ class OperatorConfig(BaseModel):
     )
     result_sweep_seconds: float = Field(
         default=300.0, gt=0, description="How often results past their retention (resultStore.ttlSeconds) go."
+    )
+    max_result_retention_seconds: int = Field(
+        default=MAX_RESULT_RETENTION_SECONDS,
+        gt=0,
+        description="No result is kept longer than this after its job finished, whatever "
+        "resultStore.ttlSeconds says (0 included); one whose job resource still exists is kept anyway.",
+    )
+    max_results_per_namespace: int = Field(
+        default=MAX_RESULTS_PER_NAMESPACE,
+        gt=0,
+        description="Clean results kept per namespace: the oldest beyond it go at the next sweep (except "
+        "those whose job resource still exists).",
     )
     allow: frozenset[Allowance] = Field(
         default=frozenset(), description="Job policy allowances granted in every namespace (--allow a,b)."
@@ -114,6 +127,18 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
         default=float(_env("FTSPARK_RESULT_SWEEP_SECONDS", "300") or 300),
     )
     parser.add_argument(
+        "--max-result-retention-seconds",
+        type=int,
+        default=int(_env("FTSPARK_MAX_RESULT_RETENTION_SECONDS", str(MAX_RESULT_RETENTION_SECONDS)) or 0),
+        help="the longest any job result is kept after its job finished (caps resultStore.ttlSeconds)",
+    )
+    parser.add_argument(
+        "--max-results-per-namespace",
+        type=int,
+        default=int(_env("FTSPARK_MAX_RESULTS_PER_NAMESPACE", str(MAX_RESULTS_PER_NAMESPACE)) or 0),
+        help="clean job results kept per namespace; the oldest beyond it are deleted by the sweeper",
+    )
+    parser.add_argument(
         "--allow",
         default=_env("FTSPARK_ALLOW", ""),
         help="comma-separated job policy allowances for every namespace, e.g. hostPath (default: none)",
@@ -136,6 +161,8 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
             ha_store=args.ha_store,
             ha_s3_root=args.ha_s3_root,
             result_sweep_seconds=args.result_sweep_seconds,
+            max_result_retention_seconds=args.max_result_retention_seconds,
+            max_results_per_namespace=args.max_results_per_namespace,
             probe_port=args.probe_port,
             allow=frozenset(a.strip() for a in args.allow.split(",") if a.strip()),
         )

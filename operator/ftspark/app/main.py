@@ -26,6 +26,7 @@ from ftspark.app.probes import serve
 from ftspark.domain.fencing import Epoch
 from ftspark.leader.elector import LeaderElector
 from ftspark.metrics import FAILOVER_SECONDS, LEADER, LEASE_TRANSITIONS
+from ftspark.protocol import term_floor_name
 from ftspark.reconcile.reconciler import Reconciler
 
 if TYPE_CHECKING:
@@ -126,7 +127,13 @@ class OperatorReplica:
                 healthy=lambda: lease_health(elector, cfg),
                 ready=lambda: lease_ready(elector, cfg),
             )
-        threading.Thread(target=self.renew_watchdog, name="renew-watchdog", daemon=True).start()
+        watchdog = threading.Thread(
+            target=elector.watch_renewals,
+            args=(self.stop, lambda _: self.lose_leadership_fast()),
+            name="renew-watchdog",
+            daemon=True,
+        )
+        watchdog.start()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: self.stop.set())
         elector.run(self.stop)
@@ -154,7 +161,10 @@ class OperatorReplica:
             inspector=S3CheckpointInspector(self.s3),
             epoch=self.epoch,
             ha_store=self.ha,
+            term_floor=f"{self.cfg.namespace}/{term_floor_name(self.cfg.lease_name)}",
             allowed=self.cfg.allow,
+            max_result_retention_seconds=self.cfg.max_result_retention_seconds,
+            max_results_per_namespace=self.cfg.max_results_per_namespace,
         )
         self.controller = Controller(
             reconciler,
@@ -184,14 +194,6 @@ class OperatorReplica:
             LEASE_TRANSITIONS.inc()
         self.leader_seen = identity
         log.info("leader is now %s", identity)
-
-    def renew_watchdog(self) -> None:
-        # The elector gives up at its renew deadline, but only between calls: a call hung in the network (a
-        # partition swallowing packets) would keep it acting past the deadline. Nothing is allowed to.
-        while not self.stop.wait(0.2):
-            since = self.elector.seconds_since_renew()
-            if since is not None and since > self.cfg.renew_deadline:
-                self.lose_leadership_fast()
 
     def lose_leadership_fast(self) -> NoReturn:
         log.error("%s: leadership lost; exiting so that nothing acts without the Lease", self.cfg.identity)

@@ -111,6 +111,9 @@ class Observation:
     # Read only when no driver pod exists, the only time an attempt can be submitted (it inspects S3).
     # None: not read.
     restore_point: RestorePoint | None = None
+    # Executor pods of the job's earlier attempts still there (they go with their driver pod, but only when
+    # the garbage collector gets to them). Read with restore_point: when an attempt can be submitted.
+    leftover_executors: int = 0
 
     @property
     def own_graph(self) -> SubmittedGraph | None:
@@ -144,6 +147,12 @@ class DeleteDriver:
     # The pod's node is lost: no kubelet will ever finish a graceful deletion, so remove the object at once.
     # Safe: the old driver, if it still runs behind a partition, cannot renew its Lease and is fenced out.
     force: bool = False
+
+
+@dataclass(frozen=True)
+class DeleteLeftoverExecutors:
+    """Delete the executor pods of the job's earlier attempts: the next attempt waits until none is left,
+    so no executor of attempt N still writes state files into the checkpoint directory N+1 reuses."""
 
 
 @dataclass(frozen=True)
@@ -186,6 +195,7 @@ Action = (
     DiscardPreviousJob
     | SubmitAttempt
     | DeleteDriver
+    | DeleteLeftoverExecutors
     | RequestStop
     | RequestSavepoint
     | RecordResult
@@ -313,6 +323,9 @@ class _Context:
         """fresh: a new checkpoint directory even though the job has one (a stateless upgrade)."""
         if self.stale or self.current:
             return self._done(1.0)  # never start an attempt while an earlier driver pod still exists
+        if self.obs.leftover_executors:  # nor while an executor of one does
+            self.actions.append(DeleteLeftoverExecutors())
+            return self._done(1.0)
         attempt = self.status.attempt + 1
         graph = None if fresh else self.obs.own_graph
         # A re-created job of the same name is a new job (new uid): it never resumes the old one's state by

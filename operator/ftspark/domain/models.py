@@ -197,7 +197,9 @@ class ResultStoreSpec(_Model):
         default=7 * 24 * 3600,
         ge=0,
         description="How long a finished job's result is kept, counted from when the job finished; 0 keeps "
-        "it forever. It is deleted only once the resource is gone too (deleted, or re-created with another "
+        "it as long as the operator allows (the chart's maxResultRetentionSeconds, 30 days by default, also "
+        "caps longer values; and a namespace keeps at most maxResultsPerNamespace results, the oldest go "
+        "first). It is deleted only once the resource is gone too (deleted, or re-created with another "
         "uid): while the resource exists its result is what stops a new leader from running the finished job "
         "again. Results past their retention go at the operator's next sweep (every 300 s by default: the "
         "chart's resultSweepSeconds).",

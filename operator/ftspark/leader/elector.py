@@ -142,6 +142,20 @@ class LeaderElector:
             return None
         return self._clock.now() - self._last_contact
 
+    def watch_renewals(
+        self, stop: threading.Event, on_overdue: Callable[[float], None], interval: float = 0.2
+    ) -> None:
+        """Until stop is set, every interval: once the last renew while leading is older than the renew
+        deadline, call on_overdue(seconds since it) and return. For a thread of its own: the elector checks
+        its deadline only between calls, and a call hung in the network (a partition swallowing packets)
+        would keep it leading past the deadline; nothing may act that long."""
+        while not stop.is_set():
+            since = self.seconds_since_renew()
+            if since is not None and since > self._config.renew_deadline:
+                on_overdue(since)
+                return
+            self._clock.sleep(interval, stop)
+
     def run(self, stop: threading.Event) -> None:
         """Acquire, lead until stop is set (then release) or until renewing fails (then return at once)."""
         if not self._acquire(stop):

@@ -67,11 +67,18 @@ class Drivers(Protocol):
         """Delete the attempt's objects. force: remove the pod now (grace 0), for a pod whose node will never
         confirm the deletion."""
 
-    def request_stop(self, key: JobKey, pod_name: str, savepoint_id: str = "") -> None:
-        """Ask the driver runtime for a stop with a final checkpoint (and a savepoint of it, given an id)."""
+    def request_stop(self, key: JobKey, pod_name: str, term: int, savepoint_id: str = "") -> None:
+        """Ask the driver runtime for a stop with a final checkpoint (and a savepoint of it, given an id).
+        term: the asking leader's; the driver refuses a request of a term below the operator's term floor."""
 
-    def request_savepoint(self, key: JobKey, pod_name: str, savepoint_id: str) -> None:
+    def request_savepoint(self, key: JobKey, pod_name: str, term: int, savepoint_id: str) -> None:
         """Ask the driver runtime for a savepoint; it answers on its pod (DriverObservation.savepoint)."""
+
+    def count_executors(self, key: JobKey, uid: str) -> int:
+        """Executor pods of any attempt of the job with that uid, terminating ones included."""
+
+    def delete_executors(self, key: JobKey, uid: str) -> None:
+        """Delete them; one whose graceful deletion is overdue (its node is gone) is removed at once."""
 
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
         """Nodes that run executors of the Spark application (sorted, distinct)."""

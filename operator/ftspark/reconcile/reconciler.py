@@ -15,6 +15,7 @@ from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntr
 from ftspark.domain.lifecycle import (
     Decision,
     DeleteDriver,
+    DeleteLeftoverExecutors,
     DiscardPreviousJob,
     DriverPhase,
     EmitEvent,
@@ -41,6 +42,10 @@ from ftspark.protocol import HaStoreConfig, driver_pod_name, spark_app_id
 
 log = logging.getLogger(__name__)
 CONFIGMAP_STORES = HaStoreConfig()
+# The operator's caps on the result store (app/config.py makes them settings): no result is kept longer than
+# this, whatever its job's ttlSeconds (0 included), and no namespace keeps more clean results than this.
+MAX_RESULT_RETENTION_SECONDS = 30 * 24 * 3600
+MAX_RESULTS_PER_NAMESPACE = 1000
 
 
 def _now() -> datetime:
@@ -71,12 +76,17 @@ class Reconciler:
         clock: Callable[[], datetime] = _now,
         uniform: Callable[[], float] = random.random,
         ha_store: HaStoreConfig = CONFIGMAP_STORES,  # the installation's, which its drivers use too
+        term_floor: str,
+        max_result_retention_seconds: int = MAX_RESULT_RETENTION_SECONDS,
+        max_results_per_namespace: int = MAX_RESULTS_PER_NAMESPACE,
     ) -> None:
-        """allowed: the job policy's allowances granted in every namespace (ftspark.domain.policy)."""
+        """allowed: the job policy's allowances granted in every namespace (ftspark.domain.policy).
+        term_floor: <namespace>/<name> of the operator's term floor ConfigMap, which its drivers read."""
         self._jobs, self._drivers, self._events, self._allowed = jobs, drivers, events, allowed
         self._graphs, self._checkpoints, self._results = graphs, checkpoints, results
         self._inspector, self._epoch, self._clock, self._uniform = inspector, epoch, clock, uniform
-        self._ha_store = ha_store
+        self._ha_store, self._term_floor = ha_store, term_floor
+        self._max_retention, self._max_results = max_result_retention_seconds, max_results_per_namespace
 
     def reconcile(self, key: JobKey) -> float | None:
         """Returns when to look again (seconds), or None when only a change should wake this job."""
@@ -113,12 +123,30 @@ class Reconciler:
         return forgotten
 
     def expire_results(self) -> int:
-        """Delete clean results past their retention whose job resource is gone; returns how many."""
-        now, expired = self._clock(), 0
+        """Delete clean results past their retention (the job's ttlSeconds, at most the operator's maximum)
+        and, in a namespace holding more than the cap, the oldest beyond it; returns how many. Never one
+        whose job resource still exists with its uid: that result is what keeps a new leader from running a
+        finished job again. A namespace whose results cannot be swept does not keep the others."""
+        by_namespace: dict[str, list[JobResultEntry]] = {}
         for entry in self._results.entries():
-            if not entry.clean or not entry.retain_seconds:
-                continue
-            if (now - entry.finished_at).total_seconds() < entry.retain_seconds:
+            if entry.clean:  # a dirty one is finish_dirty_results' to complete first
+                by_namespace.setdefault(entry.job.namespace, []).append(entry)
+        expired = 0
+        for namespace, entries in sorted(by_namespace.items()):
+            try:
+                expired += self._expire_in(sorted(entries, key=lambda e: e.finished_at))
+            except Exception:
+                log.exception("%s: its results could not be swept; trying again at the next sweep", namespace)
+        return expired
+
+    def _expire_in(self, oldest_first: list[JobResultEntry]) -> int:
+        """One namespace's clean results, oldest first."""
+        now, expired = self._clock(), 0
+        beyond_cap = len(oldest_first) - self._max_results
+        for entry in oldest_first:
+            retention = min(entry.retain_seconds or self._max_retention, self._max_retention)
+            past = (now - entry.finished_at).total_seconds() >= retention
+            if not (past or expired < beyond_cap):
                 continue
             job = self._jobs.get(entry.job)
             if job is None or job.uid != entry.uid:
@@ -180,9 +208,8 @@ class Reconciler:
         result = self._results.get(job.uid)
         # A submission is decided only when no driver pod exists and the job has no result: only then is S3
         # inspected.
-        restore_point = (
-            None if drivers or result is not None else self._restore_point(job, spec, own, pointers)
-        )
+        can_submit = not drivers and result is None
+        restore_point = self._restore_point(job, spec, own, pointers) if can_submit else None
         return Observation(
             job_uid=job.uid,
             generation=job.generation,
@@ -193,6 +220,7 @@ class Reconciler:
             executor_nodes=executor_nodes,
             latest_checkpoint=pointers[0] if pointers else None,
             restore_point=restore_point,
+            leftover_executors=self._drivers.count_executors(key, job.uid) if can_submit else 0,
         )
 
     def _restore_point(
@@ -237,10 +265,14 @@ class Reconciler:
                     self._submit(job, spec, action)
                 case DeleteDriver(pod_name=pod, force=force):
                     self._drivers.delete(key, pod, force=force)
+                case DeleteLeftoverExecutors():
+                    self._drivers.delete_executors(key, job.uid)
+                # The leader's term goes with the request (and is re-checked right before it is written):
+                # the driver refuses one from a deposed leader.
                 case RequestStop(pod_name=pod, savepoint_id=savepoint_id):
-                    self._drivers.request_stop(key, pod, savepoint_id)
+                    self._drivers.request_stop(key, pod, self._epoch().term, savepoint_id)
                 case RequestSavepoint(pod_name=pod, savepoint_id=savepoint_id):
-                    self._drivers.request_savepoint(key, pod, savepoint_id)
+                    self._drivers.request_savepoint(key, pod, self._epoch().term, savepoint_id)
                 case RecordResult():
                     self._record_result(job, action)
                 case EmitEvent(type=type_, reason=reason, message=message):
@@ -279,6 +311,7 @@ class Reconciler:
                 restore_batch_id=action.restore_batch_id,
                 local_state_nodes=action.local_state_nodes,
                 ha_store=self._ha_store,
+                term_floor=self._term_floor,
             )
         )
 

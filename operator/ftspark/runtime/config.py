@@ -16,6 +16,7 @@
 | FTSPARK_RETAINED_CHECKPOINTS | checkpoint pointers kept in the store (default 5) |
 | FTSPARK_HA_STORE | where pointers are reported: `configmaps` (default) or `s3`, as the operator's setting |
 | FTSPARK_HA_S3_ROOT | with `s3`: the installation's `s3://<bucket>/<prefix>`, with the job's S3 settings |
+| FTSPARK_TERM_FLOOR | `<namespace>/<name>` of the operator's term floor: older control requests are refused |
 | FTSPARK_RESULTS_NAMESPACE | the operator's results namespace (the store needs one; default: the job's) |
 | FTSPARK_LEASE_DURATION / _RENEW_DEADLINE / _RETRY_PERIOD | driver Lease timings in seconds (15/10/2) |
 | FTSPARK_LEASE_ACQUIRE_TIMEOUT | give up if the Lease is not ours within this (default 4 lease durations) |
@@ -69,6 +70,7 @@ class RuntimeConfig:
     initial_savepoint: str | None = None
     retained_checkpoints: int = 5
     ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
+    term_floor: tuple[str, str] = ("", "")  # namespace, name
     results_namespace: str = ""
     lease_duration: int = 15
     renew_deadline: float = 10.0
@@ -106,6 +108,9 @@ class RuntimeConfig:
             spark_conf = json.loads(env.get(DriverEnv.SPARK_CONF) or "{}")
         except json.JSONDecodeError as error:
             raise ConfigError(f"FTSPARK_SPARK_CONF is not JSON: {error}") from None
+        floor_namespace, _, floor_name = required(DriverEnv.TERM_FLOOR).partition("/")
+        if not (floor_namespace and floor_name) or "/" in floor_name:
+            raise ConfigError(f"FTSPARK_TERM_FLOOR must be namespace/name, not {env[DriverEnv.TERM_FLOOR]!r}")
         root = required(DriverEnv.CHECKPOINT_LOCATION).rstrip("/")
         lease_duration = int(number("FTSPARK_LEASE_DURATION", 15))
         restore_batch = env.get(DriverEnv.RESTORE_BATCH, "")
@@ -129,6 +134,7 @@ class RuntimeConfig:
             initial_savepoint=env.get(DriverEnv.INITIAL_SAVEPOINT) or None,
             retained_checkpoints=int(number(DriverEnv.RETAINED_CHECKPOINTS, 5)),
             ha_store=ha_store,
+            term_floor=(floor_namespace, floor_name),
             results_namespace=env.get("FTSPARK_RESULTS_NAMESPACE") or namespace,
             lease_duration=lease_duration,
             renew_deadline=number("FTSPARK_LEASE_RENEW_DEADLINE", 10.0),

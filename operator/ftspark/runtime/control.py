@@ -2,15 +2,21 @@
 (docs/driver-runtime.md). A new value is a new request (the same value is handled once). The outcome of a
 savepoint is written back to the pod as annotation `ftspark.io/savepoint`: JSON {"id", "location",
 "batches": {query: batch}} or {"id", "error"}.
+
+Each request carries the term of the operator leader that wrote it; the driver obeys it only if that term is
+at least the operator's term floor (read from its ConfigMap when a request comes), so a deposed leader
+resumed after a pause cannot stop the driver or make it take a savepoint. A refused request is answered on
+the pod as annotation `ftspark.io/control-refused`: JSON {"request", "reason"}.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import urllib3
 from kubernetes import client
@@ -18,11 +24,27 @@ from kubernetes.client.rest import ApiException
 from pyspark import SparkContext
 
 from ftspark.adapters.k8s import request_timeout
-from ftspark.protocol import CONTROL_ANNOTATION, ControlRequest
+from ftspark.protocol import CONTROL_ANNOTATION, CONTROL_REFUSED_ANNOTATION, ControlRequest
 
 log = logging.getLogger(__name__)
 
 _TIMEOUT = request_timeout(10.0)
+
+
+Verdict = Literal["obey", "refuse", "retry"]
+
+
+def judge(request: ControlRequest, floor: int | None) -> tuple[Verdict, str]:
+    """What the driver does with a request, given the operator's term floor (None: it could not be read):
+    obey it, refuse it for good (it is handled: the same value is never looked at again), or look again at
+    the next poll. Why, for the log and the pod."""
+    if request.term is None:
+        return "refuse", "the request carries no operator term (the format before terms)"
+    if floor is None:
+        return "retry", "the operator's term floor could not be read"
+    if request.term < floor:
+        return "refuse", f"written by operator term {request.term}, below the term floor {floor}"
+    return "obey", f"operator term {request.term}, term floor {floor}"
 
 
 class ControlWatcher:
@@ -35,8 +57,11 @@ class ControlWatcher:
         pod: str,
         interval: float,
         on_request: Callable[[ControlRequest], None],
+        term_floor: tuple[str, str],
     ) -> None:
+        """term_floor: (namespace, name) of the operator's term floor ConfigMap."""
         self._core = client.CoreV1Api(api)
+        self._term_floor = term_floor
         self._namespace = namespace
         self._pod = pod
         self._interval = interval
@@ -58,7 +83,7 @@ class ControlWatcher:
             log.warning("cannot annotate pod %s: %s", self._pod, error)
 
     def _run(self) -> None:
-        handled = failure = ""
+        handled = failure = retrying = ""
         while not self._stop.wait(self._interval):
             try:
                 pod = self._core.read_namespaced_pod(self._pod, self._namespace, _request_timeout=_TIMEOUT)
@@ -71,15 +96,38 @@ class ControlWatcher:
             value = (pod.metadata.annotations or {}).get(CONTROL_ANNOTATION, "")
             if not value or value == handled:
                 continue
-            handled = value
             request = ControlRequest.parse(value)
             if request is None:
+                handled = value
                 log.error(
                     "ignoring control request %r: not one of %s@...", value, "stop|savepoint|stop-savepoint"
                 )
                 continue
-            log.info("control request: %s", value)
-            self._on_request(request)
+            verdict, why = judge(request, self._floor() if request.term is not None else None)
+            match verdict:
+                case "retry":
+                    if value != retrying:  # once per request, not every interval
+                        retrying = value
+                        log.warning("control request %s not handled yet: %s", value, why)
+                case "refuse":
+                    handled = value
+                    log.warning("refusing control request %s: %s", value, why)
+                    self.annotate(CONTROL_REFUSED_ANNOTATION, json.dumps({"request": value, "reason": why}))
+                case "obey":
+                    handled = value
+                    log.info("control request: %s (%s)", value, why)
+                    self._on_request(request)
+
+    def _floor(self) -> int | None:
+        """The operator's term floor; None if it cannot be read (or holds no term)."""
+        namespace, name = self._term_floor
+        try:
+            found = self._core.read_namespaced_config_map(name, namespace, _request_timeout=_TIMEOUT)
+        except (ApiException, urllib3.exceptions.HTTPError) as error:
+            log.warning("cannot read the term floor %s/%s: %s", namespace, name, error)
+            return None
+        term = (found.data or {}).get("term", "")
+        return int(term) if term.isascii() and term.isdigit() else None
 
 
 def stop_at_boundary(queries: Sequence[Any], timeout: float) -> bool:

@@ -128,7 +128,7 @@ class Driver:
                 on_fenced=lambda why: self.fence_out("FencedOut", why),
             )
             self._watcher = ControlWatcher(
-                api, cfg.job.namespace, cfg.pod_name, cfg.control_interval, self._control
+                api, cfg.job.namespace, cfg.pod_name, cfg.control_interval, self._control, cfg.term_floor
             )
             self._run_script(app, args)
         finally:

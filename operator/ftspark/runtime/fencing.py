@@ -1,7 +1,7 @@
 """Driver self-fencing: the job's driver Lease `<job>-driver`, held while any query runs, so two attempts
 never run queries at once; a driver that cannot renew in time stops every query and exits before another
 attempt may take the Lease (docs/driver-runtime.md). The operator's leader elector does the work and tells
-the driver at once (on_lost)."""
+the driver at once (on_lost); its renew watchdog tells it too when a renew call hangs past the deadline."""
 
 from __future__ import annotations
 
@@ -47,6 +47,11 @@ class DriverLease:
         self._held = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._elector.run, args=(self._stop,), name="driver-lease")
+        self._watchdog = threading.Thread(
+            target=self._elector.watch_renewals, args=(self._stop, self._overdue), name="lease-watchdog"
+        )
+        self._lost = threading.Lock()  # on_lost once, from the elector or the watchdog
+        self._told = False
 
     def acquire(self, timeout: float) -> bool:
         """Wait until the Lease is ours (the previous attempt's must expire first); False after timeout."""
@@ -54,6 +59,8 @@ class DriverLease:
         self._thread.start()
         if self._held.wait(timeout):
             log.info("holding lease %s", self._name)
+            self._watchdog.daemon = True
+            self._watchdog.start()
             return True
         self._stop.set()
         return False
@@ -65,5 +72,14 @@ class DriverLease:
             self._thread.join(timeout)
 
     def _stopped(self) -> None:
-        if not self._stop.is_set():
-            self._on_lost(f"lost the driver lease {self._name} (not renewed within its deadline, or taken)")
+        self._lose(f"lost the driver lease {self._name} (not renewed within its deadline, or taken)")
+
+    def _overdue(self, since: float) -> None:
+        self._lose(f"the driver lease {self._name} was last renewed {since:.1f} s ago, past its deadline")
+
+    def _lose(self, why: str) -> None:
+        with self._lost:
+            if self._stop.is_set() or self._told:
+                return
+            self._told = True
+        self._on_lost(why)

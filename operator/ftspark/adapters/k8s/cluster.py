@@ -32,9 +32,12 @@ from ftspark.protocol import (
     DRIVER_SERVICE_ACCOUNT,
     JOB_LABEL,
     ROLE_LABEL,
+    SPARK_APP_SELECTOR_LABEL,
+    SPARK_ROLE_LABEL,
     ControlRequest,
     executor_selector,
     executor_template_name,
+    job_app_prefix,
     rpc_secret_name,
 )
 from ftspark.reconcile.observe import observe_driver
@@ -56,6 +59,9 @@ DRIVER_RULES = [
         api_groups=["coordination.k8s.io"], resources=["leases"], verbs=["get", "create", "update"]
     ),
 ]
+
+
+MANAGED = {"app.kubernetes.io/managed-by": "ftspark"}
 
 
 def _ignore(status: int, call: Any, *args: Any, **kwargs: Any) -> None:
@@ -162,7 +168,7 @@ class KubeDrivers:
         return sorted((d for d in drivers if d is not None), key=lambda d: d.attempt)
 
     def create(self, plan: AttemptPlan) -> None:
-        self._ensure_driver_identity(plan.namespace)
+        self._ensure_driver_identity(plan)
         core, networking, namespace = self._core, self._networking, plan.namespace
         if plan.spec.local_recovery.enabled:
             probe = executor_admission_probe(plan)
@@ -207,20 +213,46 @@ class KubeDrivers:
         _ignore(404, self._core.delete_namespaced_secret, rpc_secret_name(pod_name), key.namespace)
         _ignore(404, self._networking.delete_namespaced_network_policy, pod_name, key.namespace)
 
-    def request_stop(self, key: JobKey, pod_name: str, savepoint_id: str = "") -> None:
+    def request_stop(self, key: JobKey, pod_name: str, term: int, savepoint_id: str = "") -> None:
         request = (
-            ControlRequest("stop-savepoint", savepoint_id)
+            ControlRequest("stop-savepoint", savepoint_id, term)
             if savepoint_id
-            else ControlRequest("stop", datetime.datetime.now(datetime.UTC).isoformat())
+            else ControlRequest("stop", datetime.datetime.now(datetime.UTC).isoformat(), term)
         )
         self._control(key, pod_name, request)
 
-    def request_savepoint(self, key: JobKey, pod_name: str, savepoint_id: str) -> None:
-        self._control(key, pod_name, ControlRequest("savepoint", savepoint_id))
+    def request_savepoint(self, key: JobKey, pod_name: str, term: int, savepoint_id: str) -> None:
+        self._control(key, pod_name, ControlRequest("savepoint", savepoint_id, term))
 
     def _control(self, key: JobKey, pod_name: str, request: ControlRequest) -> None:
         body = {"metadata": {"annotations": {CONTROL_ANNOTATION: str(request)}}}
         _ignore(404, self._core.patch_namespaced_pod, pod_name, key.namespace, body)
+
+    def count_executors(self, key: JobKey, uid: str) -> int:
+        return len(self._executors(key, uid))
+
+    def delete_executors(self, key: JobKey, uid: str) -> None:
+        now = datetime.datetime.now(datetime.UTC)
+        for pod in self._executors(key, uid):
+            # deletionTimestamp is when a graceful deletion should have ended: past it, no kubelet is
+            # finishing it (a lost node), and only removing the object ends the wait.
+            deadline = pod.metadata.deletion_timestamp
+            grace = 0 if deadline is not None and deadline < now else None
+            _ignore(
+                404,
+                self._core.delete_namespaced_pod,
+                pod.metadata.name,
+                key.namespace,
+                grace_period_seconds=grace,
+            )
+
+    def _executors(self, key: JobKey, uid: str) -> list[Any]:
+        selector = f"{JOB_LABEL}={key.name},{SPARK_ROLE_LABEL}=executor"
+        pods = self._core.list_namespaced_pod(key.namespace, label_selector=selector).items
+        prefix = job_app_prefix(uid)  # a job of the same name before it (another uid) is none of its concern
+        return [
+            p for p in pods if (p.metadata.labels or {}).get(SPARK_APP_SELECTOR_LABEL, "").startswith(prefix)
+        ]
 
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
         selector = executor_selector(spark_app_id)
@@ -248,13 +280,13 @@ class KubeDrivers:
     def _selector(key: JobKey) -> str:
         return f"{JOB_LABEL}={key.name},{ROLE_LABEL}=driver"
 
-    def _ensure_driver_identity(self, namespace: str) -> None:
-        """The driver's ServiceAccount, Role and RoleBinding in the job's namespace (idempotent)."""
+    def _ensure_driver_identity(self, plan: AttemptPlan) -> None:
+        """The driver's ServiceAccount, Role and RoleBinding in the job's namespace, and its right to read the
+        operator's term floor (idempotent)."""
+        namespace = plan.namespace
         if namespace in self._identities_ensured:
             return
-        meta = client.V1ObjectMeta(
-            name=DRIVER_SERVICE_ACCOUNT, labels={"app.kubernetes.io/managed-by": "ftspark"}
-        )
+        meta = client.V1ObjectMeta(name=DRIVER_SERVICE_ACCOUNT, labels=MANAGED)
         _ignore(
             409,
             self._core.create_namespaced_service_account,
@@ -277,7 +309,33 @@ class KubeDrivers:
             ],
         )
         _ignore(409, self._rbac.create_namespaced_role_binding, namespace, binding)
+        self._ensure_term_floor_reader(plan)
         self._identities_ensured.add(namespace)
+
+    def _ensure_term_floor_reader(self, plan: AttemptPlan) -> None:
+        """`get` on exactly the term floor ConfigMap (in the operator's namespace), for the drivers of the
+        job's namespace: one Role, and one RoleBinding per namespace of jobs."""
+        floor_namespace, _, floor = plan.term_floor.partition("/")
+        role = f"{DRIVER_SERVICE_ACCOUNT}-term-floor"
+        rule = client.V1PolicyRule(
+            api_groups=[""], resources=["configmaps"], resource_names=[floor], verbs=["get"]
+        )
+        _ignore(
+            409,
+            self._rbac.create_namespaced_role,
+            floor_namespace,
+            client.V1Role(metadata=client.V1ObjectMeta(name=role, labels=MANAGED), rules=[rule]),
+        )
+        binding = client.V1RoleBinding(
+            metadata=client.V1ObjectMeta(name=f"{role}-{plan.namespace}", labels=MANAGED),
+            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role),
+            subjects=[
+                client.RbacV1Subject(
+                    kind="ServiceAccount", name=DRIVER_SERVICE_ACCOUNT, namespace=plan.namespace
+                )
+            ],
+        )
+        _ignore(409, self._rbac.create_namespaced_role_binding, floor_namespace, binding)
 
 
 class KubeEvents:

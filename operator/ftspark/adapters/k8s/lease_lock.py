@@ -17,6 +17,7 @@ from urllib3.exceptions import HTTPError
 
 from ftspark.adapters.k8s import request_timeout as k8s_request_timeout
 from ftspark.ports.leadership import ConflictError, LeaderElectionRecord, LockUnavailableError
+from ftspark.protocol import term_floor_name
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,7 @@ class KubernetesLeaseLock:
 
     @property
     def _floor_name(self) -> str:
-        return f"{self._name}-term"
+        return term_floor_name(self._name)
 
     def _read_floor(self) -> tuple[int, str] | None:
         """(term, version) of the floor, None if there is none (or this lock keeps none)."""

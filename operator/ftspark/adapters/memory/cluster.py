@@ -63,7 +63,11 @@ class MemoryDrivers:
     plans: list[AttemptPlan] = field(default_factory=list)  # every attempt created, in order
     deleted: list[tuple[str, bool]] = field(default_factory=list)  # (pod, force)
     controls: list[tuple[str, str]] = field(default_factory=list)  # (pod, "stop" | savepoint id)
+    control_terms: list[int] = field(default_factory=list)  # the operator term of each control request
     executors: dict[str, list[str]] = field(default_factory=dict)  # spark app id → nodes
+    # Executor pods of a job by uid; a deletion is only asked for (the test says when they are gone).
+    executor_pods: dict[str, int] = field(default_factory=dict)
+    executor_deletions: list[str] = field(default_factory=list)  # uids
     refusals: list[str] = field(default_factory=list)  # kinds to refuse, one each
 
     def refuse(self, kind: Literal["ConfigMap", "Pod", "Service"]) -> None:
@@ -91,11 +95,19 @@ class MemoryDrivers:
         self.deleted.append((pod_name, force))
         self.pods.get(key, {}).pop(pod_name, None)
 
-    def request_stop(self, key: JobKey, pod_name: str, savepoint_id: str = "") -> None:
+    def request_stop(self, key: JobKey, pod_name: str, term: int, savepoint_id: str = "") -> None:
         self.controls.append((pod_name, savepoint_id or "stop"))
+        self.control_terms.append(term)
 
-    def request_savepoint(self, key: JobKey, pod_name: str, savepoint_id: str) -> None:
+    def request_savepoint(self, key: JobKey, pod_name: str, term: int, savepoint_id: str) -> None:
         self.controls.append((pod_name, savepoint_id))
+        self.control_terms.append(term)
+
+    def count_executors(self, key: JobKey, uid: str) -> int:
+        return self.executor_pods.get(uid, 0)
+
+    def delete_executors(self, key: JobKey, uid: str) -> None:
+        self.executor_deletions.append(uid)
 
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
         return sorted(set(self.executors.get(spark_app_id, [])))
