@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 import urllib3
 from kubernetes import client
@@ -117,6 +117,8 @@ class ControlWatcher:
                     handled = value
                     log.info("control request: %s (%s)", value, why)
                     self._on_request(request)
+                case unknown:
+                    assert_never(unknown)
 
     def _floor(self) -> int | None:
         """The operator's term floor; None if it cannot be read (or holds no term)."""
