@@ -273,10 +273,11 @@ class ProcessFaultTour(FaultTour):
         world.proxies[leader].partition()
         self.wait_for(lambda: fleet.leader(api) not in {None, leader}, 60, "the standby to take over")
         self._took("leader partitioned -> standby leads", time.monotonic() - cut)
-        self.wait_for(lambda: not fleet.replicas[leader].running(), 30, "the partitioned leader to exit")
+        partitioned = fleet.replicas[leader]
+        self.wait_for(lambda: not partitioned.running(), 30, "the partitioned leader to exit")
         self._took("leader partitioned -> it exits", time.monotonic() - cut)
         self._progress("operator leader partitioned", 120, since=cut)
-        world.start_operator(leader)  # the Deployment restarts it, the network heals
+        world.start_operator(leader)  # the Deployment restarts it, the network heals (if not done yet)
 
     def restart_api_server(self, down_seconds: float = 5.0) -> None:
         """kube-apiserver crashes and stays down a while: watches, Leases (operator, drivers, nodes) and

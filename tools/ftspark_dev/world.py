@@ -17,6 +17,7 @@ import contextlib
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -154,16 +155,29 @@ class World(JobsClient):
     jars: Path
     work: Path
     proxies: dict[str, ApiProxy] = field(default_factory=dict)
+    _starting: threading.Lock = field(default_factory=threading.Lock)
 
     def start_operator(self, identity: str) -> None:
         """A replica whose API traffic goes through its own ApiProxy (so a test can partition it); a restarted
-        identity keeps its proxy, healed."""
-        proxy = self.proxies.get(identity)
-        if proxy is None:
-            proxy = self.proxies[identity] = ApiProxy(self.plane.apiserver_port)
-        proxy.heal()
-        kubeconfig = proxy.kubeconfig(self.plane.kubeconfig, self.work / f"{identity}.kubeconfig")
-        self.fleet.start(identity, kubeconfig=kubeconfig)
+        identity keeps its proxy, healed. Nothing if that identity runs (never two processes of one)."""
+        with self._starting:
+            running = self.fleet.replicas.get(identity)
+            if running is not None and running.running():
+                return
+            proxy = self.proxies.get(identity)
+            if proxy is None:
+                proxy = self.proxies[identity] = ApiProxy(self.plane.apiserver_port)
+            proxy.heal()
+            kubeconfig = proxy.kubeconfig(self.plane.kubeconfig, self.work / f"{identity}.kubeconfig")
+            self.fleet.start(identity, kubeconfig=kubeconfig)
+
+    def supervise(self, stop: threading.Event, interval: float = 1.0) -> None:
+        """What the operator's Deployment does: a replica that exited (as one does when it loses the Lease)
+        starts again under its identity, its network healed, until stop."""
+        while not stop.wait(interval):
+            for identity, replica in list(self.fleet.replicas.items()):
+                if not replica.running():
+                    self.start_operator(identity)
 
     def job(
         self, name: str, input_dir: Path, output_dir: Path, example: Path = EXAMPLE, **spec: Any
@@ -242,8 +256,9 @@ class World(JobsClient):
         ]
 
     def kill_operator(self, identity: str) -> None:
-        self.fleet.replicas[identity].kill()
-        self.start_operator(f"{identity}-restarted")  # what the Deployment does
+        """SIGKILL of a replica's pod: the Deployment replaces it with a new one (a new identity)."""
+        self.fleet.replicas.pop(identity).kill()
+        self.start_operator(f"{identity}-restarted")
 
 
 @contextlib.contextmanager
@@ -268,11 +283,17 @@ def running_world() -> Iterator[World]:
         nodes = NodeAgent(plane.kubeconfig, nodes=3, prefix="node").start()
         fleet = OperatorFleet(plane, s3, OPERATOR_NAMESPACE, JOBS_NAMESPACE, work / "operators")
         world = World(plane, nodes, s3, api, fleet, bucket, jars, work)
+        stop_supervising = threading.Event()
+        supervisor = threading.Thread(target=world.supervise, args=(stop_supervising,), daemon=True)
         try:
             world.start_operator("operator-a")
             world.start_operator("operator-b")
+            supervisor.start()
             yield world
         finally:
+            stop_supervising.set()
+            if supervisor.is_alive():
+                supervisor.join()
             fleet.stop_all()
             for proxy in world.proxies.values():
                 proxy.close()
