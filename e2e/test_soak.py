@@ -37,3 +37,5 @@ def test_two_jobs_come_through_a_seeded_fault_schedule_exactly_once(world: World
     assert all(writers[tour.name] == 1 for tour in soak.tours), (
         f"two drivers of one job wrote at once: {writers}"
     )
+    for tour in soak.tours:
+        world.delete(tour.name)
