@@ -269,11 +269,11 @@ class ProcessFaultTour(FaultTour):
         world, fleet, api = self.process_world, self.process_world.fleet, self.process_world.api
         leader = fleet.leader(api)
         assert leader is not None
+        partitioned = fleet.replicas[leader]  # before: its Deployment may restart it once it exits
         cut = time.monotonic()
         world.proxies[leader].partition()
         self.wait_for(lambda: fleet.leader(api) not in {None, leader}, 60, "the standby to take over")
         self._took("leader partitioned -> standby leads", time.monotonic() - cut)
-        partitioned = fleet.replicas[leader]
         self.wait_for(lambda: not partitioned.running(), 30, "the partitioned leader to exit")
         self._took("leader partitioned -> it exits", time.monotonic() - cut)
         self._progress("operator leader partitioned", 120, since=cut)
