@@ -190,8 +190,10 @@ class Soak:
             writes[group].append((at, who))
         return {group: _most_at_once(sorted(found)) for group, found in writes.items()}
 
-    def table(self, figures: dict[str, dict[str, int]]) -> str:
-        lines = [f"soak: seed {self.seed}, {len(self.schedule)} faults", ""]
+    def recovery_table(self) -> str:
+        """Recovery times per kind of the faults recovered so far."""
+        done = sum(len(times) for times in self.recoveries.values())
+        lines = [f"soak: seed {self.seed}, {done} of {len(self.schedule)} faults recovered", ""]
         lines.append(f"{'fault':<26} {'count':>5} {'p50 s':>7} {'p90 s':>7} {'max s':>7}")
         for kind in sorted(self.recoveries):
             times = sorted(self.recoveries[kind])
@@ -199,7 +201,10 @@ class Soak:
                 f"{kind:<26} {len(times):>5} {_percentile(times, 50):>7.1f} {_percentile(times, 90):>7.1f} "
                 f"{times[-1]:>7.1f}"
             )
-        lines.append("")
+        return "\n".join(lines)
+
+    def table(self, figures: dict[str, dict[str, int]]) -> str:
+        lines = [self.recovery_table(), ""]
         names = list(figures)
         lines.append(f"{'':<44}" + "".join(f"{name:>12}" for name in names))
         for row in next(iter(figures.values())):
@@ -260,7 +265,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with running_world() as world:
         soak = Soak(world, world.work / "soak", args.seed)
-        figures = soak.run(args.faults, args.kinds)
+        try:
+            figures = soak.run(args.faults, args.kinds)
+        except BaseException:
+            print(soak.recovery_table())  # what a long run got through before it stopped
+            raise
         print(soak.table(figures))
         return 0 if verdict_ok(soak, figures) else 1
 
