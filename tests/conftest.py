@@ -6,6 +6,7 @@ Both start once per session on free loopback ports; every process they start die
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Iterator
 
@@ -39,9 +40,9 @@ def api_client(control_plane: ControlPlane) -> client.ApiClient:
     return config.new_client_from_config(config_file=str(control_plane.kubeconfig))
 
 
-@pytest.fixture
-def namespace(api_client: client.ApiClient) -> Iterator[str]:
-    """A fresh namespace per test; deletion is not awaited (without a controller-manager it never ends)."""
+@contextlib.contextmanager
+def fresh_namespace(api_client: client.ApiClient) -> Iterator[str]:
+    """A new namespace for the block; deletion is not awaited (without a controller-manager it never ends)."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     core = client.CoreV1Api(api_client)
     core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
@@ -51,6 +52,13 @@ def namespace(api_client: client.ApiClient) -> Iterator[str]:
     except ApiException as error:
         if error.status != 404:
             raise
+
+
+@pytest.fixture
+def namespace(api_client: client.ApiClient) -> Iterator[str]:
+    """A fresh namespace per test."""
+    with fresh_namespace(api_client) as name:
+        yield name
 
 
 @pytest.fixture(scope="session")

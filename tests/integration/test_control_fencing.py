@@ -30,6 +30,7 @@ from ftspark.protocol import (
 from ftspark.runtime.control import ControlWatcher
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import job_manifest
+from tests.conftest import fresh_namespace
 from tests.waiting import eventually
 
 LEASE = "ftspark-operator"
@@ -54,11 +55,8 @@ def lead_once(api: client.ApiClient, namespace: str, identity: str) -> Epoch:
 
 @pytest.fixture
 def jobs_namespace(api_client: client.ApiClient) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:10]}"
-    core = client.CoreV1Api(api_client)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    core.delete_namespace(name)
+    with fresh_namespace(api_client) as name:
+        yield name
 
 
 def test_the_driver_obeys_the_current_leaders_request_and_refuses_a_deposed_ones(
