@@ -13,3 +13,13 @@ from ftspark_dev.world import World, running_world
 def world() -> Iterator[World]:
     with running_world() as running:
         yield running
+
+
+@pytest.fixture(autouse=True)
+def no_job_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test of the world that fails midway leaves its jobs running; they would load every later test."""
+    yield
+    if "world" in request.fixturenames:
+        world: World = request.getfixturevalue("world")
+        for name in world.job_names():
+            world.delete(name)

@@ -41,6 +41,8 @@ from ftspark_dev.world import JOBS_NAMESPACE, OPERATOR_NAMESPACE, World, running
 OPERATOR_LEASE = "ftspark-operator"
 # A hung driver is restarted after 30 s without progress (the default, 300 s, would make a long soak longer).
 SPEC = {"liveness": {"progressTimeoutSeconds": 30}}
+# Two jobs share 2 cores: a file every 3 s (one per micro-batch) lets them catch up after each fault.
+FEED_INTERVAL = 3.0
 OVERLAP_WINDOW = 0.5  # seconds; below the gap a correct handover leaves (lease duration - renew deadline)
 WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 
@@ -57,7 +59,7 @@ class Soak:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.tours = [
-            ProcessFaultTour(self.world, self.work, subject=subject, spec=SPEC)
+            ProcessFaultTour(self.world, self.work, subject=subject, spec=SPEC, feed_interval=FEED_INTERVAL)
             for subject in (WindowedCounts(), Sessions())
         ]
 

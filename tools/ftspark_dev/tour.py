@@ -183,7 +183,13 @@ class FaultTour:
         self._stop_feeding.set()
         self._feeder.join()
         self.subject.flush(self.source, self.fed)
-        self.wait_for(lambda: self.verdict().exact, 300, "every record in the output")
+        # After many faults a job may be far behind its input (one file per batch): wait while it catches up.
+        try:
+            self.wait_for(
+                lambda: self.verdict().exact, 180, "every record in the output", moving=self.batches
+            )
+        except AssertionError as stalled:
+            raise AssertionError(f"{self.verdict()}\n{stalled}") from None
         assert self.watch is not None
         self.watch.stop()
         verdict = self.verdict()
@@ -240,11 +246,17 @@ class FaultTour:
         self.wait_for(lambda: self.batches() > before, timeout, f"progress after the {fault}")
         self._took(f"{fault} -> next batch", time.monotonic() - (since or started))
 
-    def wait_for(self, probe: Callable[[], object], timeout: float, what: str) -> None:
-        started = time.monotonic()
+    def wait_for(
+        self, probe: Callable[[], object], timeout: float, what: str, moving: Callable[[], int] | None = None
+    ) -> None:
+        """Polls probe until it holds; fails after timeout seconds, counted from the last time moving (if
+        given) went up."""
+        started, mark = time.monotonic(), moving() if moving else 0
         while time.monotonic() - started < timeout:
             if probe():
                 return
+            if moving and (now := moving()) > mark:
+                started, mark = time.monotonic(), now
             time.sleep(0.5)
         drivers = self.world.drivers(self.name)
         log = self.world.log(drivers[-1].metadata.name) if drivers else ""

@@ -118,6 +118,12 @@ class JobsClient:
             assert time.monotonic() < deadline, f"pods of {name} outlived it by 120 s: {left}"
             time.sleep(0.5)
 
+    def job_names(self) -> list[str]:
+        listed = client.CustomObjectsApi(self.api).list_namespaced_custom_object(
+            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL
+        )
+        return [item["metadata"]["name"] for item in listed["items"]]
+
     def uid(self, name: str) -> str:
         body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
             API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
