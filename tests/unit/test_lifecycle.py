@@ -151,8 +151,13 @@ def test_failed_driver_restarts_after_the_delay_and_never_overlaps_attempts() ->
     assert decision.status.last_failure is not None
     assert decision.status.last_failure.reason == "OOMKilled"
     assert decision.status.last_failure.exit_code == 137
-    assert DeleteDriver("job-1-driver", 1, "restarting after a failure") in decision.actions
-    assert decision.requeue_after == 5
+    # The failure is in the status before the pod that tells it goes: the next pass deletes it.
+    assert "DeleteDriver" not in kinds(decision)
+    assert decision.requeue_after == 0.05
+    deleting = run(job, decision.status, failed, at=10)
+    assert deleting.actions == (DeleteDriver("job-1-driver", 1, "restarting"),)
+    assert deleting.status.restarts == decision.status.restarts, "one failure counted once"
+    assert deleting.requeue_after == 5
 
     # Before the delay: wait. After it, while the old pod still exists: still wait.
     early = run(job, decision.status, at=12)
@@ -270,9 +275,11 @@ def test_spec_change_follows_the_upgrade_mode() -> None:
     answer = SavepointReport(id="sp-upgrade-a1", location="s3://bucket/job/savepoints/x", batch_id=9)
     stopped = driver(1, DriverPhase.SUCCEEDED, exit_code=0, savepoint=answer)
     finished = run(new, upgrading.status, stopped, submitted=old)
-    assert kinds(finished) == ["DeleteDriver"]
+    assert kinds(finished) == [], "the savepoint is in the status before the pod that reports it goes"
     assert [(sp.id, sp.batch_id) for sp in finished.status.savepoints] == [("sp-upgrade-a1", 9)]
-    assert run(new, finished.status, stopped, submitted=old).status.savepoints == finished.status.savepoints
+    deleting = run(new, finished.status, stopped, submitted=old)
+    assert kinds(deleting) == ["DeleteDriver"]
+    assert deleting.status.savepoints == finished.status.savepoints
     assert run(new, finished.status, submitted=old).actions[0] == SubmitAttempt(
         2, "latest-checkpoint", location()
     )
@@ -415,7 +422,10 @@ def test_a_driver_on_a_lost_node_is_force_deleted_and_restarted() -> None:
         1, DriverPhase.FAILED, reason="NodeLost", node_lost=True, message="node n1 stopped reporting"
     )
     decision = run(spec(), JobStatus(phase="Running", attempt=1), lost)
-    assert DeleteDriver("job-1-driver", 1, "restarting after a failure", force=True) in decision.actions
+    assert (
+        DeleteDriver("job-1-driver", 1, "restarting", force=True)
+        in run(spec(), decision.status, lost).actions
+    )
     assert decision.status.last_failure is not None
     assert decision.status.last_failure.reason == "NodeLost"
     stuck = driver(1, DriverPhase.TERMINATING, reason="NodeLost", node_lost=True)
@@ -505,7 +515,7 @@ def test_a_hung_driver_is_a_failure_restarted_by_the_strategy_and_said_so() -> N
         )
     ]
     assert decision.status.restarts.count == 1, "counted by the restart strategy like any failure"
-    assert DeleteDriver("job-1-driver", 1, "restarting after a failure") in decision.actions
+    assert DeleteDriver("job-1-driver", 1, "restarting") in run(job, decision.status, hung).actions
     resubmitted = run(job, decision.status, at=20)
     assert resubmitted.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
 

@@ -52,6 +52,7 @@ _RESUMABLE: set[Phase] = {"Stopped", "Suspended", "Cancelled"}
 NODE_LOST = "NodeLost"  # the failure reason of a driver pod whose node stopped reporting
 # Watches wake a job on every change of it or its driver pods; this is only a safety net.
 _POLL_SECONDS = 300.0
+_SOON = 0.05  # seconds: look again at once, after this decision's status write
 _SAVEPOINT_HISTORY = 10
 _SIGNALLED = 128
 
@@ -516,8 +517,10 @@ class _Context:
                 self._delete_current(f"spec changed ({mode} upgrade)")
             self._phase("Upgrading", "Upgrading", f"spec changed; {mode} upgrade")
             return self._done(1.0)
-        if mode == "savepoint" and self.current is not None:
-            self._record_upgrade_savepoint(self.current)
+        if mode == "savepoint" and self.current is not None and self._record_upgrade_savepoint(self.current):
+            # The report lives on the driver pod: the status keeps it before the pod goes (a status write
+            # refused as stale would otherwise lose it with the pod). The status write wakes the job again.
+            return self._done(_SOON)
         self._delete_current(f"spec changed ({mode} upgrade)")
         if self.current is not None:
             return self._done(1.0)
@@ -529,13 +532,16 @@ class _Context:
             case unknown:
                 assert_never(unknown)
 
-    def _record_upgrade_savepoint(self, stopped: DriverObservation) -> None:
-        """Once: the savepoint the stopped driver answered with (or its error)."""
+    def _record_upgrade_savepoint(self, stopped: DriverObservation) -> bool:
+        """Once: the savepoint the stopped driver answered with (or its error, an Event); whether the status
+        gained a savepoint."""
         report = stopped.savepoint
         if report is None or report.id != upgrade_savepoint_id(stopped.attempt):
-            return
-        if report.id not in {taken.id for taken in self.status.savepoints}:
-            self._record_savepoint(report, trigger_nonce=None)
+            return False
+        if report.id in {taken.id for taken in self.status.savepoints}:
+            return False
+        self._record_savepoint(report, trigger_nonce=None)
+        return not report.error
 
     def _awaiting_manual_restore(self) -> Decision:
         """Failed without a result: no usable checkpoint. Nothing starts until the user changes the spec."""
@@ -555,7 +561,7 @@ class _Context:
         self._delete_current("restarting")
         due = self.status.restarts.next_attempt_at
         if due is not None and self.now < due:
-            return self._done(max(0.05, (due - self.now).total_seconds()))
+            return self._done(max(_SOON, (due - self.now).total_seconds()))
         return self._submit(
             "latest-checkpoint", reason="Restarted", message="restarting from the latest checkpoint"
         )
@@ -701,7 +707,8 @@ class _Context:
             return self._done(1.0)
         due = self.now + timedelta(seconds=verdict.delay_seconds)
         self._update(restarts=verdict.state.model_copy(update={"next_attempt_at": due}))
-        self._delete_current("restarting after a failure")
+        # Not deleted yet: its exit code and message are in this status first (phase Restarting deletes it,
+        # woken by this status write), so a write refused as stale loses nothing with the pod.
         self._phase(
             "Restarting",
             "Restarting",
@@ -709,7 +716,7 @@ class _Context:
             f"restart in {verdict.delay_seconds:.1f} s ({verdict.reason})",
         )
         self._condition("Ready", "False", "Restarting", failure.message)
-        return self._done(max(0.05, verdict.delay_seconds))
+        return self._done(_SOON if current is not None else max(_SOON, verdict.delay_seconds))
 
 
 def _failure(driver: DriverObservation | None, attempt: int, now: datetime) -> Failure:
