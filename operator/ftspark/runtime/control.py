@@ -29,6 +29,7 @@ from ftspark.protocol import CONTROL_ANNOTATION, CONTROL_REFUSED_ANNOTATION, Con
 log = logging.getLogger(__name__)
 
 _TIMEOUT = request_timeout(10.0)
+ANNOTATE_BACKOFF = (0.5, 1.0, 2.0, 4.0)  # seconds between tries of one annotation
 
 
 Verdict = Literal["obey", "refuse", "retry"]
@@ -76,11 +77,19 @@ class ControlWatcher:
         self._stop.set()
 
     def annotate(self, key: str, value: str) -> None:
+        """An answer the operator reads from the pod (a savepoint taken, checkpoints rolled back): one failed
+        call on a busy API server must not lose it, so a few tries, ANNOTATE_BACKOFF apart."""
         body = {"metadata": {"annotations": {key: value}}}
-        try:
-            self._core.patch_namespaced_pod(self._pod, self._namespace, body, _request_timeout=_TIMEOUT)
-        except (ApiException, urllib3.exceptions.HTTPError) as error:
-            log.warning("cannot annotate pod %s: %s", self._pod, error)
+        for delay in (*ANNOTATE_BACKOFF, None):
+            try:
+                self._core.patch_namespaced_pod(self._pod, self._namespace, body, _request_timeout=_TIMEOUT)
+                return
+            except (ApiException, urllib3.exceptions.HTTPError) as error:
+                gone = isinstance(error, ApiException) and error.status == 404
+                log.warning("cannot annotate pod %s with %s: %s", self._pod, key, error)
+                if gone or delay is None:
+                    return
+                time.sleep(delay)
 
     def _run(self) -> None:
         handled = failure = retrying = ""
