@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -74,30 +75,9 @@ def observe(
     )
 
 
-def driver(
-    attempt: int,
-    phase: DriverPhase,
-    *,
-    exit_code: int | None = None,
-    reason: str = "",
-    message: str = "",
-    started_at: datetime | None = None,
-    savepoint: SavepointReport | None = None,
-    rollbacks: tuple[str, ...] = (),
-    node_lost: bool = False,
-) -> DriverObservation:
-    return DriverObservation(
-        attempt,
-        f"job-{attempt}-driver",
-        phase,
-        exit_code,
-        reason,
-        message,
-        started_at,
-        savepoint,
-        rollbacks,
-        node_lost,
-    )
+def driver(attempt: int, phase: DriverPhase, **observed: Any) -> DriverObservation:
+    """The attempt's driver pod as observed; observed: DriverObservation's other fields."""
+    return DriverObservation(attempt, f"job-{attempt}-driver", phase, **observed)
 
 
 def run(
@@ -347,6 +327,25 @@ def test_manual_restore_waits_for_a_spec_change() -> None:
     observation = observe(fixed, generation=2, submitted=spec())
     decision = decide(fixed, waiting, observation, T0, lambda: 0.5)
     assert decision.actions[0] == SubmitAttempt(3, "nothing", location(3))
+
+
+def test_a_request_the_driver_refused_is_asked_again_by_the_current_leader() -> None:
+    """A deposed leader's request (its term below the floor) is refused by the driver: the current leader
+    asks again, with its own term, instead of letting the stop time out into a cancel."""
+    job = spec(desiredState="stopped", stopTimeoutSeconds=30)
+    asked = run(job, JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.RUNNING))
+    refused = driver(1, DriverPhase.RUNNING, request_refused=True)
+    again = run(job, asked.status, refused, at=10)
+    assert again.actions == (RequestStop("job-1-driver", 1),)
+    assert again.status.stop_requested_at == T0 + timedelta(seconds=10), "the stop timeout starts again"
+    assert kinds(run(job, again.status, driver(1, DriverPhase.RUNNING), at=11)) == [], "asked once more"
+
+    nonce = spec(savepointTriggerNonce=4)
+    pending = run(nonce, JobStatus(phase="Running", attempt=2), driver(2, DriverPhase.RUNNING)).status
+    asked_again = run(nonce, pending, driver(2, DriverPhase.RUNNING, request_refused=True), at=5)
+    assert RequestSavepoint("job-2-driver", 2, "sp-4-a2") in asked_again.actions
+    assert asked_again.status.savepoint_in_progress is not None
+    assert asked_again.status.savepoint_in_progress.requested_at == T0 + timedelta(seconds=5)
 
 
 def test_a_new_savepoint_nonce_asks_the_running_driver_once_and_records_the_answer() -> None:

@@ -11,6 +11,8 @@ import pytest
 from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
 from ftspark.protocol import (
     ATTEMPT_LABEL,
+    CONTROL_ANNOTATION,
+    CONTROL_REFUSED_ANNOTATION,
     DRIVER_CONTAINER,
     JOB_LABEL,
     NO_RESTORABLE_CHECKPOINT,
@@ -333,6 +335,34 @@ def test_rollbacks(annotations: dict[str, str], expected: tuple[str, ...]) -> No
     assert observed is not None
     assert observed.rollbacks == expected
     assert observed.savepoint is None
+
+
+@pytest.mark.parametrize(
+    ("annotations", "refused"),
+    [
+        pytest.param({}, False, id="none"),
+        pytest.param({CONTROL_ANNOTATION: "stop@x;term=3"}, False, id="asked, not refused"),
+        pytest.param(
+            {CONTROL_ANNOTATION: "stop@x;term=3", CONTROL_REFUSED_ANNOTATION: '{"request": "stop@x;term=3"}'},
+            True,
+            id="the request on the pod refused",
+        ),
+        pytest.param(
+            {CONTROL_ANNOTATION: "stop@y;term=4", CONTROL_REFUSED_ANNOTATION: '{"request": "stop@x;term=3"}'},
+            False,
+            id="an earlier request refused, asked again since",
+        ),
+        pytest.param(
+            {CONTROL_ANNOTATION: "stop@x;term=3", CONTROL_REFUSED_ANNOTATION: "stop@x;term=3"},
+            False,
+            id="unreadable refusal",
+        ),
+    ],
+)
+def test_a_refused_request(annotations: dict[str, str], refused: bool) -> None:
+    observed = observe_driver(pod(running(), annotations=annotations))
+    assert observed is not None
+    assert observed.request_refused is refused
 
 
 def test_attempt_comes_from_the_label() -> None:

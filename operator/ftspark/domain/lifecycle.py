@@ -88,6 +88,9 @@ class DriverObservation:
     rollbacks: tuple[str, ...] = ()  # the driver gave up committed batches of a damaged checkpoint
     # Its node stopped reporting: no kubelet will finish a graceful deletion, so the pod is deleted by force.
     node_lost: bool = False
+    # It refused the control request on its pod: written with a term below the operator's term floor (by a
+    # leader deposed since). The current leader asks again, with its own term.
+    request_refused: bool = False
 
 
 @dataclass(frozen=True)
@@ -467,9 +470,10 @@ class _Context:
         return self._done(1.0)
 
     def _request_stop(self, current: DriverObservation, savepoint_id: str = "") -> None:
-        """Ask once; a driver that has not stopped within stopTimeoutSeconds is cancelled (deleted)."""
+        """Ask once (again if the driver refused a deposed leader's request); a driver that has not stopped
+        within stopTimeoutSeconds is cancelled (deleted)."""
         requested = self.status.stop_requested_at
-        if requested is None:
+        if requested is None or (current.request_refused and current.phase == DriverPhase.RUNNING):
             self.actions.append(RequestStop(current.pod_name, current.attempt, savepoint_id))
             self._update(stop_requested_at=self.now)
             return
@@ -635,6 +639,9 @@ class _Context:
         if pending is not None:
             if report is not None and report.id == pending.id:
                 self._savepoint_answered(pending, report)
+            elif driver.request_refused:  # asked by a leader deposed since: ask again, with this term
+                self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, pending.id))
+                self._update(savepoint_in_progress=pending.model_copy(update={"requested_at": self.now}))
             elif (self.now - pending.requested_at).total_seconds() >= self.spec.stop_timeout_seconds:
                 message = f"savepoint {pending.id}: no answer within {self.spec.stop_timeout_seconds} s"
                 self.actions.append(EmitEvent("Warning", "SavepointFailed", message))

@@ -38,6 +38,8 @@ from pydantic.alias_generators import to_camel
 from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
 from ftspark.protocol import (
     ATTEMPT_LABEL,
+    CONTROL_ANNOTATION,
+    CONTROL_REFUSED_ANNOTATION,
     DRIVER_CONTAINER,
     ROLLBACK_ANNOTATION,
     SAVEPOINT_ANNOTATION,
@@ -110,6 +112,13 @@ class PodView(_View):
     status: PodStatus = PodStatus()
 
 
+class RefusedRequest(_View):
+    """The runtime's refusal of a control request (runtime/control.py): {"request", "reason"}."""
+
+    request: str
+    reason: str = ""
+
+
 class SavepointAnswer(_View):
     """The runtime's answer (runtime/driver.py): {"id", "location", "batches": {query: batch}} or {"id",
     "error"}."""
@@ -143,6 +152,7 @@ def observe_driver(pod: Mapping[str, Any]) -> DriverObservation | None:
         _phase(view, int(label)),
         savepoint=_savepoint(annotations.get(SAVEPOINT_ANNOTATION, "")),
         rollbacks=_rollbacks(annotations.get(ROLLBACK_ANNOTATION, "")),
+        request_refused=_refused(annotations),
     )
 
 
@@ -201,6 +211,16 @@ def _savepoint(raw: str) -> SavepointReport | None:
     # The status holds one batch per savepoint: the lowest of its queries'.
     batch_id = min(answer.batches.values(), default=0)
     return SavepointReport(answer.id, answer.location, batch_id, answer.error)
+
+
+def _refused(annotations: Mapping[str, str]) -> bool:
+    """The driver refused the control request now on its pod (one written with a deposed leader's term)."""
+    request = annotations.get(CONTROL_ANNOTATION, "")
+    try:
+        refusal = RefusedRequest.model_validate_json(annotations.get(CONTROL_REFUSED_ANNOTATION, ""))
+    except ValidationError:
+        return False
+    return bool(request) and refusal.request == request
 
 
 def _rollbacks(raw: str) -> tuple[str, ...]:
