@@ -39,8 +39,10 @@ from ftspark_dev.windowed_counts import WindowedCounts
 from ftspark_dev.world import JOBS_NAMESPACE, OPERATOR_NAMESPACE, World, running_world
 
 OPERATOR_LEASE = "ftspark-operator"
-# A hung driver is restarted after 30 s without progress (the default, 300 s, would make a long soak longer).
-SPEC = {"liveness": {"progressTimeoutSeconds": 30}}
+# A hung driver is restarted after 60 s without progress (the default, 300 s, would make a long soak longer).
+# Not less: a batch is silent until it ends, and on a busy machine (2 cores, a restore after a fault) one has
+# lasted over 30 s, so a shorter timeout replaces drivers that are only slow.
+SPEC = {"liveness": {"progressTimeoutSeconds": 60}}
 # Two jobs share 2 cores: a file every 3 s (one per micro-batch) lets them catch up after each fault.
 FEED_INTERVAL = 3.0
 OVERLAP_WINDOW = 0.5  # seconds; below the gap a correct handover leaves (lease duration - renew deadline)
