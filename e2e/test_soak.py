@@ -32,10 +32,10 @@ def test_two_jobs_come_through_a_seeded_fault_schedule_exactly_once(world: World
     said = {"Cancelled", "Resumed", "CheckpointRolledBack", "NoProgress", "JobGraphRecovered", "Upgraded"}
     assert said <= events, f"the faults' Events: {said - events} missing"
     assert "StateNotFound" not in events, "no job ever started without its state"
-    writers = soak.writers_at_once()
-    assert writers["operator"] == 1, "the API server saw two operator replicas write at once"
+    writers, windows = soak.writers_at_once(), soak.busiest_windows()
+    assert writers["operator"] == 1, f"the API server saw two operator replicas write at once: {windows}"
     assert all(writers[tour.name] == 1 for tour in soak.tours), (
-        f"two drivers of one job wrote at once: {writers}"
+        f"two drivers of one job wrote at once: {windows}"
     )
     for tour in soak.tours:
         world.delete(tour.name)

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import threading
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from kubernetes import client, config
 
+from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.cluster import KubeDrivers
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.domain.fencing import Epoch
@@ -60,20 +60,26 @@ def jobs_namespace(api_client: client.ApiClient) -> Iterator[str]:
 
 
 def test_the_driver_obeys_the_current_leaders_request_and_refuses_a_deposed_ones(
-    control_plane: ControlPlane, api_client: client.ApiClient, namespace: str, jobs_namespace: str
+    crd: None, control_plane: ControlPlane, api_client: client.ApiClient, namespace: str, jobs_namespace: str
 ) -> None:
     deposed = lead_once(api_client, namespace, "replica-a")
     current = lead_once(api_client, namespace, "replica-b")
     assert deposed.term < current.term
     key = JobKey(namespace=jobs_namespace, name="fenced")
-    spec = JobSpec.model_validate(job_manifest(key.name, "bucket")["spec"])
+    manifest = job_manifest(key.name, "bucket")
+    spec = JobSpec.model_validate(manifest["spec"])
+    # A real job owns the pod: with the garbage collector running (another test's controllers), a pod owned
+    # by no object would be deleted under the test.
+    job = client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        API_GROUP, API_VERSION, key.namespace, PLURAL, manifest
+    )
     drivers = KubeDrivers(api_client)
     # The operator creates the attempt: its pod, and the driver's right to read the term floor.
     drivers.create(
         AttemptPlan(
             namespace=key.namespace,
             job_name=key.name,
-            job_uid=str(uuid.uuid4()),
+            job_uid=job["metadata"]["uid"],
             attempt=1,
             spec=spec,
             checkpoint_location="s3://bucket/jobs/fenced/checkpoints/run-1",

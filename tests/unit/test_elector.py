@@ -270,7 +270,7 @@ def test_terms_never_go_back_when_the_lease_is_deleted_and_re_created() -> None:
         elector(InMemoryLeaseLock(lease, holder), clock, recorder).run(stop)
     lease.delete()  # by hand, or a namespace restored from a backup
     stop = threading.Event()
-    clock.at(clock.now() + 5.0, stop.set)
+    clock.at(clock.now() + 20.0, stop.set)  # it acts a lease duration after it re-creates the lock
     elector(InMemoryLeaseLock(lease, "c"), clock, recorder).run(stop)
     lease.delete()
     write(lease, "intruder", clock.wall(), 0)  # a Lease re-created by hand at term 0, never renewed
@@ -285,6 +285,34 @@ def test_terms_never_go_back_when_the_lease_is_deleted_and_re_created() -> None:
         ("d", 3),
     ]
     assert lease.term_floor == 3
+
+
+def test_a_lock_deleted_under_its_holder_is_re_created_but_acted_on_only_after_a_lease_duration() -> None:
+    """The holder does not see the deletion until its next renew, and may act until its renew deadline: a
+    contender that re-creates the lock must not act before that, as it would not have taken over the record
+    before a lease duration of silence."""
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    lease.raise_term_floor(4)
+    write(lease, "a", clock.wall(), transitions=4)  # "a" holds the lock, renewing every 2 s until 20 s
+    for renew in range(2, 21, 2):
+        clock.at(float(renew), lambda: write(lease, "a", clock.wall(), transitions=4))
+    clock.at(20.5, lease.delete)
+    holder_acts_until = 20.0 + CONFIG["renew_deadline"]
+    clock.at(60.0, stop.set)
+
+    contender = elector(InMemoryLeaseLock(lease, "b"), clock, recorder)
+    contender.run(stop)
+
+    [started] = recorder.times("started")
+    created = next(when for when, kind, who in recorder.events if kind == "new_leader" and who == "b")
+    assert 20.5 < created < 20.5 + MAX_RETRY_WAIT, "the lock is re-created at once"
+    assert started >= created + CONFIG["lease_duration"] > holder_acts_until, (created, started)
+    assert [(e.holder, e.term) for e in recorder.epochs() if isinstance(e, Epoch)] == [("b", 5)]
+    renewed = record_of(lease).renew_time
+    assert renewed is not None and renewed >= clock.wall() - timedelta(seconds=CONFIG["retry_period"] * 2), (
+        "held, renewed, while it waits to act"
+    )
 
 
 def test_stops_leading_when_renewing_fails_until_the_renew_deadline() -> None:

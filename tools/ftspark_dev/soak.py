@@ -179,7 +179,13 @@ class Soak:
     def writers_at_once(self) -> dict[str, int]:
         """From the audit log: most operator replicas, and most drivers of one job, that wrote successfully
         within OVERLAP_WINDOW seconds of each other."""
-        writes: dict[str, list[tuple[float, str]]] = defaultdict(list)
+        return {group: len({who for _, who, _ in window}) for group, window in self.busiest_windows().items()}
+
+    def busiest_windows(self) -> dict[str, list[tuple[float, str, str]]]:
+        """Per group (the operator, each job's drivers): the successful writes of the OVERLAP_WINDOW with the
+        most writers, as (when, who, what). When is the API server's receipt of the request, the moment the
+        writer acted: a write sent before a leader's deadline may complete after it on a slow server."""
+        writes: dict[str, list[tuple[float, str, str]]] = defaultdict(list)
         for event in self.world.plane.audit_events():
             agent = event.get("userAgent", "")
             if event.get("verb") not in WRITES or (event.get("responseStatus") or {}).get("code", 500) >= 400:
@@ -188,11 +194,12 @@ class Soak:
             if kind not in {"ftspark-operator", "ftspark-driver"}:
                 continue
             who = who.rstrip(")")
-            at = datetime.fromisoformat(event["stageTimestamp"].replace("Z", "+00:00")).timestamp()
+            at = datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
+            what = f"{event['verb']} {event.get('requestURI', '')}"
             # A driver's pod name is <job>-<attempt>-driver: its kind is its job.
             group = "operator" if kind == "ftspark-operator" else who.rsplit("-", 2)[0]
-            writes[group].append((at, who))
-        return {group: _most_at_once(sorted(found)) for group, found in writes.items()}
+            writes[group].append((at, who, what))
+        return {group: _busiest_window(sorted(found)) for group, found in writes.items()}
 
     def recovery_table(self) -> str:
         """Recovery times per kind of the faults recovered so far."""
@@ -244,13 +251,17 @@ def _beyond(tour: ProcessFaultTour, batches: int) -> bool:
     return tour.batches() > batches
 
 
-def _most_at_once(writes: list[tuple[float, str]]) -> int:
-    most, start = 0, 0
-    for end, (at, _) in enumerate(writes):
+def _busiest_window(writes: list[tuple[float, str, str]]) -> list[tuple[float, str, str]]:
+    """The writes of the OVERLAP_WINDOW-long span with the most distinct writers (writes sorted by time)."""
+    busiest: list[tuple[float, str, str]] = []
+    start = 0
+    for end, (at, _, _) in enumerate(writes):
         while writes[start][0] < at - OVERLAP_WINDOW:
             start += 1
-        most = max(most, len({who for _, who in writes[start : end + 1]}))
-    return most
+        window = writes[start : end + 1]
+        if len({who for _, who, _ in window}) > len({who for _, who, _ in busiest}):
+            busiest = window
+    return busiest
 
 
 def _percentile(times: list[float], percent: int) -> float:

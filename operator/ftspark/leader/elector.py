@@ -117,6 +117,7 @@ class LeaderElector:
         self._last_renew: float | None = None
         self._last_contact: float | None = None
         self._takeover_gap: float | None = None
+        self._hold_off_until = 0.0  # acquired, but not to act before this (a lock re-created under a holder)
 
     @property
     def epoch(self) -> Epoch | None:
@@ -179,10 +180,13 @@ class LeaderElector:
         retry = self._config.retry_period
         while not stop.is_set():
             started = self._clock.now()
-            if self._attempt():
-                self._last_renew = started
+            if not self._attempt():
+                self._clock.sleep(retry * (1 + self._rng.random() * JITTER_FACTOR), stop)
+                continue
+            self._last_renew = started
+            if started >= self._hold_off_until:
                 return True
-            self._clock.sleep(retry * (1 + self._rng.random() * JITTER_FACTOR), stop)
+            self._clock.sleep(min(retry, self._hold_off_until - started), stop)  # hold it, renewing
         return False
 
     def _renew(self, stop: threading.Event) -> bool:
@@ -245,8 +249,13 @@ class LeaderElector:
         if current is None:
             # A lock deleted and re-created (by hand, a namespace restored) starts above every term handed out
             # before: the HA records' fences refuse lower terms, and a term must never be reused.
-            record = replace(record, leader_transitions=self._next_term(0))
+            term, floor = self._next_term(0)
+            record = replace(record, leader_transitions=term)
             self._observe(record, self._lock.create(record))
+            if floor is not None and not self._leading:
+                # Someone held the deleted lock, and may act until its renew deadline without seeing the
+                # deletion: act a lease duration from now, as a takeover of its record would have waited.
+                self._hold_off_until = now + self._config.lease_duration
             return True
         observed, version = current
 
@@ -265,19 +274,20 @@ class LeaderElector:
                 record, acquire_time=observed.acquire_time, leader_transitions=observed.leader_transitions
             )
         else:
-            record = replace(record, leader_transitions=self._next_term(observed.leader_transitions + 1))
+            record = replace(record, leader_transitions=self._next_term(observed.leader_transitions + 1)[0])
             silent_for = now - self._observed_time
         self._observe(record, self._lock.update(record, version))
         if not self._leading:
             self._takeover_gap = silent_for if observed.holder_identity else 0.0
         return True
 
-    def _next_term(self, at_least: int) -> int:
-        """A term above every one handed out, recorded as handed out before the lock says so."""
+    def _next_term(self, at_least: int) -> tuple[int, int | None]:
+        """A term above every one handed out, recorded as handed out before the lock says so; and the floor
+        before it (None: no term was ever handed out, or the lock keeps no floor)."""
         floor = self._lock.term_floor()
         term = at_least if floor is None else max(at_least, floor + 1)
         self._lock.raise_term_floor(term)
-        return term
+        return term, floor
 
     def _release(self) -> None:
         """Give the lease up on graceful shutdown so a follower takes over at its next retry."""
