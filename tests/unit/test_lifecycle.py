@@ -337,15 +337,19 @@ def test_a_request_the_driver_refused_is_asked_again_by_the_current_leader() -> 
     refused = driver(1, DriverPhase.RUNNING, request_refused=True)
     again = run(job, asked.status, refused, at=10)
     assert again.actions == (RequestStop("job-1-driver", 1),)
-    assert again.status.stop_requested_at == T0 + timedelta(seconds=10), "the stop timeout starts again"
     assert kinds(run(job, again.status, driver(1, DriverPhase.RUNNING), at=11)) == [], "asked once more"
+    # Refused again and again (this leader's own term below the floor): the stop still times out.
+    assert again.status.stop_requested_at == T0, "the timeout counts from the first request"
+    assert kinds(run(job, again.status, refused, at=30)) == ["DeleteDriver"]
 
     nonce = spec(savepointTriggerNonce=4)
     pending = run(nonce, JobStatus(phase="Running", attempt=2), driver(2, DriverPhase.RUNNING)).status
-    asked_again = run(nonce, pending, driver(2, DriverPhase.RUNNING, request_refused=True), at=5)
+    refused_savepoint = driver(2, DriverPhase.RUNNING, request_refused=True)
+    asked_again = run(nonce, pending, refused_savepoint, at=5)
     assert RequestSavepoint("job-2-driver", 2, "sp-4-a2") in asked_again.actions
-    assert asked_again.status.savepoint_in_progress is not None
-    assert asked_again.status.savepoint_in_progress.requested_at == T0 + timedelta(seconds=5)
+    given_up = run(nonce, asked_again.status, refused_savepoint, at=nonce.stop_timeout_seconds)
+    assert "RequestSavepoint" not in kinds(given_up)
+    assert given_up.status.savepoint_in_progress is None, "a savepoint refused again and again fails in time"
 
 
 def test_a_new_savepoint_nonce_asks_the_running_driver_once_and_records_the_answer() -> None:

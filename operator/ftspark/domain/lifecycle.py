@@ -473,12 +473,17 @@ class _Context:
         """Ask once (again if the driver refused a deposed leader's request); a driver that has not stopped
         within stopTimeoutSeconds is cancelled (deleted)."""
         requested = self.status.stop_requested_at
-        if requested is None or (current.request_refused and current.phase == DriverPhase.RUNNING):
+        if requested is None:
             self.actions.append(RequestStop(current.pod_name, current.attempt, savepoint_id))
             self._update(stop_requested_at=self.now)
             return
         timeout = timedelta(seconds=self.spec.stop_timeout_seconds)
-        if self.now - requested >= timeout and current.phase != DriverPhase.TERMINATING:
+        if self.now - requested < timeout:
+            if current.request_refused and current.phase == DriverPhase.RUNNING:
+                # Asked again with this leader's term; the timeout still counts from the first request, so a
+                # request refused again and again (a leader below the floor) ends in a cancel, never hangs.
+                self.actions.append(RequestStop(current.pod_name, current.attempt, savepoint_id))
+        elif current.phase != DriverPhase.TERMINATING:
             self.actions.append(
                 EmitEvent(
                     "Warning",
@@ -639,13 +644,12 @@ class _Context:
         if pending is not None:
             if report is not None and report.id == pending.id:
                 self._savepoint_answered(pending, report)
-            elif driver.request_refused:  # asked by a leader deposed since: ask again, with this term
-                self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, pending.id))
-                self._update(savepoint_in_progress=pending.model_copy(update={"requested_at": self.now}))
             elif (self.now - pending.requested_at).total_seconds() >= self.spec.stop_timeout_seconds:
                 message = f"savepoint {pending.id}: no answer within {self.spec.stop_timeout_seconds} s"
                 self.actions.append(EmitEvent("Warning", "SavepointFailed", message))
                 self._update(savepoint_in_progress=None, handled_savepoint_nonce=pending.trigger_nonce)
+            elif driver.request_refused:  # asked by a leader deposed since: ask again, with this term
+                self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, pending.id))
             return
         nonce = self.spec.savepoint_trigger_nonce
         if nonce is None or nonce == self.status.handled_savepoint_nonce:
