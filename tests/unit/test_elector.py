@@ -315,6 +315,41 @@ def test_a_lock_deleted_under_its_holder_is_re_created_but_acted_on_only_after_a
     )
 
 
+class RacingLock(InMemoryLeaseLock):
+    """A contender's lock that loses its first takeover: the holder renews just before the write lands."""
+
+    def __init__(self, lease: InMemoryLease, identity: str, holder: str, clock: FakeClock) -> None:
+        super().__init__(lease, identity)
+        self.floors_after_lost_race: list[int | None] = []
+        self._holder, self._clock = holder, clock
+
+    def update(self, record: LeaderElectionRecord, version: str) -> str:
+        if record.holder_identity == self.identity and not self.floors_after_lost_race:
+            write(self._lease, self._holder, self._clock.wall(), transitions=3)
+            try:
+                return super().update(record, version)
+            finally:
+                self.floors_after_lost_race.append(self._lease.term_floor)
+        return super().update(record, version)
+
+
+def test_a_takeover_that_loses_the_race_leaves_the_term_floor_alone() -> None:
+    """Drivers refuse requests written below the floor: a floor raised by an attempt that then lost the lock
+    would leave the holder, still leading, below it and every one of its requests refused."""
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    lease.raise_term_floor(3)
+    write(lease, "a", clock.wall(), transitions=3)  # "a" leads at term 3, then goes quiet
+    lock = RacingLock(lease, "b", "a", clock)
+    clock.at(60.0, stop.set)
+
+    elector(lock, clock, recorder).run(stop)
+
+    assert lock.floors_after_lost_race == [3], "the lost takeover raised nothing"
+    assert [(e.holder, e.term) for e in recorder.epochs() if isinstance(e, Epoch)] == [("b", 4)]
+    assert lease.term_floor == 4, "the won takeover recorded its term before acting"
+
+
 def test_stops_leading_when_renewing_fails_until_the_renew_deadline() -> None:
     clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
     recorder = Recorder(clock)

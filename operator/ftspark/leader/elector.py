@@ -118,6 +118,7 @@ class LeaderElector:
         self._last_contact: float | None = None
         self._takeover_gap: float | None = None
         self._hold_off_until = 0.0  # acquired, but not to act before this (a lock re-created under a holder)
+        self._floor_owed: int | None = None  # a term acquired and not yet recorded in the floor
 
     @property
     def epoch(self) -> Epoch | None:
@@ -212,7 +213,7 @@ class LeaderElector:
 
     def _attempt(self) -> bool:
         try:
-            return self._try_acquire_or_renew()
+            return self._try_acquire_or_renew() and self._settle_floor()
         except (ConflictError, LockUnavailableError) as error:
             log.warning("%s: %s: %s", self._config.identity, self._lock.describe(), error)
             return False
@@ -252,6 +253,7 @@ class LeaderElector:
             term, floor = self._next_term(0)
             record = replace(record, leader_transitions=term)
             self._observe(record, self._lock.create(record))
+            self._floor_owed = term
             if floor is not None and not self._leading:
                 # Someone held the deleted lock, and may act until its renew deadline without seeing the
                 # deletion: act a lease duration from now, as a takeover of its record would have waited.
@@ -269,25 +271,44 @@ class LeaderElector:
 
         # 4. Free, expired, or ours: take it (a new holder is a new transition, a new fencing term).
         silent_for = 0.0
-        if self._is_leader():
+        taking_over = not self._is_leader()
+        if taking_over:
+            record = replace(record, leader_transitions=self._next_term(observed.leader_transitions + 1)[0])
+            silent_for = now - self._observed_time
+        else:
             record = replace(
                 record, acquire_time=observed.acquire_time, leader_transitions=observed.leader_transitions
             )
-        else:
-            record = replace(record, leader_transitions=self._next_term(observed.leader_transitions + 1)[0])
-            silent_for = now - self._observed_time
         self._observe(record, self._lock.update(record, version))
+        if taking_over:
+            self._floor_owed = record.leader_transitions
         if not self._leading:
             self._takeover_gap = silent_for if observed.holder_identity else 0.0
         return True
 
     def _next_term(self, at_least: int) -> tuple[int, int | None]:
-        """A term above every one handed out, recorded as handed out before the lock says so; and the floor
-        before it (None: no term was ever handed out, or the lock keeps no floor)."""
+        """A term above every one handed out, and the floor (None: no term was ever handed out, or the lock
+        keeps no floor). The floor is raised only once the lock is ours (_settle_floor): raised by an attempt
+        that then lost the race for the lock, it would sit above the holder's term, and drivers refuse every
+        request written below the floor."""
         floor = self._lock.term_floor()
-        term = at_least if floor is None else max(at_least, floor + 1)
-        self._lock.raise_term_floor(term)
-        return term, floor
+        return (at_least if floor is None else max(at_least, floor + 1)), floor
+
+    def _settle_floor(self) -> bool:
+        """Before acting on a term just acquired: the floor records it (only upward), so a lock deleted and
+        re-created never hands it out again. A term that never acted needs no record: a crash before this
+        loses nothing. False (do not act yet) while the floor cannot be written."""
+        owed = self._floor_owed
+        if owed is None:
+            return True
+        floor = self._lock.term_floor()  # also what the raise compares and swaps
+        if floor is not None and floor > owed:
+            log.error("%s: term %d is below the floor %d: not acting", self._config.identity, owed, floor)
+            return False
+        if floor != owed:
+            self._lock.raise_term_floor(owed)
+        self._floor_owed = None
+        return True
 
     def _release(self) -> None:
         """Give the lease up on graceful shutdown so a follower takes over at its next retry."""

@@ -51,12 +51,12 @@ class LeaseLock(Protocol):
         """Replace the record if the lock is still at version, else ConflictError. Returns the new version."""
 
     def term_floor(self) -> int | None:
-        """The highest term (leader_transitions) ever handed out on this lock, kept apart from the lock
+        """The highest term (leader_transitions) ever acted on with this lock, kept apart from the lock
         object so that it survives the lock's deletion and re-creation; None if none ever was."""
 
     def raise_term_floor(self, term: int) -> None:
-        """Record that term (above the floor term_floor() last returned) is handed out, before the lock says
-        so; ConflictError if the floor moved since that read (a floor never goes down)."""
+        """Record that term (above the floor term_floor() last returned) is acted on: after the lock holds it,
+        before its holder acts; ConflictError if the floor moved since that read (a floor never goes down)."""
 
 
 class Clock(Protocol):
