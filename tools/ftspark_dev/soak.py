@@ -183,7 +183,7 @@ class Soak:
     def writers_at_once(self) -> dict[str, int]:
         """From the audit log: most operator replicas, and most drivers of one job, that wrote successfully
         within OVERLAP_WINDOW seconds of each other."""
-        return {group: len({who for _, who, _ in window}) for group, window in self.busiest_windows().items()}
+        return writers_in(self.busiest_windows())
 
     def busiest_windows(self) -> dict[str, list[tuple[float, str, str]]]:
         """Per group (the operator, each job's drivers): the successful writes of the OVERLAP_WINDOW with the
@@ -258,16 +258,21 @@ def _beyond(tour: ProcessFaultTour, batches: int) -> bool:
     return tour.batches() > batches
 
 
+def writers_in(windows: dict[str, list[tuple[float, str, str]]]) -> dict[str, int]:
+    """Distinct writers per group in the windows busiest_windows() found."""
+    return {group: len({who for _, who, _ in window}) for group, window in windows.items()}
+
+
 def _busiest_window(writes: list[tuple[float, str, str]]) -> list[tuple[float, str, str]]:
     """The writes of the OVERLAP_WINDOW-long span with the most distinct writers (writes sorted by time)."""
     busiest: list[tuple[float, str, str]] = []
-    start = 0
+    most = start = 0
     for end, (at, _, _) in enumerate(writes):
         while writes[start][0] < at - OVERLAP_WINDOW:
             start += 1
         window = writes[start : end + 1]
-        if len({who for _, who, _ in window}) > len({who for _, who, _ in busiest}):
-            busiest = window
+        if (writers := len({who for _, who, _ in window})) > most:
+            busiest, most = window, writers
     return busiest
 
 

@@ -215,12 +215,13 @@ def _savepoint(raw: str) -> SavepointReport | None:
 
 def _refused(annotations: Mapping[str, str]) -> bool:
     """The driver refused the control request now on its pod (one written with a deposed leader's term)."""
-    request = annotations.get(CONTROL_ANNOTATION, "")
+    request, raw = annotations.get(CONTROL_ANNOTATION, ""), annotations.get(CONTROL_REFUSED_ANNOTATION, "")
+    if not (request and raw):  # the usual pod: nothing to parse on every observation
+        return False
     try:
-        refusal = RefusedRequest.model_validate_json(annotations.get(CONTROL_REFUSED_ANNOTATION, ""))
+        return RefusedRequest.model_validate_json(raw).request == request
     except ValidationError:
         return False
-    return bool(request) and refusal.request == request
 
 
 def _rollbacks(raw: str) -> tuple[str, ...]:
