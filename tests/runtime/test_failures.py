@@ -51,6 +51,13 @@ def _alive(pid: int) -> bool:
     return _parent_if_alive(pid) is not None
 
 
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+    except OSError:
+        return "(gone)"
+
+
 def _take_over(leases: client.CoordinationV1Api, job: RuntimeJob) -> float:
     """Another holder takes the driver's Lease (retrying when the driver renewed in between): when."""
     for _ in range(20):
@@ -93,7 +100,8 @@ def test_lease_taken_over_stops_the_queries_within_the_renew_deadline(make_job: 
     # The takeover came after our last renewal: within the lease duration (3 s) of it, another driver could
     # hold the Lease. By then the driver, its JVM and so every query of it must be gone.
     assert gone < 3.0 + 0.5  # + the test's polling and process exit
-    assert not [pid for pid in jvm if _alive(pid)], "the JVM was killed, not left to shut down on its own"
+    survivors = {pid: _command(pid) for pid in jvm if _alive(pid)}
+    assert not survivors, f"the driver exited before its JVM was gone: {survivors}"
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import runpy
+import subprocess
 import sys
 import threading
 import time
@@ -55,6 +56,7 @@ log = logging.getLogger("ftspark.runtime")
 # After a stop the script normally returns at once (its queries stopped); one that does not (it waits for
 # something else, or starts new queries) is cut off.
 SCRIPT_GRACE_SECONDS = 10.0
+JVM_REAP_SECONDS = 5.0  # a SIGKILLed JVM is gone in milliseconds; this only bounds a stuck kernel
 
 
 def kube_client(kubeconfig: str | None, pod_name: str) -> client.ApiClient:
@@ -296,8 +298,13 @@ class Driver:
         gateway = SparkContext._gateway  # pyspark keeps the JVM process only there
         jvm = getattr(gateway, "proc", None)
         if kill_jvm and jvm is not None:
-            # Not left to exit on its own when our pipe closes: its shutdown hooks could still write.
+            # Not left to exit on its own when our pipe closes: its shutdown hooks could still write. Reaped
+            # before we exit: SIGKILL is delivered, not done; a JVM with many threads takes a moment to die.
             jvm.kill()
+            try:
+                jvm.wait(JVM_REAP_SECONDS)
+            except subprocess.TimeoutExpired:
+                log.error("the JVM (pid %d) was still there %.0f s after SIGKILL", jvm.pid, JVM_REAP_SECONDS)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(int(self.ending.code))
