@@ -21,6 +21,8 @@ from ftspark.protocol import (
     DRIVER_CONTAINER,
     DRIVER_PORT,
     DRIVER_SERVICE_ACCOUNT,
+    HEALTH_PATH,
+    HEALTH_PORT,
     IN_CLUSTER_MASTER,
     JOB_LABEL,
     ROLE_LABEL,
@@ -73,6 +75,18 @@ SCRATCH_VOLUMES = (("ftspark-tmp", "/tmp"), ("ftspark-home", WORK_DIR))
 # _SPARK_AUTH_SECRET, the first place they look, set by reference. Spark's executors only read a secret
 # file when they know their master is Kubernetes, which they do not; and with no file Spark would put a
 # generated secret into the executor pods' plain env.
+# The driver container of a job with liveness checks on: a container frozen as a whole (runtime/liveness.py)
+# stops answering, and after 3 unanswered probes 10 s apart (30-40 s) the kubelet kills it, at once: a frozen
+# process cannot shut down in order anyway. The delay covers a start on a busy node (the endpoint comes up
+# before Spark, within seconds). Kubelet probes come from the node: NetworkPolicies do not apply to them.
+DRIVER_LIVENESS_PROBE: Manifest = {
+    "httpGet": {"path": HEALTH_PATH, "port": HEALTH_PORT},
+    "initialDelaySeconds": 20,
+    "periodSeconds": 10,
+    "timeoutSeconds": 5,
+    "failureThreshold": 3,
+    "terminationGracePeriodSeconds": 1,
+}
 RPC_SECRET_VOLUME = "ftspark-rpc"
 RPC_SECRET_DIR = "/etc/ftspark/rpc"
 RPC_SECRET_FILE, RPC_SECRET_KEY = "secret", "key"
@@ -404,6 +418,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
     volumes.append({"name": RPC_SECRET_VOLUME, "secret": {"secretName": _rpc_secret_name(plan)}})
     mounts.append({"name": RPC_SECRET_VOLUME, "mountPath": RPC_SECRET_DIR, "readOnly": True})
     memory = f"{_driver_memory_mib(conf)}Mi"  # also the limit: eviction under node pressure takes it last
+    probed = spec.liveness.progress_timeout_seconds > 0  # 0 turns the job's liveness checks off, both
     env: list[dict[str, Any]] = [
         {"name": DriverEnv.JOB, "value": f"{plan.namespace}/{plan.job_name}"},
         {"name": DriverEnv.JOB_UID, "value": plan.job_uid},
@@ -424,6 +439,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         {"name": DriverEnv.HA_STORE, "value": plan.ha_store.kind},
         {"name": DriverEnv.HA_S3_ROOT, "value": plan.ha_store.s3_root},
         {"name": DriverEnv.TERM_FLOOR, "value": plan.term_floor},
+        *([{"name": DriverEnv.HEALTH_PORT, "value": str(HEALTH_PORT)}] if probed else []),
         # Executors reach the driver at its pod IP: works without cluster DNS, and on every cluster.
         {"name": DriverEnv.BIND_ADDRESS, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": DriverEnv.POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -445,7 +461,9 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
             {"name": "driver", "containerPort": DRIVER_PORT},
             {"name": "block-manager", "containerPort": BLOCK_MANAGER_PORT},
             {"name": "ui", "containerPort": UI_PORT},
+            *([{"name": "health", "containerPort": HEALTH_PORT}] if probed else []),
         ],
+        **({"livenessProbe": copy.deepcopy(DRIVER_LIVENESS_PROBE)} if probed else {}),
         "resources": {
             "requests": {"cpu": str(spec.driver.cores), "memory": memory},
             "limits": {"memory": memory},

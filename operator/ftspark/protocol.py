@@ -38,6 +38,10 @@ DRIVER_SERVICE_ACCOUNT = "ftspark-driver"
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
 UI_PORT = 4040
+# The driver runtime answers GET /healthz here (runtime/liveness.py): the kubelet's liveness probe of the
+# driver container (ftspark/manifests.py).
+HEALTH_PORT = 7070
+HEALTH_PATH = "/healthz"
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"  # the runtime prefers KUBERNETES_SERVICE_HOST/PORT
 
 RestoreFrom = Literal["nothing", "latest-checkpoint", "initial-savepoint"]
@@ -63,6 +67,7 @@ class DriverEnv(StrEnum):
     HA_STORE = "FTSPARK_HA_STORE"  # the operator's own setting of the same name, passed on
     HA_S3_ROOT = "FTSPARK_HA_S3_ROOT"
     TERM_FLOOR = "FTSPARK_TERM_FLOOR"  # <namespace>/<name> of the operator's term floor ConfigMap
+    HEALTH_PORT = "FTSPARK_HEALTH_PORT"
     BIND_ADDRESS = "SPARK_DRIVER_BIND_ADDRESS"
 
 

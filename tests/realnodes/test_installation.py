@@ -3,7 +3,8 @@ containers. In order, on one installation (starting one costs a minute):
 1. `helm install` of the chart: two replicas of the operator image, the Lease, probes, PDB;
 2. the examples with the quickstart's edits (endpoint, credentials Secret, output volume), in a namespace at
    Pod Security `restricted`;
-3. the exactly-once fault tour: executor, driver, operator-leader and node kills, stop and resume;
+3. the exactly-once fault tour: executor and driver kills, a frozen driver container (the kubelet's liveness
+   probe kills it), operator-leader and node kills, stop and resume;
 4. the plain-manifest install (deploy/ftspark-operator.yaml) in place of the chart's.
 """
 
@@ -18,7 +19,7 @@ from kubernetes import client
 
 from ftspark_dev.realnodes.images import OPERATOR_IMAGE
 from ftspark_dev.realworld import DEMO_BUCKET, MANIFEST, RealWorld, running_real_world
-from ftspark_dev.tour import FaultTour
+from ftspark_dev.tour import RealFaultTour
 from ftspark_dev.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
 from ftspark_dev.world import OPERATOR_NAMESPACE
 from tests.waiting import eventually
@@ -113,10 +114,13 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
     operator_installed: RealWorld, tmp_path: Path
 ) -> None:
     world = operator_installed
-    tour = FaultTour(world, tmp_path)
+    tour = RealFaultTour(world, tmp_path)
     tour.start()
     tour.kill_executor()
     tour.kill_driver()
+    frozen = tour.freeze_driver()
+    assert world.status(tour.name)["lastFailure"]["reason"] == "DriverKilled"
+    assert "Unhealthy" in world.events(frozen), "the kubelet's liveness probe found the frozen driver"
     tour.kill_leader()
     attempt = world.status(tour.name)["attempt"]
     tour.kill_node()

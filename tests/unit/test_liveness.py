@@ -1,9 +1,18 @@
 """Progress liveness: which query is stuck, the bounds of spec.liveness.progressTimeoutSeconds, and how the
-setting reaches the driver. The watchdog against a real JVM stopped by SIGSTOP: e2e/test_liveness.py."""
+setting reaches the driver; the liveness probe's endpoint, which a frozen process leaves unanswered. The
+watchdog against a real JVM stopped by SIGSTOP: e2e/test_soak.py; the probe on real kubelets with a frozen
+driver container: tests/realnodes/test_installation.py."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
+import urllib.error
+import urllib.request
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -11,7 +20,7 @@ from pydantic import ValidationError
 from ftspark.domain.liveness import Stuck, shortest_timeout, spark_duration_seconds, stuck
 from ftspark.domain.models import JobSpec
 from ftspark.manifests import AttemptPlan, driver_pod
-from ftspark.protocol import DriverEnv
+from ftspark.protocol import HEALTH_PATH, HEALTH_PORT, DriverEnv
 from ftspark.runtime.config import RuntimeConfig
 from ftspark.runtime.liveness import SignsOfLife, Watchdog
 
@@ -115,3 +124,53 @@ def test_the_timeout_reaches_the_driver_runtime() -> None:
     runtime = RuntimeConfig.from_env({**required, DriverEnv.PROGRESS_TIMEOUT: "45"})
     assert runtime.progress_timeout == 45.0
     assert RuntimeConfig.from_env(required).progress_timeout == 300.0
+
+
+def test_a_driver_with_liveness_checks_on_is_probed_over_http_and_one_with_them_off_is_not() -> None:
+    def container(timeout: int) -> Any:
+        job = spec(liveness={"progressTimeoutSeconds": timeout})
+        plan = AttemptPlan("ns", "job", "0123456789ab", 1, job, "s3://bkt/j/checkpoints/x", "nothing")
+        return driver_pod(plan)["spec"]["containers"][0]
+
+    probed = container(45)
+    probe = probed["livenessProbe"]
+    assert probe["httpGet"] == {"path": HEALTH_PATH, "port": HEALTH_PORT}
+    assert probe["failureThreshold"] * probe["periodSeconds"] <= 30, "killed within 30-40 s"
+    assert {"name": DriverEnv.HEALTH_PORT, "value": str(HEALTH_PORT)} in probed["env"]
+    off = container(0)
+    assert "livenessProbe" not in off
+    assert DriverEnv.HEALTH_PORT not in {e["name"] for e in off["env"]}
+
+
+def _get(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_the_health_endpoint_answers_until_its_process_is_frozen() -> None:
+    serve = (
+        "import sys, time\n"
+        "from ftspark.runtime.liveness import HealthEndpoint\n"
+        "endpoint = HealthEndpoint('127.0.0.1', 0)\n"
+        "endpoint.start()\n"
+        "print(endpoint.port, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = subprocess.Popen([sys.executable, "-c", serve], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout is not None
+        base = f"http://127.0.0.1:{process.stdout.readline().strip()}"
+        assert _get(base + HEALTH_PATH) == 200
+        assert _get(base + "/other") == 404
+        process.send_signal(signal.SIGSTOP)
+        with pytest.raises(TimeoutError):
+            _get(base + HEALTH_PATH)  # accepted by the kernel, never answered: the probe times out
+        process.send_signal(signal.SIGCONT)
+        assert _get(base + HEALTH_PATH) == 200
+    finally:
+        process.kill()
+        process.wait()

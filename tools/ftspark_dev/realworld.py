@@ -213,9 +213,17 @@ class RealWorld(JobsClient):
 
     def kill_pod(self, pod: str, namespace: str = JOBS_NAMESPACE) -> None:
         """SIGKILL of the pod's (first) container, through the containerd of the node it runs on."""
+        self._task(pod, namespace, "kill", "--signal", "SIGKILL")
+
+    def freeze_pod(self, pod: str) -> None:
+        """The pod's (first) container frozen as a whole (its freezer cgroup), as a paused VM or a node stuck
+        in I/O would leave it: every process of it stops at once, none can notice."""
+        self._task(pod, JOBS_NAMESPACE, "pause")
+
+    def _task(self, pod: str, namespace: str, *command: str) -> None:
         found = self.core.read_namespaced_pod(pod, namespace)
         container_id = found.status.container_statuses[0].container_id.removeprefix("containerd://")
-        self.nodes.node(found.spec.node_name).ctr("tasks", "kill", "--signal", "SIGKILL", container_id)
+        self.nodes.node(found.spec.node_name).ctr("tasks", *command, container_id)
 
     def kill_pods(self, label_selector: str) -> list[str]:
         pods = self.core.list_namespaced_pod(JOBS_NAMESPACE, label_selector=label_selector).items

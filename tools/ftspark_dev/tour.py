@@ -4,7 +4,8 @@ and measures fault -> next committed batch.
 
 A new fault is a step here that ends in _progress: on FaultTour when both kinds of node can suffer it (what it
 needs of the installation goes into TourWorld, which world.World and realworld.RealWorld implement), on
-ProcessFaultTour when only process-backed nodes can inject it; the soak (soak.py, e2e/test_soak.py),
+ProcessFaultTour when only process-backed nodes can inject it, on RealFaultTour when only real nodes can
+show the answer to it; the soak (soak.py, e2e/test_soak.py),
 tests/realnodes/test_installation.py and demo.py choose the steps they take."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kubernetes import client
 
 from ftspark.protocol import NO_PROGRESS, SPARK_ROLE_LABEL, DriverEnv, Exit, driver_pod_name
 from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.realworld import RealWorld
 from ftspark_dev.subject import SinkFolder, Subject, Verdict
 from ftspark_dev.windowed_counts import WindowedCounts
 from ftspark_dev.world import World
@@ -264,6 +266,23 @@ class FaultTour:
         raise AssertionError(
             f"not within {timeout} s: {what}; drivers {pods}; {self.world.status(self.name)}\n{log[-3000:]}"
         )
+
+
+class RealFaultTour(FaultTour):
+    """The faults only the kubelet answers, so only real nodes can show: a driver container frozen as a whole
+    (process-backed nodes run no probes)."""
+
+    def __init__(self, world: RealWorld, work: Path, **options: Any) -> None:
+        super().__init__(world, work, **options)
+        self.real_world = world
+
+    def freeze_driver(self) -> str:
+        """Freezes the current driver's container; the kubelet's liveness probe gets no answer and kills it,
+        the operator restarts the job. The frozen pod's name."""
+        driver = self.current_driver().metadata.name
+        self.real_world.freeze_pod(driver)
+        self._progress("driver container frozen", 300)
+        return str(driver)
 
 
 class ProcessFaultTour(FaultTour):

@@ -22,6 +22,7 @@
 | FTSPARK_LEASE_ACQUIRE_TIMEOUT | give up if the Lease is not ours within this (default 4 lease durations) |
 | FTSPARK_STOP_TIMEOUT | a stop waits this long for the batch boundary, then cancels (default 120) |
 | FTSPARK_PROGRESS_TIMEOUT | a query silent this long ends the driver: NoProgress (default 300; 0: off) |
+| FTSPARK_HEALTH_PORT | answer the liveness probe's GET /healthz on this port (unset: no endpoint) |
 | FTSPARK_CONTROL_INTERVAL | seconds between reads of the pod's control annotation (default 1) |
 | FTSPARK_TERMINATION_LOG | where the termination message goes (default /dev/termination-log) |
 | KUBECONFIG | outside a cluster (tests): the API server to use; in a pod the in-cluster config is used |
@@ -79,6 +80,8 @@ class RuntimeConfig:
     stop_timeout: float = 120.0
     progress_timeout: float = 300.0
     control_interval: float = 1.0
+    health_port: int | None = None
+    bind_address: str = "127.0.0.1"  # the pod IP in a pod (SPARK_DRIVER_BIND_ADDRESS)
     termination_log: Path = Path("/dev/termination-log")
     kubeconfig: str | None = None
 
@@ -143,6 +146,8 @@ class RuntimeConfig:
             stop_timeout=number(DriverEnv.STOP_TIMEOUT, 120.0),
             progress_timeout=number(DriverEnv.PROGRESS_TIMEOUT, 300.0),
             control_interval=number("FTSPARK_CONTROL_INTERVAL", 1.0),
+            health_port=int(number(DriverEnv.HEALTH_PORT, 0)) or None,
+            bind_address=env.get(DriverEnv.BIND_ADDRESS) or "127.0.0.1",
             termination_log=Path(env.get("FTSPARK_TERMINATION_LOG") or "/dev/termination-log"),
             kubeconfig=env.get("KUBECONFIG") or None,
         )

@@ -44,7 +44,7 @@ from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
 from ftspark.runtime.config import ConfigError, RuntimeConfig
 from ftspark.runtime.control import ControlWatcher, stop_at_boundary
 from ftspark.runtime.fencing import DriverLease
-from ftspark.runtime.liveness import SignsOfLife, Watchdog
+from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog
 from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
 from ftspark.runtime.reporting import PointerReporter, ProgressListener
 from ftspark.runtime.savepoint import SavepointError
@@ -361,6 +361,18 @@ def bad_input_reason(error: CheckpointError | SavepointError | StorageError) -> 
     return type(error).__name__.removesuffix("Error")
 
 
+def serve_health(cfg: RuntimeConfig) -> None:
+    """The liveness probe's endpoint, first: the probe starts counting while Spark still starts."""
+    if cfg.health_port is None:
+        return
+    try:
+        HealthEndpoint(cfg.bind_address, cfg.health_port).start()
+    except OSError as error:
+        # Only where pods share a network (process-backed test nodes, which run no probes). In a pod of its
+        # own, the probe then fails and the kubelet restarts the driver, with this line in its log.
+        log.warning("no liveness endpoint on %s:%d: %s", cfg.bind_address, cfg.health_port, error)
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs every callback at INFO
@@ -374,6 +386,7 @@ def main(argv: list[str]) -> int:
         ending.set(Exit.BAD_INPUT, "BadConfig", str(error))
         write(Path(os.environ.get("FTSPARK_TERMINATION_LOG") or "/dev/termination-log"), ending, {})
         return int(ending.code)
+    serve_health(cfg)
     driver = Driver(cfg, ending)
     try:
         driver.run(argv[1], argv[2:])

@@ -1,8 +1,15 @@
-"""The driver's progress watchdog (domain/liveness.py says what counts as stuck).
+"""The driver's liveness: a progress watchdog (domain/liveness.py says what counts as stuck) and the
+endpoint of the kubelet's liveness probe.
 
 Spark's listener thread records each query's signs of life; a thread of this Python process checks them
 every second. It runs in Python, not in the JVM, so it keeps running when the JVM hangs (stopped, deadlocked,
 in an endless GC); a stuck query makes it call on_stuck once.
+
+Nothing inside the process can notice that the whole process is frozen (the container's cgroup frozen, every
+process stopped, a paused VM): the kubelet does. The probe asks HealthEndpoint, which answers from its own
+thread; a frozen process answers nothing, the probe times out and the kubelet kills the container. An HTTP
+probe rather than an exec one: the kubelet discards an exec that errors (runc refuses to exec into a frozen
+container) instead of counting it as a failure, while an unanswered GET is one.
 """
 
 from __future__ import annotations
@@ -11,8 +18,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ftspark.domain.liveness import Stuck, stuck
+from ftspark.protocol import HEALTH_PATH
 
 log = logging.getLogger(__name__)
 
@@ -67,3 +76,36 @@ class Watchdog:
                 log.error("query %s: no sign of life for %.0f s", found.query, found.silent_seconds)
                 self._on_stuck(found)
                 return
+
+
+class _Health(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        found = self.path == HEALTH_PATH
+        body = b"ok\n" if found else b"not found\n"
+        self.send_response(200 if found else 404)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # a probe every few seconds would fill the driver's log
+
+
+class HealthEndpoint:
+    """GET /healthz -> 200 from a daemon thread: this process is not frozen (see the module's doc)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._server = ThreadingHTTPServer((host, port), _Health)
+        self._server.daemon_threads = True
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        threading.Thread(target=self._server.serve_forever, name="health", daemon=True).start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
