@@ -220,6 +220,38 @@ class LivenessSpec(_Model):
     )
 
 
+class SavepointHistorySpec(_Model):
+    max_count: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description="Savepoints kept in status.savepoints; the oldest beyond it are disposed of: their data "
+        "under <storage>/savepoints/<id>/ is deleted, then their reference.",
+    )
+    max_age_seconds: int = Field(
+        default=24 * 3600,
+        ge=0,
+        le=YEAR_SECONDS,
+        description="Savepoints older than this (since they completed) are disposed of; 0: no age limit. The "
+        "newest savepoint and the one spec.initialSavepoint names are never disposed of.",
+    )
+
+
+class SavepointsSpec(_Model):
+    periodic_interval_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=YEAR_SECONDS,
+        description="While the job runs, take a savepoint this long after the last periodic one (the first: "
+        "this long after the attempt started running); 0 turns periodic savepoints off.",
+    )
+    history: SavepointHistorySpec = Field(
+        default_factory=SavepointHistorySpec,
+        description="How many savepoints, and how old, the job keeps; disposing of one deletes its data. "
+        "Applied while the job runs.",
+    )
+
+
 UpgradeMode = Literal["stateless", "last-state", "savepoint"]
 DesiredState = Literal["running", "stopped", "cancelled", "suspended"]
 
@@ -297,6 +329,9 @@ class JobSpec(_Model):
     )
     savepoint_trigger_nonce: int | None = Field(
         default=None, description="Change this number to take a savepoint of the running job."
+    )
+    savepoints: SavepointsSpec = Field(
+        default_factory=SavepointsSpec, description="Periodic savepoints, and the history of savepoints kept."
     )
     initial_savepoint: str | None = Field(
         default=None,
@@ -391,18 +426,34 @@ class CheckpointRef(_Model):
     location: str = Field(description="The query's checkpoint directory (s3a://, as Spark names it).")
 
 
+SavepointOrigin = Literal["manual", "periodic", "upgrade"]
+
+
 class SavepointRef(_Model):
     id: str = Field(description="Savepoint id.")
     time: datetime = Field(description="When the savepoint completed.")
     location: str = Field(description="s3:// location of savepoints/<id>.")
     batch_id: int = Field(ge=0, description="The micro-batch the savepoint holds.")
     trigger_nonce: int | None = Field(default=None, description="The nonce that asked for it, if any.")
+    origin: SavepointOrigin | None = Field(
+        default=None,
+        description="What asked for it: manual (savepointTriggerNonce), periodic "
+        "(savepoints.periodicIntervalSeconds) or upgrade (upgradeMode: savepoint); unset on savepoints "
+        "recorded before origins were.",
+    )
 
 
 class SavepointRequest(_Model):
     id: str = Field(description="Id of the savepoint asked of the driver.")
-    trigger_nonce: int = Field(description="The savepointTriggerNonce it answers.")
+    trigger_nonce: int | None = Field(
+        default=None, description="The savepointTriggerNonce it answers; unset for a periodic savepoint."
+    )
     requested_at: datetime = Field(description="When the driver was asked.")
+
+    @property
+    def origin(self) -> SavepointOrigin:
+        """Only a nonce or the periodic timer ask a running driver (an upgrade asks a stop)."""
+        return "periodic" if self.trigger_nonce is None else "manual"
 
 
 class Placement(_Model):
@@ -469,6 +520,17 @@ class JobStatus(_Model):
     )
     handled_savepoint_nonce: int | None = Field(
         default=None, description="The last savepointTriggerNonce acted upon (taken, or failed)."
+    )
+    last_periodic_savepoint_at: datetime | None = Field(
+        default=None,
+        description="When the last periodic savepoint was asked for: the next one is due an interval later.",
+    )
+    savepoints_disposing: list[str] = Field(
+        default_factory=list,
+        description="Ids of savepoints being disposed of, recorded before any of their data is deleted: a "
+        "savepoint listed here is given up and must not be restored from. Its reference leaves "
+        "status.savepoints (and its id this list) once its data is seen gone; a new leader finishes what "
+        "another left half done.",
     )
     last_failure: Failure | None = Field(default=None, description="The most recent failed attempt.")
     last_rollback: RollbackRef | None = Field(
