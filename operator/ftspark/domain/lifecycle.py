@@ -21,8 +21,8 @@ State diagram (phase → phase, on what):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Literal, assert_never
@@ -39,11 +39,19 @@ from ftspark.domain.models import (
     Phase,
     Placement,
     RollbackRef,
+    SavepointOrigin,
     SavepointRef,
     SavepointRequest,
 )
 from ftspark.domain.recovery import RestorePoint, checkpoint_directory, directory_of, is_checkpoint_directory
 from ftspark.domain.restart import on_failure
+from ftspark.domain.savepoints import (
+    SavepointData,
+    own_folder,
+    periodic_due,
+    periodic_savepoint_id,
+    to_dispose,
+)
 from ftspark.protocol import NO_PROGRESS, NO_RESTORABLE_CHECKPOINT, STOP_TIMED_OUT, STOPPED, RestoreFrom
 
 # Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
@@ -53,7 +61,7 @@ NODE_LOST = "NodeLost"  # the failure reason of a driver pod whose node stopped 
 # Watches wake a job on every change of it or its driver pods; this is only a safety net.
 _POLL_SECONDS = 300.0
 _SOON = 0.05  # seconds: look again at once, after this decision's status write
-_SAVEPOINT_HISTORY = 10
+_DISPOSAL_RECHECK = 10.0  # seconds: a disposal's deletes leave the status as it was: no write wakes the job
 _SIGNALLED = 128
 
 
@@ -118,6 +126,9 @@ class Observation:
     # Executor pods of the job's earlier attempts still there (they go with their driver pod, but only when
     # the garbage collector gets to them). Read with restore_point: when an attempt can be submitted.
     leftover_executors: int = 0
+    # What storage holds of each savepoint in status.savepointsDisposing whose folder is the job's; an id left
+    # out was not read (storage unreachable).
+    disposing: Mapping[str, SavepointData] = field(default_factory=dict)
 
     @property
     def own_graph(self) -> SubmittedGraph | None:
@@ -179,6 +190,15 @@ class RequestSavepoint:
 
 
 @dataclass(frozen=True)
+class DisposeSavepoint:
+    """Delete every object under prefix (<storage>/savepoints/<id>/), the manifest last: until the folder is
+    empty, it still says whose savepoint it is."""
+
+    savepoint_id: str
+    prefix: str
+
+
+@dataclass(frozen=True)
 class RecordResult:
     """FLIP-194: a dirty result first, then clean up the job's resources, then mark the result clean."""
 
@@ -202,6 +222,7 @@ Action = (
     | DeleteLeftoverExecutors
     | RequestStop
     | RequestSavepoint
+    | DisposeSavepoint
     | RecordResult
     | EmitEvent
 )
@@ -215,10 +236,10 @@ class Decision:
 
 
 def spec_hash(spec: JobSpec) -> str:
-    """What a change of triggers an upgrade: everything but the desired state, the savepoint nonce and the
-    timeouts (the next attempt gets them; a new one must not restart every running job)."""
+    """What a change of triggers an upgrade: everything but the desired state, the savepoints' nonce and
+    policy, and the timeouts (the next attempt gets them; a new one must not restart every running job)."""
     relevant = spec.model_dump_json(
-        exclude={"desired_state", "savepoint_trigger_nonce", "stop_timeout_seconds", "liveness"}
+        exclude={"desired_state", "savepoint_trigger_nonce", "savepoints", "stop_timeout_seconds", "liveness"}
     )
     return hashlib.sha256(relevant.encode()).hexdigest()[:16]
 
@@ -271,6 +292,8 @@ class _Context:
     ) -> None:
         self.spec, self.obs, self.now, self.uniform = spec, observation, now, uniform
         self.status = status
+        # Disposals an earlier pass recorded: only these delete (a choice is in the status before any delete).
+        self.disposing = tuple(status.savepoints_disposing)
         self.actions: list[Action] = []
         newest = max((d.attempt for d in observation.drivers), default=0)
         if newest > status.attempt:
@@ -301,6 +324,8 @@ class _Context:
     def _done(self, requeue_after: float | None = None) -> Decision:
         # Every decision acts on the whole current spec (an upgrade in progress shows as phase Upgrading).
         self._update(observed_generation=self.obs.generation)
+        if self._finish_disposals():
+            requeue_after = min(requeue_after or _DISPOSAL_RECHECK, _DISPOSAL_RECHECK)
         newest = self.obs.latest_checkpoint
         if newest is not None:
             self._update(
@@ -549,7 +574,7 @@ class _Context:
             return False
         if report.id in {taken.id for taken in self.status.savepoints}:
             return False
-        self._record_savepoint(report, trigger_nonce=None)
+        self._record_savepoint(report, "upgrade")
         return not report.error
 
     def _awaiting_manual_restore(self) -> Decision:
@@ -603,17 +628,21 @@ class _Context:
                 assert_never(unknown)
 
     def _running(self, current: DriverObservation) -> Decision:
-        self._savepoints(current)
-        self._report_rollbacks(current)
-        self._remember_placement(current.attempt)
-        waiting = self.spec.stop_timeout_seconds if self.status.savepoint_in_progress else _POLL_SECONDS
         if self.status.phase != "Running":
             self._update(attempt_started_at=current.started_at or self.now, driver_pod=current.pod_name)
             self._phase("Running", "Running", f"attempt {current.attempt} is running")
             self._condition("Ready", "True", "Running", f"attempt {current.attempt} is running")
             self._condition("Progressing", "False", "Running", "")
             self._condition("Degraded", "False", "Running", "")
-        return self._done(waiting)
+        self._savepoints(current)
+        self._report_rollbacks(current)
+        self._remember_placement(current.attempt)
+        self._choose_disposals()
+        if self.status.savepoint_in_progress:
+            return self._done(self.spec.stop_timeout_seconds)
+        due = self._periodic_due()
+        until_due = _POLL_SECONDS if due is None else (due - self.now).total_seconds()
+        return self._done(max(_SOON, min(_POLL_SECONDS, until_due)))
 
     def _record_result(self, state: Literal["Succeeded", "Failed"], message: str) -> None:
         retain = self.spec.result_store.ttl_seconds
@@ -639,34 +668,55 @@ class _Context:
             self._update(placement=Placement(attempt=attempt, nodes=nodes))
 
     def _savepoints(self, driver: DriverObservation) -> None:
-        """savepointTriggerNonce: ask once per new nonce, record the answer, give up after stopTimeout."""
+        """One savepoint at a time: a new savepointTriggerNonce first, else a periodic one when due; record
+        the answer, give up after stopTimeout."""
         pending, report = self.status.savepoint_in_progress, driver.savepoint
         if pending is not None:
             if report is not None and report.id == pending.id:
-                self._savepoint_answered(pending, report)
+                self._close_request(pending)
+                self._record_savepoint(report, pending.origin, pending.trigger_nonce)
             elif (self.now - pending.requested_at).total_seconds() >= self.spec.stop_timeout_seconds:
                 message = f"savepoint {pending.id}: no answer within {self.spec.stop_timeout_seconds} s"
                 self.actions.append(EmitEvent("Warning", "SavepointFailed", message))
-                self._update(savepoint_in_progress=None, handled_savepoint_nonce=pending.trigger_nonce)
+                self._close_request(pending)
             elif driver.request_refused:  # asked by a leader deposed since: ask again, with this term
                 self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, pending.id))
             return
         nonce = self.spec.savepoint_trigger_nonce
-        if nonce is None or nonce == self.status.handled_savepoint_nonce:
+        if nonce is not None and nonce != self.status.handled_savepoint_nonce:
+            savepoint_id = f"sp-{nonce}-a{driver.attempt}"
+            # A nonce used before names a folder that may be being deleted: ask once that is done.
+            if savepoint_id not in self.status.savepoints_disposing:
+                self._request_savepoint(driver, savepoint_id, nonce)
             return
-        savepoint_id = f"sp-{nonce}-a{driver.attempt}"
-        self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, savepoint_id))
-        self._update(
-            savepoint_in_progress=SavepointRequest(
-                id=savepoint_id, trigger_nonce=nonce, requested_at=self.now
-            )
+        due = self._periodic_due()
+        if due is not None and self.now >= due:
+            self._request_savepoint(driver, periodic_savepoint_id(self.now, driver.attempt), None)
+            self._update(last_periodic_savepoint_at=self.now)
+
+    def _periodic_due(self) -> datetime | None:
+        """None while disposals are under way: periodic savepoints wait for them, so the history stays
+        bounded even while storage refuses deletes."""
+        if self.status.savepoints_disposing:
+            return None
+        return periodic_due(
+            self.spec.savepoints, self.status.last_periodic_savepoint_at, self.status.attempt_started_at
         )
 
-    def _savepoint_answered(self, pending: SavepointRequest, report: SavepointReport) -> None:
-        self._update(savepoint_in_progress=None, handled_savepoint_nonce=pending.trigger_nonce)
-        self._record_savepoint(report, pending.trigger_nonce)
+    def _request_savepoint(self, driver: DriverObservation, savepoint_id: str, nonce: int | None) -> None:
+        self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, savepoint_id))
+        request = SavepointRequest(id=savepoint_id, trigger_nonce=nonce, requested_at=self.now)
+        self._update(savepoint_in_progress=request)
 
-    def _record_savepoint(self, report: SavepointReport, trigger_nonce: int | None) -> None:
+    def _close_request(self, pending: SavepointRequest) -> None:
+        """Answered or given up: a nonce is handled either way (never asked again)."""
+        nonce = pending.trigger_nonce
+        handled = self.status.handled_savepoint_nonce if nonce is None else nonce
+        self._update(savepoint_in_progress=None, handled_savepoint_nonce=handled)
+
+    def _record_savepoint(
+        self, report: SavepointReport, origin: SavepointOrigin, trigger_nonce: int | None = None
+    ) -> None:
         if report.error:
             self.actions.append(
                 EmitEvent("Warning", "SavepointFailed", f"savepoint {report.id}: {report.error}")
@@ -678,11 +728,70 @@ class _Context:
             location=report.location,
             batch_id=report.batch_id,
             trigger_nonce=trigger_nonce,
+            origin=origin,
         )
-        self._update(savepoints=[*self.status.savepoints, taken][-_SAVEPOINT_HISTORY:])
+        self._update(savepoints=[*self.status.savepoints, taken])
         self.actions.append(
             EmitEvent("Normal", "SavepointCompleted", f"savepoint {report.id} at {report.location}")
         )
+
+    def _choose_disposals(self) -> None:
+        """Phase 1 of a disposal (domain.savepoints): only the choice, in the status; nothing is deleted."""
+        chosen = to_dispose(
+            self.status.savepoints,
+            self.spec.savepoints.history,
+            self.now,
+            disposing=self.status.savepoints_disposing,
+            started_from=self.spec.initial_savepoint,
+        )
+        if not chosen:
+            return
+        history = self.spec.savepoints.history
+        self._update(savepoints_disposing=[*self.status.savepoints_disposing, *chosen])
+        message = (
+            f"disposing of {', '.join(chosen)} (history: maxCount {history.max_count}, "
+            f"maxAgeSeconds {history.max_age_seconds})"
+        )
+        self.actions.append(EmitEvent("Normal", "SavepointDisposing", message))
+
+    def _finish_disposals(self) -> bool:
+        """Phase 2 of a disposal, in any phase of the job: delete what storage still holds of each savepoint
+        an earlier pass chose; drop the reference once nothing is left. Whether deletes remain to be seen
+        through."""
+        storage = self.spec.checkpoint.storage
+        refs = {ref.id: ref for ref in self.status.savepoints}
+        finished: set[str] = set()
+        for savepoint_id in self.disposing:
+            ref = refs.get(savepoint_id)
+            folder = own_folder(ref, storage) if ref is not None else None
+            if ref is None:
+                finished.add(savepoint_id)  # its reference was removed by hand: nothing to go by
+            elif folder is None:
+                self._savepoint_kept(ref, f"is not where the job keeps savepoint {ref.id}")
+                finished.add(savepoint_id)
+            else:
+                match self.obs.disposing.get(savepoint_id):
+                    case SavepointData.OWN:
+                        self.actions.append(DisposeSavepoint(savepoint_id, folder))
+                    case SavepointData.GONE:
+                        message = f"savepoint {savepoint_id} at {ref.location} disposed of"
+                        self.actions.append(EmitEvent("Normal", "SavepointDisposed", message))
+                        finished.add(savepoint_id)
+                    case SavepointData.FOREIGN:
+                        self._savepoint_kept(ref, "holds no manifest of this job")
+                        finished.add(savepoint_id)
+                    case None:
+                        pass  # not read: storage was unreachable
+        if finished:
+            self._update(
+                savepoints=[ref for ref in self.status.savepoints if ref.id not in finished],
+                savepoints_disposing=[i for i in self.status.savepoints_disposing if i not in finished],
+            )
+        return len(finished) < len(self.disposing)
+
+    def _savepoint_kept(self, ref: SavepointRef, why: str) -> None:
+        message = f"savepoint {ref.id}: {ref.location} {why}; its reference is dropped, its data left alone"
+        self.actions.append(EmitEvent("Warning", "SavepointNotDisposed", message))
 
     def _failed(self, current: DriverObservation | None) -> Decision:
         failure = _failure(current, self.status.attempt, self.now)
