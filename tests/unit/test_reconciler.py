@@ -57,6 +57,7 @@ class Cluster:
     events: MemoryEvents = field(default_factory=MemoryEvents)
     stores: HaStores = field(default_factory=memory_stores)
     inspector: Inspector = field(default_factory=Inspector)
+    storage: MemoryBlobStore = field(default_factory=MemoryBlobStore)
     now: datetime = datetime(2026, 1, 1, tzinfo=UTC)
     ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
     allowed: frozenset[Allowance] = frozenset()
@@ -73,6 +74,7 @@ class Cluster:
             checkpoints=self.stores.checkpoints,
             results=self.stores.results,
             inspector=self.inspector,
+            storage=self.storage,
             epoch=self.epoch,
             clock=lambda: self.now,
             uniform=lambda: 0.5,
