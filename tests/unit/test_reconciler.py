@@ -4,6 +4,7 @@ and Spark are in tests/integration and e2e."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,10 +16,11 @@ from ftspark.adapters.memory.stores import MemoryBlobStore, MemoryRecords, memor
 from ftspark.adapters.records import JOBGRAPH_POINTER, HaStores, RecordId
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
-from ftspark.domain.lifecycle import DriverPhase
+from ftspark.domain.lifecycle import DriverPhase, SavepointReport
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import Allowance
 from ftspark.ports.cluster import JobResource, StaleReadError
+from ftspark.ports.stores import StoreUnavailableError
 from ftspark.protocol import NO_PROGRESS, Exit, HaStoreConfig, driver_pod_name, spark_app_id
 from ftspark.reconcile.reconciler import Reconciler
 
@@ -613,3 +615,110 @@ def test_a_driver_that_ended_itself_for_no_progress_is_restarted_with_a_warning(
     cluster.reconcile(after=5)
     assert cluster.drivers.plans[-1].attempt == 2
     assert cluster.events.reasons().count(NO_PROGRESS) == 1, "said once"
+
+
+# -- savepoint disposal: the two-phase protocol of domain.savepoints over the in-memory storage --
+
+PERIODIC = {**SPEC, "savepoints": {"periodicIntervalSeconds": 60, "history": {"maxCount": 2}}}
+
+
+def savepoint_folder(savepoint_id: str) -> str:
+    return f"s3://bucket/counts/savepoints/{savepoint_id}/"
+
+
+def take_periodic_savepoints(cluster: Cluster, count: int) -> list[str]:
+    """Attempt 1 running; a periodic savepoint a minute, each written to storage as the runtime writes it
+    (its manifest last) and answered on the pod. Their ids."""
+    cluster.jobs.apply(KEY, PERIODIC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    taken: list[str] = []
+    for _ in range(count):
+        cluster.reconcile(after=60)
+        _, savepoint_id = cluster.drivers.controls[-1]
+        folder = savepoint_folder(savepoint_id)
+        cluster.storage.put(f"{folder}query-0/metadata", b"{}")
+        manifest = {"id": savepoint_id, "job": str(KEY)}
+        cluster.storage.put(f"{folder}_manifest.json", json.dumps(manifest).encode())
+        report = SavepointReport(savepoint_id, folder.rstrip("/"), batch_id=len(taken))
+        cluster.drivers.set_driver(KEY, 1, DriverPhase.RUNNING, savepoint=report)
+        cluster.reconcile()
+        taken.append(savepoint_id)
+    return taken
+
+
+def test_a_savepoint_past_the_history_loses_its_data_before_its_reference(cluster: Cluster) -> None:
+    oldest, *kept = take_periodic_savepoints(cluster, 3)
+    assert cluster.status().savepoints_disposing == [oldest]
+    assert cluster.storage.any_with_prefix(savepoint_folder(oldest)), "chosen: nothing deleted yet"
+
+    deletes: list[tuple[str, str]] = []
+    delete_prefix = cluster.storage.delete_prefix
+
+    def recorded(prefix: str, *, last: str = "") -> None:
+        deletes.append((prefix, last))
+        delete_prefix(prefix, last=last)
+
+    cluster.storage.delete_prefix = recorded  # type: ignore[method-assign]
+    assert cluster.reconcile(after=1) == 10
+    folder = savepoint_folder(oldest)
+    assert deletes == [(folder, f"{folder}_manifest.json")], "the manifest, which says whose it is, last"
+    assert not cluster.storage.any_with_prefix(folder)
+    assert [sp.id for sp in cluster.status().savepoints] == [oldest, *kept], "the reference outlives the data"
+
+    cluster.reconcile(after=10)
+    status = cluster.status()
+    assert ([sp.id for sp in status.savepoints], status.savepoints_disposing) == (kept, [])
+    assert all(cluster.storage.any_with_prefix(savepoint_folder(i)) for i in kept)
+    assert cluster.events.reasons()[-1] == "SavepointDisposed"
+    cluster.reconcile(after=60)
+    assert cluster.drivers.controls[-1][1] not in [oldest, *kept], "periodic savepoints go on"
+
+
+def test_a_new_leader_finishes_a_disposal_the_last_one_left_half_done(cluster: Cluster) -> None:
+    oldest, *_ = take_periodic_savepoints(cluster, 3)
+    cluster.storage.delete(f"{savepoint_folder(oldest)}query-0/metadata")  # it crashed mid-delete
+    successor = Cluster(
+        jobs=cluster.jobs,
+        drivers=cluster.drivers,
+        stores=cluster.stores,
+        storage=cluster.storage,
+        now=cluster.now,
+    )
+    successor.reconcile(after=1)
+    assert not successor.storage.any_with_prefix(savepoint_folder(oldest))
+    successor.reconcile(after=10)
+    assert oldest not in [sp.id for sp in successor.status().savepoints]
+
+
+def test_a_folder_without_this_jobs_manifest_is_never_deleted(cluster: Cluster) -> None:
+    oldest, *kept = take_periodic_savepoints(cluster, 3)
+    manifest = f"{savepoint_folder(oldest)}_manifest.json"
+    cluster.storage.objects[manifest] = json.dumps({"id": oldest, "job": "team-b/counts"}).encode()
+    cluster.reconcile(after=1)
+    assert cluster.storage.get(manifest) is not None
+    assert cluster.storage.any_with_prefix(f"{savepoint_folder(oldest)}query-0/")
+    assert [sp.id for sp in cluster.status().savepoints] == kept
+    assert cluster.events.reasons()[-1] == "SavepointNotDisposed"
+
+
+def test_a_delete_storage_refuses_is_reported_and_tried_again_without_holding_up_the_job(
+    cluster: Cluster,
+) -> None:
+    oldest, *_ = take_periodic_savepoints(cluster, 3)
+    delete_prefix = cluster.storage.delete_prefix
+
+    def refused(prefix: str, *, last: str = "") -> None:
+        raise StoreUnavailableError(f"delete under {prefix}: S3 answered 403 AccessDenied")
+
+    cluster.storage.delete_prefix = refused  # type: ignore[method-assign]
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.FAILED, exit_code=1, message="boom")
+    cluster.reconcile(after=1)
+    assert cluster.status().phase == "Restarting", "the rest of the decision was carried out and recorded"
+    assert "SavepointDisposalFailed" in cluster.events.reasons()
+    assert oldest in cluster.status().savepoints_disposing
+    cluster.storage.delete_prefix = delete_prefix  # type: ignore[method-assign]
+    cluster.reconcile(after=10)
+    cluster.reconcile(after=10)
+    assert oldest not in [sp.id for sp in cluster.status().savepoints]
+    assert not cluster.storage.any_with_prefix(savepoint_folder(oldest))

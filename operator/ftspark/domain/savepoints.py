@@ -65,9 +65,9 @@ def to_dispose(
     beyond_count = len(kept) - history.max_count
     max_age = timedelta(seconds=history.max_age_seconds)
     chosen: list[str] = []
-    for ref in kept[:-1]:
+    for ref in kept:
         if ref.id == newest.id or ref.id in chosen:
-            continue  # a repeated id shares its folder with the newest, or was chosen already
+            continue  # the newest (or one sharing its id, so its folder), or chosen already
         if started_from is not None and same_location(ref.location, started_from):
             continue
         too_old = history.max_age_seconds > 0 and now - ref.time > max_age
