@@ -254,6 +254,12 @@ def test_one_already_disposing_is_not_chosen_twice_and_does_not_count() -> None:
     assert decision.status.savepoints_disposing == ["sp-0"], "two left: within maxCount"
 
 
+def test_an_id_taken_twice_is_one_folder_judged_by_its_newest_savepoint() -> None:
+    hours = [("sp-4-a1", 4), ("sp-5-a1", 3), ("sp-4-a1", 2), ("sp-6-a1", 1)]
+    reused = running(savepoints=[ref(savepoint_id, age_hours=age) for savepoint_id, age in hours])
+    assert at(spec(max_count=2), reused, 0).status.savepoints_disposing == ["sp-5-a1"]
+
+
 def test_the_history_is_applied_only_while_the_job_runs() -> None:
     stopped = JobStatus(phase="Stopped", attempt=1, savepoints=[ref(f"sp-{n}") for n in range(5)])
     finished = DriverObservation(1, "job-1-driver", DriverPhase.SUCCEEDED, exit_code=0)

@@ -55,19 +55,16 @@ def to_dispose(
     disposing: Sequence[str],
     started_from: str | None,
 ) -> list[str]:
-    """Ids of savepoints (newest last) the history no longer keeps: beyond maxCount (the oldest first) or
-    older than maxAgeSeconds. Never the newest, never the one the job was started from (started_from,
+    """Ids of savepoints the history no longer keeps: beyond maxCount (the oldest first) or older than
+    maxAgeSeconds. Never the newest, never the one the job was started from (started_from,
     spec.initialSavepoint), never one already disposing."""
-    kept = [ref for ref in savepoints if ref.id not in disposing]
-    if not kept:
-        return []
-    newest = kept[-1]
+    # One entry per id, its newest: an id asked for twice (a nonce used again) names one folder.
+    latest = {ref.id: ref for ref in savepoints if ref.id not in disposing}
+    kept = sorted(latest.values(), key=lambda ref: ref.time)
     beyond_count = len(kept) - history.max_count
     max_age = timedelta(seconds=history.max_age_seconds)
     chosen: list[str] = []
-    for ref in kept:
-        if ref.id == newest.id or ref.id in chosen:
-            continue  # the newest (or one sharing its id, so its folder), or chosen already
+    for ref in kept[:-1]:  # never the newest
         if started_from is not None and same_location(ref.location, started_from):
             continue
         too_old = history.max_age_seconds > 0 and now - ref.time > max_age
