@@ -722,3 +722,11 @@ def test_a_delete_storage_refuses_is_reported_and_tried_again_without_holding_up
     cluster.reconcile(after=10)
     assert oldest not in [sp.id for sp in cluster.status().savepoints]
     assert not cluster.storage.any_with_prefix(savepoint_folder(oldest))
+
+
+def test_a_deposed_leader_disposes_of_nothing(cluster: Cluster) -> None:
+    oldest, *_ = take_periodic_savepoints(cluster, 3)
+    cluster.leading = False
+    with pytest.raises(NotLeadingError):
+        cluster.reconcile(after=1)
+    assert cluster.storage.any_with_prefix(savepoint_folder(oldest))

@@ -354,6 +354,7 @@ class Reconciler:
     def _dispose(self, job: JobResource, action: DisposeSavepoint) -> None:
         """A delete storage refuses must not hold up the rest of the job's decision: the reference stays
         until a later pass sees the data gone, so the next pass simply tries again."""
+        self._epoch()  # still leading (raises otherwise): a deposed leader deletes nothing
         try:
             self._storage.delete_prefix(action.prefix, last=action.prefix + SAVEPOINT_MANIFEST)
         except StoreUnavailableError as error:
