@@ -219,6 +219,38 @@ def test_stop_asks_the_driver_then_escalates_to_cancel_after_the_timeout() -> No
     assert resumed.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
 
 
+def test_a_stop_with_savepoint_records_it_before_the_pod_goes_and_resumes_from_its_batch() -> None:
+    job = spec(desiredState="stopped", savepoints={"onStop": True})
+    asked = run(job, JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.RUNNING))
+    assert asked.actions[0] == RequestStop("job-1-driver", 1, "sp-stop-a1")
+    answer = SavepointReport(id="sp-stop-a1", location="s3://bucket/job/savepoints/sp-stop-a1", batch_id=7)
+    exited = driver(1, DriverPhase.SUCCEEDED, exit_code=0, savepoint=answer)
+    recorded = run(job, asked.status, exited, at=5)
+    assert kinds(recorded) == [], "the savepoint is in the status before the pod that reports it goes"
+    (taken,) = recorded.status.savepoints
+    assert (taken.id, taken.batch_id, taken.origin) == ("sp-stop-a1", 7, "stop")
+    stopped = run(job, recorded.status, exited, at=6)
+    assert kinds(stopped) == ["DeleteDriver"]
+    assert stopped.status.phase == "Stopped"
+    assert "savepoint sp-stop-a1" in next(c.message for c in stopped.status.conditions if c.type == "Ready")
+    assert stopped.status.savepoints == recorded.status.savepoints, "recorded once"
+    # Resuming restores the latest checkpoint: the stop's final one, the batch the savepoint holds.
+    resumed = run(spec(savepoints={"onStop": True}), stopped.status, at=40)
+    assert resumed.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
+
+
+def test_a_stop_with_savepoint_that_fails_to_take_it_still_stops_and_says_so() -> None:
+    job = spec(desiredState="stopped", savepoints={"onStop": True})
+    asked = run(job, JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.RUNNING))
+    failed = SavepointReport(id="sp-stop-a1", location="", batch_id=0, error="S3 refused the copy")
+    exited = driver(1, DriverPhase.SUCCEEDED, exit_code=0, savepoint=failed)
+    answered = run(job, asked.status, exited, at=5)
+    assert answered.status.savepoints == []
+    assert "SavepointFailed" in [a.reason for a in answered.actions if isinstance(a, EmitEvent)]
+    assert answered.status.phase == "Stopped"
+    assert "savepoint" not in next(c.message for c in answered.status.conditions if c.type == "Ready")
+
+
 def test_resume_waits_for_a_stopped_driver_pod_to_go() -> None:
     stopping = JobStatus(phase="Stopping", attempt=1, stop_requested_at=T0)
     decision = run(spec(), stopping, driver(1, DriverPhase.SUCCEEDED, exit_code=0))

@@ -249,6 +249,11 @@ def upgrade_savepoint_id(attempt: int) -> str:
     return f"sp-upgrade-a{attempt}"
 
 
+def stop_savepoint_id(attempt: int) -> str:
+    """The savepoint a stop takes with savepoints.onStop (each resume is a new attempt: one per attempt)."""
+    return f"sp-stop-a{attempt}"
+
+
 # -- the decision --
 
 
@@ -476,10 +481,17 @@ class _Context:
 
     def _stop(self, target: Phase) -> Decision:
         current = self.current
+        with_savepoint = self.spec.savepoints.on_stop
         if current is None or current.phase in {DriverPhase.SUCCEEDED, DriverPhase.FAILED}:
+            if (
+                with_savepoint
+                and current is not None
+                and self._record_stop_savepoint(current, stop_savepoint_id(current.attempt), "stop")
+            ):
+                return self._done(_SOON)  # the pod goes once the status holds its savepoint (see _upgrade)
             if current is not None:
                 self._delete_current("stopped")
-            message = "stopped with a final checkpoint" if current and current.exit_code == 0 else "stopped"
+            message = self._stopped_message(current)
             self._phase(target, target, message)
             self._update(stop_requested_at=None, driver_pod=None)
             self._condition("Ready", "False", target, message)
@@ -489,10 +501,18 @@ class _Context:
             self._delete_current("stop requested before the driver ran")
             return self._done(1.0)
         first_request = self.status.stop_requested_at is None
-        self._request_stop(current)
+        self._request_stop(current, stop_savepoint_id(current.attempt) if with_savepoint else "")
         if first_request:
             self._phase("Stopping", "Stopping", "waiting for the running batch to commit")
         return self._done(1.0)
+
+    def _stopped_message(self, stopped: DriverObservation | None) -> str:
+        if stopped is None or stopped.exit_code != 0:
+            return "stopped"
+        taken = stop_savepoint_id(stopped.attempt)
+        if any(ref.id == taken for ref in self.status.savepoints):
+            return f"stopped with a final checkpoint and savepoint {taken}"
+        return "stopped with a final checkpoint"
 
     def _request_stop(self, current: DriverObservation, savepoint_id: str = "") -> None:
         """Ask once (again if the driver refused a deposed leader's request); a driver that has not stopped
@@ -551,7 +571,12 @@ class _Context:
                 self._delete_current(f"spec changed ({mode} upgrade)")
             self._phase("Upgrading", "Upgrading", f"spec changed; {mode} upgrade")
             return self._done(1.0)
-        if mode == "savepoint" and self.current is not None and self._record_upgrade_savepoint(self.current):
+        stopped = self.current
+        if (
+            mode == "savepoint"
+            and stopped is not None
+            and self._record_stop_savepoint(stopped, upgrade_savepoint_id(stopped.attempt), "upgrade")
+        ):
             # The report lives on the driver pod: the status keeps it before the pod goes (a status write
             # refused as stale would otherwise lose it with the pod). The status write wakes the job again.
             return self._done(_SOON)
@@ -566,15 +591,17 @@ class _Context:
             case unknown:
                 assert_never(unknown)
 
-    def _record_upgrade_savepoint(self, stopped: DriverObservation) -> bool:
-        """Once: the savepoint the stopped driver answered with (or its error, an Event); whether the status
+    def _record_stop_savepoint(
+        self, stopped: DriverObservation, savepoint_id: str, origin: SavepointOrigin
+    ) -> bool:
+        """Once: the savepoint a driver stopped with answered (or its error, an Event); whether the status
         gained a savepoint."""
         report = stopped.savepoint
-        if report is None or report.id != upgrade_savepoint_id(stopped.attempt):
+        if report is None or report.id != savepoint_id:
             return False
         if report.id in {taken.id for taken in self.status.savepoints}:
             return False
-        self._record_savepoint(report, "upgrade")
+        self._record_savepoint(report, origin)
         return not report.error
 
     def _awaiting_manual_restore(self) -> Decision:

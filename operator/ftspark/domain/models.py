@@ -245,6 +245,12 @@ class SavepointsSpec(_Model):
         description="While the job runs, take a savepoint this long after the last periodic one (the first: "
         "this long after the attempt started running); 0 turns periodic savepoints off.",
     )
+    on_stop: bool = Field(
+        default=False,
+        description="desiredState stopped or suspended ends with a savepoint of the final checkpoint's batch "
+        "(stop-with-savepoint), recorded in status.savepoints with origin stop; resuming restores that same "
+        "batch, so nothing is processed twice. A stop that times out is cancelled and takes none.",
+    )
     history: SavepointHistorySpec = Field(
         default_factory=SavepointHistorySpec,
         description="How many savepoints, and how old, the job keeps; disposing of one deletes its data. "
@@ -426,7 +432,7 @@ class CheckpointRef(_Model):
     location: str = Field(description="The query's checkpoint directory (s3a://, as Spark names it).")
 
 
-SavepointOrigin = Literal["manual", "periodic", "upgrade"]
+SavepointOrigin = Literal["manual", "periodic", "upgrade", "stop"]
 
 
 class SavepointRef(_Model):
@@ -438,8 +444,8 @@ class SavepointRef(_Model):
     origin: SavepointOrigin | None = Field(
         default=None,
         description="What asked for it: manual (savepointTriggerNonce), periodic "
-        "(savepoints.periodicIntervalSeconds) or upgrade (upgradeMode: savepoint); unset on savepoints "
-        "recorded before origins were.",
+        "(savepoints.periodicIntervalSeconds), upgrade (upgradeMode: savepoint) or stop (savepoints.onStop); "
+        "unset on savepoints recorded before origins were.",
     )
 
 
