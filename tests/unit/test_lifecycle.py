@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ftspark.domain.ha import JobKey, JobResultEntry
+from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
     Decision,
     DeleteDriver,
@@ -264,6 +264,31 @@ def test_cancel_deletes_now_and_resume_restores_the_latest_checkpoint() -> None:
     cancelled = run(job, cancelling.status)
     assert cancelled.status.phase == "Cancelled"
     assert run(spec(), cancelled.status).actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
+
+
+def test_a_resume_from_a_checkpoint_older_than_the_limit_waits_for_the_user() -> None:
+    newest = CheckpointPointer(checkpoint_id=4, batch_id=9, location=location(), completed_at=T0, attempt=1)
+    stopped = JobStatus(phase="Stopped", attempt=1)
+    job = spec(checkpoint={"storage": "s3://bucket/job", "maxResumeAgeSeconds": 3600})
+
+    def resume(job: JobSpec, status: JobStatus, at: float) -> Decision:
+        observed = replace(observe(job), latest_checkpoint=newest)
+        return decide(job, status, observed, T0 + timedelta(seconds=at), lambda: 0.5)
+
+    assert resume(job, stopped, at=3600).actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
+    held = resume(job, stopped, at=3601)
+    assert kinds(held) == [], "nothing starts"
+    assert [a.reason for a in held.actions] == ["StateTooOld"]
+    ready = next(c for c in held.status.conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("False", "StateTooOld")
+    assert "3601 s old" in ready.message and "maxResumeAgeSeconds" in ready.message
+    assert held.status.phase == "Stopped"
+    assert resume(job, held.status, at=4000).actions == (), "said once"
+    # The user's answer is a spec change: no limit (or a higher one) resumes from that checkpoint.
+    unlimited = spec(checkpoint={"storage": "s3://bucket/job", "maxResumeAgeSeconds": 0})
+    assert resume(unlimited, held.status, at=4000).actions[0] == SubmitAttempt(
+        2, "latest-checkpoint", location()
+    )
 
 
 def test_spec_change_follows_the_upgrade_mode() -> None:

@@ -57,6 +57,7 @@ from ftspark.protocol import NO_PROGRESS, NO_RESTORABLE_CHECKPOINT, STOP_TIMED_O
 # Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
 _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
 _RESUMABLE: set[Phase] = {"Stopped", "Suspended", "Cancelled"}
+STATE_TOO_OLD = "StateTooOld"  # a resume refused by checkpoint.maxResumeAgeSeconds
 NODE_LOST = "NodeLost"  # the failure reason of a driver pod whose node stopped reporting
 # Watches wake a job on every change of it or its driver pods; this is only a safety net.
 _POLL_SECONDS = 300.0
@@ -549,6 +550,8 @@ class _Context:
                 self._delete_current("resuming")
             if self.current is not None:
                 return self._done(1.0)
+            if (too_old := self._too_old_to_resume()) is not None:
+                return self._hold(STATE_TOO_OLD, too_old)
             return self._submit("latest-checkpoint", reason="Resumed", message="resuming from the checkpoint")
         if status.phase == "Failed":
             return self._awaiting_manual_restore()
@@ -603,6 +606,29 @@ class _Context:
             return False
         self._record_savepoint(report, origin)
         return not report.error
+
+    def _too_old_to_resume(self) -> str | None:
+        """Why the newest checkpoint is too old to resume from (checkpoint.maxResumeAgeSeconds), if it is."""
+        limit, newest = self.spec.checkpoint.max_resume_age_seconds, self.obs.latest_checkpoint
+        if not limit or newest is None:
+            return None
+        age = (self.now - newest.completed_at).total_seconds()
+        if age <= limit:
+            return None
+        return (
+            f"the newest checkpoint (batch {newest.batch_id}) is {age:.0f} s old, over "
+            f"spec.checkpoint.maxResumeAgeSeconds ({limit} s): its sources may have dropped the data "
+            "after it; raise the limit or set it to 0 to resume anyway"
+        )
+
+    def _hold(self, reason: str, message: str) -> Decision:
+        """Start nothing until the user changes the spec; say why once (an Event) and in the conditions."""
+        ready = next((c for c in self.status.conditions if c.type == "Ready"), None)
+        if ready is None or ready.reason != reason:
+            self.actions.append(EmitEvent("Warning", reason, message))
+        self._condition("Ready", "False", reason, message)
+        self._condition("Progressing", "False", reason, message)
+        return self._done()
 
     def _awaiting_manual_restore(self) -> Decision:
         """Failed without a result: no usable checkpoint. Nothing starts until the user changes the spec."""

@@ -101,6 +101,15 @@ class CheckpointSpec(_Model):
     retained: int = Field(
         default=3, ge=1, le=100, description="Completed checkpoints whose pointers are kept (newest first)."
     )
+    max_resume_age_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=YEAR_SECONDS,
+        description="A job resumed (desiredState running again after stopped, suspended or cancelled) whose "
+        "newest checkpoint is older than this does not start: its sources may no longer hold the data after "
+        "that checkpoint (a Kafka retention passed). Ready=False with reason StateTooOld says how old; raise "
+        "this or set it to 0 to resume anyway. 0: no limit.",
+    )
 
 
 class FixedDelay(_Model):
