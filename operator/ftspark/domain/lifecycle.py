@@ -42,9 +42,12 @@ from ftspark.domain.models import (
     SavepointOrigin,
     SavepointRef,
     SavepointRequest,
+    StableSpec,
+    UpgradeRollback,
 )
 from ftspark.domain.recovery import RestorePoint, checkpoint_directory, directory_of, is_checkpoint_directory
 from ftspark.domain.restart import on_failure
+from ftspark.domain.rollback import NOT_UPGRADED
 from ftspark.domain.savepoints import (
     SavepointData,
     own_folder,
@@ -237,11 +240,10 @@ class Decision:
 
 
 def spec_hash(spec: JobSpec) -> str:
-    """What a change of triggers an upgrade: everything but the desired state, the savepoints' nonce and
-    policy, and the timeouts (the next attempt gets them; a new one must not restart every running job)."""
-    relevant = spec.model_dump_json(
-        exclude={"desired_state", "savepoint_trigger_nonce", "savepoints", "stop_timeout_seconds", "liveness"}
-    )
+    """What a change of triggers an upgrade: every field but those of rollback.NOT_UPGRADED (the desired
+    state, the savepoints' nonce and policy, the timeouts: the next attempt gets them). Values equal to their
+    default are left out, so an operator version that adds a field with a default restarts no running job."""
+    relevant = spec.model_dump_json(exclude=set(NOT_UPGRADED), exclude_defaults=True)
     return hashlib.sha256(relevant.encode()).hexdigest()[:16]
 
 
@@ -413,6 +415,7 @@ class _Context:
             checkpoint_directory=location,
             driver_pod=None,
             attempt_started_at=None,
+            attempt_submitted_at=self.now,
             stop_requested_at=None,
             restarts=self.status.restarts.model_copy(update={"next_attempt_at": None}),
         )
@@ -664,6 +667,12 @@ class _Context:
                 self._update(driver_pod=current.pod_name)
                 if current.reason in _STUCK_REASONS:
                     self._condition("Degraded", "True", current.reason, current.message or current.reason)
+                if self._on_trial():
+                    submitted = self.status.attempt_submitted_at
+                    if not self._within_window(submitted):
+                        why = current.reason or "pending"
+                        return self._roll_back("UpgradeNotRunning", f"attempt {current.attempt} is {why}")
+                    return self._done(self._until_window_ends(submitted))
                 return self._done(_POLL_SECONDS)
             case DriverPhase.RUNNING:
                 return self._running(current)
@@ -691,11 +700,75 @@ class _Context:
         self._report_rollbacks(current)
         self._remember_placement(current.attempt)
         self._choose_disposals()
+        stable_in = self._stability()
         if self.status.savepoint_in_progress:
-            return self._done(self.spec.stop_timeout_seconds)
+            return self._done(min(self.spec.stop_timeout_seconds, stable_in))
         due = self._periodic_due()
         until_due = _POLL_SECONDS if due is None else (due - self.now).total_seconds()
-        return self._done(max(_SOON, min(_POLL_SECONDS, until_due)))
+        return self._done(max(_SOON, min(_POLL_SECONDS, until_due, stable_in)))
+
+    # -- upgrade rollback (domain/rollback.py) --
+
+    def _stability(self) -> float:
+        """With rollback enabled, a spec running for the window becomes the last stable one. Seconds until
+        the running attempt's spec becomes stable (_POLL_SECONDS when it is, or nothing is to be learned)."""
+        policy, stable = self.spec.upgrade_rollback, self.status.last_stable_spec
+        started = self.status.attempt_started_at
+        if not policy.enabled or started is None or (stable and stable.spec_hash == self.obs.spec_hash):
+            return _POLL_SECONDS
+        if self._within_window(started):
+            return self._until_window_ends(started)
+        spec = self.spec.model_dump_json(by_alias=True, exclude_defaults=True)
+        self._update(
+            last_stable_spec=StableSpec(
+                generation=self.obs.generation, spec_hash=self.obs.spec_hash, spec=spec, time=self.now
+            )
+        )
+        return _POLL_SECONDS
+
+    def _on_trial(self) -> bool:
+        """Whether the current attempt runs a spec change that rollback may undo: rollback is on, a stable
+        spec is known and differs, the attempt was submitted with this spec, and it is not rolled back yet."""
+        stable, graph = self.status.last_stable_spec, self.obs.own_graph
+        rolled_back = self.status.upgrade_rollback
+        return (
+            self.spec.upgrade_rollback.enabled
+            and stable is not None
+            and stable.spec_hash != self.obs.spec_hash
+            and graph is not None
+            and graph.spec_hash == self.obs.spec_hash
+            and not (rolled_back is not None and rolled_back.generation == self.obs.generation)
+        )
+
+    def _within_window(self, since: datetime | None) -> bool:
+        window = self.spec.upgrade_rollback.window_seconds
+        return since is not None and (self.now - since).total_seconds() < window
+
+    def _until_window_ends(self, since: datetime | None) -> float:
+        if since is None:
+            return _POLL_SECONDS
+        ends = since + timedelta(seconds=self.spec.upgrade_rollback.window_seconds)
+        return max(_SOON, (ends - self.now).total_seconds())
+
+    def _roll_back(self, reason: str, what: str) -> Decision:
+        """Act on the last stable spec from the next pass on (rollback.effective_spec), until the spec
+        changes; the failed or stuck attempt goes first."""
+        stable = self.status.last_stable_spec
+        assert stable is not None, "only an attempt on trial is rolled back"
+        message = (
+            f"{what} within {self.spec.upgrade_rollback.window_seconds} s of the upgrade to generation "
+            f"{self.obs.generation}: running the last stable spec (generation {stable.generation}) until the "
+            "spec changes"
+        )
+        rolled_back = UpgradeRollback(
+            generation=self.obs.generation, time=self.now, reason=reason, message=message
+        )
+        self._update(upgrade_rollback=rolled_back)
+        self.actions.append(EmitEvent("Warning", "UpgradeRolledBack", message))
+        self._condition("Degraded", "True", reason, message)
+        self._delete_current("upgrade rolled back")
+        self._phase("Upgrading", "RollingBack", message)
+        return self._done(_SOON)
 
     def _record_result(self, state: Literal["Succeeded", "Failed"], message: str) -> None:
         retain = self.spec.result_store.ttl_seconds
@@ -853,6 +926,9 @@ class _Context:
             self._update(last_failure=failure)
             self._delete_current("no restorable checkpoint")
             return self._manual_restore_required(failure.message)
+        if self._on_trial() and self._within_window(self.status.attempt_submitted_at):
+            self._update(last_failure=failure)
+            return self._roll_back("UpgradeFailed", f"attempt {failure.attempt} failed: {failure.reason}")
         verdict = on_failure(
             self.spec.restart_strategy,
             self.status.restarts,

@@ -267,6 +267,22 @@ class SavepointsSpec(_Model):
     )
 
 
+class UpgradeRollbackSpec(_Model):
+    enabled: bool = Field(
+        default=False,
+        description="Roll a spec change back to the last stable spec when its attempt fails, or does not "
+        "reach Running, within windowSeconds. The spec is left as it is: the operator runs the last "
+        "stable one (status.upgradeRollback says so) until the spec changes again.",
+    )
+    window_seconds: int = Field(
+        default=300,
+        ge=10,
+        le=YEAR_SECONDS,
+        description="How long a spec's attempt must run to make the spec stable, and how long after an "
+        "upgrade a failure (or no Running yet) rolls it back.",
+    )
+
+
 UpgradeMode = Literal["stateless", "last-state", "savepoint"]
 DesiredState = Literal["running", "stopped", "cancelled", "suspended"]
 
@@ -322,6 +338,10 @@ class JobSpec(_Model):
     checkpoint: CheckpointSpec = Field(description="Where checkpoints live and how many are kept.")
     restart_strategy: RestartStrategy = Field(
         default_factory=RestartStrategy, description="What happens after a failed attempt."
+    )
+    upgrade_rollback: UpgradeRollbackSpec = Field(
+        default_factory=UpgradeRollbackSpec,
+        description="Automatic rollback of a spec change that does not run (Flink operator's rollback).",
     )
     upgrade_mode: UpgradeMode = Field(
         default="last-state",
@@ -484,6 +504,23 @@ class Failure(_Model):
     time: datetime = Field(description="When the failure was observed.")
 
 
+class StableSpec(_Model):
+    generation: int = Field(ge=0, description="The generation of the spec that ran stably.")
+    spec_hash: str = Field(description="Its hash, as the job graph records it.")
+    spec: str = Field(description="The spec itself, as JSON: what a rollback runs.")
+    time: datetime = Field(description="When it was found stable.")
+
+
+class UpgradeRollback(_Model):
+    generation: int = Field(
+        ge=0,
+        description="The generation rolled back: while it is the spec's, the operator runs lastStableSpec.",
+    )
+    time: datetime = Field(description="When it was rolled back.")
+    reason: str = Field(description="Why: UpgradeFailed or UpgradeNotRunning.")
+    message: str = Field(default="", description="What happened to the upgrade's attempt.")
+
+
 class RollbackRef(_Model):
     attempt: int = Field(ge=0, description="The attempt whose driver rolled its checkpoint back.")
     time: datetime = Field(description="When the operator saw the rollback.")
@@ -553,6 +590,16 @@ class JobStatus(_Model):
         description="The most recent damaged checkpoint a driver gave up committed batches of (rolled back).",
     )
     restarts: RestartState = Field(default_factory=RestartState, description="Restart strategy bookkeeping.")
+    last_stable_spec: StableSpec | None = Field(
+        default=None,
+        description="With upgradeRollback enabled: the newest spec whose attempt ran for windowSeconds.",
+    )
+    upgrade_rollback: UpgradeRollback | None = Field(
+        default=None, description="The spec change last rolled back to lastStableSpec, and why."
+    )
+    attempt_submitted_at: datetime | None = Field(
+        default=None, description="When the current attempt was submitted."
+    )
     placement: Placement | None = Field(
         default=None,
         description="Where the executors ran: localRecovery sends the next attempt's back there.",

@@ -34,6 +34,7 @@ from ftspark.domain.lifecycle import (
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import Violation, namespace_allowances, violations
 from ftspark.domain.recovery import RestorePoint, choose_restore_point, is_checkpoint_directory
+from ftspark.domain.rollback import effective_spec
 from ftspark.domain.savepoints import SavepointData, manifest_job, own_folder
 from ftspark.manifests import AttemptPlan
 from ftspark.metrics import JOBS, UNTRUSTED_POINTERS
@@ -187,6 +188,14 @@ class Reconciler:
         except ValidationError as error:
             field, message = describe_validation_error(error)
             return self._carried_out(job, None, invalid_spec(status, job.generation, field, message, now))
+        try:
+            spec = effective_spec(spec, status, job.generation)  # the last stable one, after a rollback
+        except ValidationError as error:
+            field, message = describe_validation_error(error)
+            message = f"the last stable spec does not read as a spec ({field}: {message}); change the spec"
+            return self._carried_out(
+                job, None, invalid_spec(status, job.generation, "status.lastStableSpec", message, now)
+            )
         if refused := self._refused_by_policy(job, spec):
             message = "; ".join(violation.message for violation in refused)
             return self._carried_out(job, None, invalid_spec(status, job.generation, "", message, now))
