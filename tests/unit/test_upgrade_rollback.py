@@ -17,13 +17,13 @@ from ftspark.domain.lifecycle import (
     DriverPhase,
     EmitEvent,
     Observation,
-    RestorePoint,
     SubmitAttempt,
     SubmittedGraph,
     decide,
     spec_hash,
 )
 from ftspark.domain.models import JobSpec, JobStatus, StableSpec, UpgradeRollback
+from ftspark.domain.recovery import RestorePoint
 from ftspark.domain.rollback import effective_spec
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
