@@ -30,7 +30,8 @@ def _image(core: client.CoreV1Api, namespace: str, pod: str) -> str:
 
 
 def _spec(api: client.ApiClient, namespace: str) -> dict[str, Any]:
-    job = client.CustomObjectsApi(api).get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, JOB)
+    objects = client.CustomObjectsApi(api)
+    job = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, JOB)
     spec: dict[str, Any] = job["spec"]
     return spec
 
@@ -40,7 +41,7 @@ def _driver_appears(api: client.ApiClient, namespace: str, attempt: int) -> str:
     eventually(
         lambda: pod_names(api, namespace, JOB) == [pod],
         timeout=30,
-        what=lambda: f"{pod} alone; pods {pod_names(api, namespace, JOB)}, status {job_status(api, namespace, JOB)}",
+        what=lambda: f"{pod} alone: {pod_names(api, namespace, JOB)}, {job_status(api, namespace, JOB)}",
     )
     return pod
 
