@@ -291,6 +291,20 @@ def test_a_resume_from_a_checkpoint_older_than_the_limit_waits_for_the_user() ->
     )
 
 
+def test_only_a_change_of_what_the_attempt_runs_is_an_upgrade() -> None:
+    base = spec()
+    storage = {"storage": "s3://bucket/job"}
+    same = [
+        spec(checkpoint={**storage, "maxResumeAgeSeconds": 3600, "retainOnDelete": True}),
+        spec(desiredState="stopped", stopTimeoutSeconds=5, savepoints={"onStop": True}),
+        spec(upgradeRollback={"enabled": True}, liveness={"progressTimeoutSeconds": 60}),
+        spec(checkpoint={**storage, "retained": 3}),  # a default written out is no change
+    ]
+    assert {spec_hash(job) for job in same} == {spec_hash(base)}
+    changed = [spec(image="img:2"), spec(checkpoint={**storage, "retained": 4}), spec(arguments=["--v2"])]
+    assert spec_hash(base) not in {spec_hash(job) for job in changed}
+
+
 def test_spec_change_follows_the_upgrade_mode() -> None:
     old = spec()
     running = JobStatus(phase="Running", attempt=1)

@@ -574,6 +574,37 @@ def test_a_namespace_keeps_at_most_the_cap_and_loses_its_oldest_results_first() 
     assert cluster.reconciler.expire_results() == 0, "at the cap (the kept job's result counts)"
 
 
+@pytest.mark.parametrize("retain", [False, True])
+def test_a_finished_jobs_checkpoint_directory_goes_with_its_result_unless_retained(retain: bool) -> None:
+    cluster = Cluster()
+    spec = {
+        **SPEC,
+        "checkpoint": {**SPEC["checkpoint"], "retainOnDelete": retain},
+        "resultStore": {"ttlSeconds": 60},
+    }
+    cluster.jobs.apply(KEY, spec, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    directory = run_dir(UID, 1)
+    kept_anyway = [
+        "s3://bucket/counts/savepoints/sp-1-a1/_manifest.json",  # savepoints outlive the job
+        f"{run_dir('ffffffff-other-job', 1)}/query-0/commits/0",  # another job's (same storage)
+        f"{directory}-2/x",  # not inside the directory, only beside it
+    ]
+    for uri in (f"{directory}/query-0/commits/0", f"{directory}/query-0/state/0/0/1.delta", *kept_anyway):
+        cluster.storage.put(uri, b"x")
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.SUCCEEDED, exit_code=0)
+    cluster.reconcile()  # the result, with the directory to delete with it
+    cluster.reconcile(after=3600)
+    assert cluster.status().phase == "Succeeded"
+    assert cluster.reconciler.expire_results() == 0, "the job still exists: its result and data stay"
+    assert cluster.storage.any_with_prefix(directory + "/")
+    cluster.jobs.delete(KEY)
+    assert cluster.reconciler.expire_results() == 1
+    assert cluster.storage.any_with_prefix(directory + "/") is retain
+    assert all(cluster.storage.get(uri) == b"x" for uri in kept_anyway)
+
+
 def test_a_namespace_whose_results_cannot_be_swept_does_not_stop_the_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

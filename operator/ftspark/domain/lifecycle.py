@@ -45,7 +45,13 @@ from ftspark.domain.models import (
     StableSpec,
     UpgradeRollback,
 )
-from ftspark.domain.recovery import RestorePoint, checkpoint_directory, directory_of, is_checkpoint_directory
+from ftspark.domain.recovery import (
+    RestorePoint,
+    as_s3,
+    checkpoint_directory,
+    directory_of,
+    is_checkpoint_directory,
+)
 from ftspark.domain.restart import on_failure
 from ftspark.domain.rollback import NOT_UPGRADED
 from ftspark.domain.savepoints import (
@@ -210,6 +216,7 @@ class RecordResult:
     message: str
     finished_at: datetime
     retain_seconds: int  # resultStore.ttlSeconds
+    data: tuple[str, ...]  # deleted with the result (job_data)
 
 
 @dataclass(frozen=True)
@@ -243,8 +250,19 @@ def spec_hash(spec: JobSpec) -> str:
     """What a change of triggers an upgrade: every field but those of rollback.NOT_UPGRADED (the desired
     state, the savepoints' nonce and policy, the timeouts: the next attempt gets them). Values equal to their
     default are left out, so an operator version that adds a field with a default restarts no running job."""
-    relevant = spec.model_dump_json(exclude=set(NOT_UPGRADED), exclude_defaults=True)
+    relevant = spec.model_dump_json(exclude=dict(NOT_UPGRADED), exclude_defaults=True)
     return hashlib.sha256(relevant.encode()).hexdigest()[:16]
+
+
+def job_data(spec: JobSpec, uid: str, directory: str | None) -> tuple[str, ...]:
+    """What of the job's storage goes with its result (checkpoint.retainOnDelete keeps it): its checkpoint
+    directory, when it is one the operator chose for this job (the status is the user's object too).
+    Savepoints stay: they are meant to outlive the job."""
+    if spec.checkpoint.retain_on_delete or directory is None:
+        return ()
+    if not is_checkpoint_directory(directory, spec.checkpoint.storage, uid):
+        return ()
+    return (as_s3(directory).rstrip("/") + "/",)
 
 
 def upgrade_savepoint_id(attempt: int) -> str:
@@ -772,7 +790,8 @@ class _Context:
 
     def _record_result(self, state: Literal["Succeeded", "Failed"], message: str) -> None:
         retain = self.spec.result_store.ttl_seconds
-        self.actions.append(RecordResult(state, message, self.now, retain))
+        data = job_data(self.spec, self.obs.job_uid, self.status.checkpoint_directory)
+        self.actions.append(RecordResult(state, message, self.now, retain, data))
 
     def _report_rollbacks(self, driver: DriverObservation) -> None:
         """Once per attempt: a user must learn that committed batches were given up (they run again)."""

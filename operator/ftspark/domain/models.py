@@ -101,6 +101,13 @@ class CheckpointSpec(_Model):
     retained: int = Field(
         default=3, ge=1, le=100, description="Completed checkpoints whose pointers are kept (newest first)."
     )
+    retain_on_delete: bool = Field(
+        default=False,
+        description="Keep a finished job's checkpoint directory when its result goes. By default it is "
+        "deleted with the result: once the job resource is deleted and resultStore.ttlSeconds has passed "
+        "since the job ended. Savepoints are never deleted with the job; nor, yet, is the data of a job "
+        "deleted before it ended.",
+    )
     max_resume_age_seconds: int = Field(
         default=0,
         ge=0,
@@ -527,8 +534,11 @@ class RollbackRef(_Model):
     message: str = Field(description="Which checkpoint, from which batch to which, and why.")
 
 
+ResultState = Literal["Succeeded", "Failed"]
+
+
 class JobResult(_Model):
-    state: Literal["Succeeded", "Failed"] = Field(description="How the job ended for good.")
+    state: ResultState = Field(description="How the job ended for good.")
     time: datetime = Field(description="When the job ended.")
     message: str = Field(default="", description="Details.")
 

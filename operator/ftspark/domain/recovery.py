@@ -52,6 +52,12 @@ def checkpoint_directory(storage: str, uid: str, run: int) -> str:
     return f"{_runs(storage, uid)}{run}"
 
 
+def checkpoint_directories_prefix(storage: str, uid: str) -> str:
+    """The prefix every checkpoint directory of the job starts with, and nothing of another job does (a
+    uid's first 8 hex digits, then "-run-"): what a deleted job's data retention deletes."""
+    return _runs(storage, uid)
+
+
 def is_checkpoint_directory(location: str, storage: str, uid: str) -> bool:
     """Whether location is a directory the operator chooses for the job (checkpoint_directory)."""
     run = location.removeprefix(_runs(storage, uid))

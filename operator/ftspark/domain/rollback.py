@@ -13,20 +13,26 @@ and applies the same policy as to the spec, so it grants nothing the spec would 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
 from ftspark.domain.models import JobSpec, JobStatus
 
 # JobSpec fields whose change is not an upgrade (no new attempt): the next attempt, or the running one, uses
-# them as they are.
-NOT_UPGRADED = frozenset(
-    {
-        "desired_state",
-        "savepoint_trigger_nonce",
-        "savepoints",
-        "stop_timeout_seconds",
-        "liveness",
-        "upgrade_rollback",
-    }
-)
+# them as they are. True: the whole field; a mapping: those of its fields (pydantic's `exclude` shape).
+NOT_UPGRADED: Mapping[str, Any] = {
+    "desired_state": True,
+    "savepoint_trigger_nonce": True,
+    "savepoints": True,
+    "stop_timeout_seconds": True,
+    "liveness": True,
+    "upgrade_rollback": True,
+    "checkpoint": {"retain_on_delete": True, "max_resume_age_seconds": True},
+}
+
+Model = TypeVar("Model", bound=BaseModel)
 
 
 def effective_spec(spec: JobSpec, status: JobStatus, generation: int) -> JobSpec:
@@ -35,5 +41,15 @@ def effective_spec(spec: JobSpec, status: JobStatus, generation: int) -> JobSpec
     rolled_back, stable = status.upgrade_rollback, status.last_stable_spec
     if rolled_back is None or stable is None or rolled_back.generation != generation:
         return spec
-    kept = JobSpec.model_validate_json(stable.spec)
-    return kept.model_copy(update={name: getattr(spec, name) for name in NOT_UPGRADED})
+    return _overlay(JobSpec.model_validate_json(stable.spec), spec, NOT_UPGRADED)
+
+
+def _overlay(kept: Model, current: Model, fields: Mapping[str, Any]) -> Model:
+    """kept with current's values of fields (nested as in NOT_UPGRADED)."""
+    update = {
+        name: getattr(current, name)
+        if part is True
+        else _overlay(getattr(kept, name), getattr(current, name), part)
+        for name, part in fields.items()
+    }
+    return kept.model_copy(update=update)

@@ -163,6 +163,9 @@ class Reconciler:
                 continue
             job = self._jobs.get(entry.job)
             if job is None or job.uid != entry.uid:
+                for prefix in entry.data:  # before the entry: a crash in between deletes again next time
+                    self._epoch()  # still leading (raises otherwise): a deposed leader deletes nothing
+                    self._storage.delete_prefix(prefix)
                 self._results.delete(entry.uid, self._epoch())
                 expired += 1
         return expired
@@ -379,6 +382,7 @@ class Reconciler:
             finished_at=action.finished_at,
             message=action.message,
             retain_seconds=action.retain_seconds,
+            data=action.data,
         )
         self._results.create_dirty(entry, self._epoch())
         self._drivers.delete_all(job.key, job.uid)
