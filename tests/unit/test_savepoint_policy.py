@@ -28,7 +28,14 @@ from ftspark.domain.lifecycle import (
     decide,
     spec_hash,
 )
-from ftspark.domain.models import YEAR_SECONDS, JobSpec, JobStatus, SavepointRef, SavepointRequest
+from ftspark.domain.models import (
+    YEAR_SECONDS,
+    JobSpec,
+    JobStatus,
+    SavepointOrigin,
+    SavepointRef,
+    SavepointRequest,
+)
 from ftspark.domain.savepoints import SavepointData
 from ftspark.ports.blobs import BlobStore, check_folder
 from ftspark.ports.stores import StoreUnavailableError
@@ -56,13 +63,21 @@ def driver(savepoint: SavepointReport | None = None, started_at: datetime = T0) 
     return DriverObservation(1, "job-1-driver", running, savepoint=savepoint, started_at=started_at)
 
 
-def ref(savepoint_id: str, *, age_hours: float = 1.0, now: float = 0.0, location: str = "") -> SavepointRef:
+def ref(
+    savepoint_id: str,
+    *,
+    age_hours: float = 1.0,
+    now: float = 0.0,
+    location: str = "",
+    origin: SavepointOrigin | None = "manual",
+) -> SavepointRef:
     """A savepoint completed age_hours before `now` (seconds after T0), where the job's driver writes it."""
     return SavepointRef(
         id=savepoint_id,
         time=T0 + timedelta(seconds=now - age_hours * HOUR),
         location=location or f"{STORAGE}/savepoints/{savepoint_id}",
         batch_id=1,
+        origin=origin,
     )
 
 
@@ -231,6 +246,13 @@ def test_savepoints_older_than_max_age_are_chosen_but_never_the_newest() -> None
     young = running(savepoints=[ref("sp-a", age_hours=23), ref("sp-b", age_hours=1)])
     assert at(spec(max_age=24 * 3600), young, 0).status.savepoints_disposing == []
     assert at(spec(max_age=0), old, 0).status.savepoints_disposing == [], "0: no age limit"
+
+
+def test_savepoints_taken_before_the_history_existed_are_never_chosen() -> None:
+    legacy = [ref(f"sp-old-{n}", age_hours=1000 - n, origin=None) for n in range(5)]
+    status = running(savepoints=[*legacy, ref("sp-a", age_hours=30), ref("sp-b", age_hours=1)])
+    decision = at(spec(max_count=1, max_age=24 * 3600), status, 0)
+    assert decision.status.savepoints_disposing == ["sp-a"], "after an operator upgrade, nothing of before"
 
 
 def test_a_single_savepoint_is_kept_however_old_and_whatever_the_count() -> None:

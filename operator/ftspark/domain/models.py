@@ -481,7 +481,7 @@ class SavepointRef(_Model):
         default=None,
         description="What asked for it: manual (savepointTriggerNonce), periodic "
         "(savepoints.periodicIntervalSeconds), upgrade (upgradeMode: savepoint) or stop (savepoints.onStop); "
-        "unset on savepoints recorded before origins were.",
+        "unset on savepoints recorded before origins were, which the history never disposes of.",
     )
 
 

@@ -57,9 +57,10 @@ def to_dispose(
 ) -> list[str]:
     """Ids of savepoints the history no longer keeps: beyond maxCount (the oldest first) or older than
     maxAgeSeconds. Never the newest, never the one the job was started from (started_from,
-    spec.initialSavepoint), never one already disposing."""
+    spec.initialSavepoint), never one already disposing, and never one recorded without an origin: those
+    were taken before the operator had a history, and an operator upgrade must delete nothing by itself."""
     # One entry per id, its newest: an id asked for twice (a nonce used again) names one folder.
-    latest = {ref.id: ref for ref in savepoints if ref.id not in disposing}
+    latest = {ref.id: ref for ref in savepoints if ref.id not in disposing and ref.origin is not None}
     kept = sorted(latest.values(), key=lambda ref: ref.time)
     beyond_count = len(kept) - history.max_count
     max_age = timedelta(seconds=history.max_age_seconds)
