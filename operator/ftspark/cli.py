@@ -1,7 +1,8 @@
 """`ftspark` (also `kubectl ftspark`): look at and steer jobs the GitOps-friendly way.
 
-Every command changes only what a user owns (spec.desiredState or spec.savepointTriggerNonce), so a Git copy
-of the manifest stays the truth: commit the same change there, or Argo CD will set it back.
+Every command changes only what a user owns (spec.desiredState, spec.savepoints.onStop or
+spec.savepointTriggerNonce), so a Git copy of the manifest stays the truth: commit the same change there, or
+Argo CD will set it back.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def _verb(state: DesiredState) -> str:
 
 
 _STATES: dict[str, DesiredState] = {_verb(state): state for state in get_args(DesiredState)}
+_STOPS: frozenset[DesiredState] = frozenset({"stopped", "suspended"})  # the ones savepoints.onStop applies to
 
 
 def _api(args: argparse.Namespace) -> client.CustomObjectsApi:
@@ -86,7 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("status", help="phase, attempt, checkpoint, conditions").add_argument("job")
     for verb, state in _STATES.items():
-        commands.add_parser(verb, help=f"set desiredState: {state}").add_argument("job")
+        command = commands.add_parser(verb, help=f"set desiredState: {state}")
+        command.add_argument("job")
+        if state in _STOPS:
+            command.add_argument(
+                "--savepoint",
+                action=argparse.BooleanOptionalAction,
+                help="end with a savepoint of the final batch (sets savepoints.onStop; default: as it is)",
+            )
     commands.add_parser("savepoint", help="take a savepoint (bumps savepointTriggerNonce)").add_argument(
         "job"
     )
@@ -106,9 +115,13 @@ def main(argv: list[str] | None = None) -> int:
         done = f"savepoint requested (savepointTriggerNonce: {nonce})"
     else:
         state = _STATES[args.command]
-        patch = {"spec": {"desiredState": state}}
-        api.patch_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job, patch)
+        spec: dict[str, Any] = {"desiredState": state}
         done = f"desiredState: {state}"
+        if getattr(args, "savepoint", None) is not None:
+            spec["savepoints"] = {"onStop": args.savepoint}
+            done += f", savepoints.onStop: {str(args.savepoint).lower()}"
+        patch = {"spec": spec}
+        api.patch_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job, patch)
     print(f"{namespace}/{args.job}: {done}. Commit the same change to Git if Argo CD manages this job.")
     return 0
 

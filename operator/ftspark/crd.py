@@ -117,10 +117,31 @@ def custom_resource_definition() -> dict[str, Any]:
                             "jsonPath": ".status.latestCheckpoint.id",
                         },
                         {
+                            "name": "Checkpointed",
+                            "type": "date",
+                            "description": "How long ago that checkpoint completed: a job that stopped "
+                            "making progress shows it growing.",
+                            "jsonPath": ".status.latestCheckpoint.time",
+                        },
+                        {
                             "name": "Batch",
                             "type": "integer",
                             "description": "The Spark micro-batch that checkpoint committed.",
                             "jsonPath": ".status.latestCheckpoint.batchId",
+                            "priority": 1,
+                        },
+                        {
+                            "name": "Savepoint",
+                            "type": "string",
+                            "description": "Id of the newest savepoint in the status.",
+                            "jsonPath": ".status.savepoints[-1:].id",
+                            "priority": 1,
+                        },
+                        {
+                            "name": "Failure",
+                            "type": "string",
+                            "description": "Why the last attempt that failed ended.",
+                            "jsonPath": ".status.lastFailure.reason",
                             "priority": 1,
                         },
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

@@ -32,6 +32,9 @@ CONTROL_ANNOTATION = "ftspark.io/control"  # operator → driver: one ControlReq
 CONTROL_REFUSED_ANNOTATION = "ftspark.io/control-refused"  # driver → operator: a request not obeyed, and why
 SAVEPOINT_ANNOTATION = "ftspark.io/savepoint"  # driver → operator: the savepoint's outcome (JSON)
 ROLLBACK_ANNOTATION = "ftspark.io/rollbacks"  # driver → operator: checkpoint rollbacks at start (JSON list)
+# A savepoint's manifest, <storage>/savepoints/<id>/_manifest.json: the driver writes it last, and its "job"
+# (namespace/name) is what lets the operator dispose of the savepoint, which deletes it last.
+SAVEPOINT_MANIFEST = "_manifest.json"
 
 DRIVER_CONTAINER = "driver"
 DRIVER_SERVICE_ACCOUNT = "ftspark-driver"

@@ -1,4 +1,5 @@
-"""The ftspark CLI changes only spec.desiredState and spec.savepointTriggerNonce, and shows the status."""
+"""The ftspark CLI changes only spec.desiredState, spec.savepoints.onStop and spec.savepointTriggerNonce, and
+shows the status."""
 
 from __future__ import annotations
 
@@ -69,6 +70,21 @@ def test_cli_steers_the_gitops_way(
         assert main([*base, verb, "cli"]) == 0
         job = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, "cli")
         assert job["spec"]["desiredState"] == state
+
+    # Stop with savepoint: the flag sets savepoints.onStop and leaves the rest of savepoints as it was.
+    history = {"spec": {"savepoints": {"history": {"maxCount": 3}}}}
+    objects.patch_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, "cli", history)
+    assert main([*base, "stop", "--savepoint", "cli"]) == 0
+    assert "savepoints.onStop: true" in capsys.readouterr().out
+    job = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, "cli")
+    assert job["spec"]["desiredState"] == "stopped"
+    assert job["spec"]["savepoints"]["onStop"] is True
+    assert job["spec"]["savepoints"]["history"]["maxCount"] == 3
+    assert main([*base, "suspend", "--no-savepoint", "cli"]) == 0
+    job = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, "cli")
+    assert (job["spec"]["desiredState"], job["spec"]["savepoints"]["onStop"]) == ("suspended", False)
+    with pytest.raises(SystemExit):
+        main([*base, "cancel", "--savepoint", "cli"])  # a cancel takes no checkpoint, so no savepoint
 
     # A savepoint request based on a stale read is retried, not lost (resourceVersion guards the bump).
     stale = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, "cli")

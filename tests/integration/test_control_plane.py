@@ -59,6 +59,11 @@ def test_kubectl_get_shows_the_printer_columns(
         "attempt": 3,
         "latestCheckpoint": {"id": 42, "batchId": 40, "time": since, "location": "s3://b/c"},
         "conditions": [ready, {**ready, "status": "False"}],
+        "savepoints": [
+            {"id": f"sp-{n}-a3", "time": since, "location": f"s3://b/savepoints/sp-{n}-a3", "batchId": n}
+            for n in (1, 2)
+        ],
+        "lastFailure": {"attempt": 2, "time": since, "reason": "DriverKilled", "message": "exit 137"},
     }
     with pytest.raises(ApiException) as twice:  # conditions are a map keyed by type
         objects.patch_namespaced_custom_object_status(
@@ -70,13 +75,18 @@ def test_kubectl_get_shows_the_printer_columns(
         API_GROUP, API_VERSION, namespace, PLURAL, "shown", {"status": status}
     )
     header, row = control_plane.kubectl("get", "ftsj", "-n", namespace).stdout.splitlines()
-    assert header.split() == ["NAME", "PHASE", "ATTEMPT", "CHECKPOINT", "AGE"]
-    assert row.split()[:4] == ["shown", "Running", "3", "42"]
+    assert header.split() == ["NAME", "PHASE", "ATTEMPT", "CHECKPOINT", "CHECKPOINTED", "AGE"]
+    name, phase, attempt, checkpoint, checkpointed, _ = row.split()
+    assert [name, phase, attempt, checkpoint] == ["shown", "Running", "3", "42"]
+    assert checkpointed.endswith("d"), f"the checkpoint's age, in days since {since}: {checkpointed}"
     wide_header, wide_row = control_plane.kubectl(
         "get", "ftsj", "-n", namespace, "-o", "wide"
     ).stdout.splitlines()
-    assert wide_header.split() == ["NAME", "PHASE", "ATTEMPT", "CHECKPOINT", "BATCH", "AGE"]
-    assert wide_row.split()[:5] == ["shown", "Running", "3", "42", "40"]
+    assert wide_header.split() == [
+        "NAME", "PHASE", "ATTEMPT", "CHECKPOINT", "CHECKPOINTED", "BATCH", "SAVEPOINT", "FAILURE", "AGE"
+    ]  # fmt: skip
+    columns = wide_row.split()
+    assert columns[:4] + columns[5:8] == ["shown", "Running", "3", "42", "40", "sp-2-a3", "DriverKilled"]
 
 
 def test_kubectl_explain_shows_field_descriptions(control_plane: ControlPlane, installed_crd: str) -> None:

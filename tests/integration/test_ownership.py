@@ -132,6 +132,7 @@ def world(
         checkpoints=stores.checkpoints,
         results=stores.results,
         inspector=S3CheckpointInspector(operator_s3),
+        storage=S3BlobStore(operator_s3),
         epoch=lambda: LEADER,
     )
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ftspark.domain.ha import JobKey, JobResultEntry
+from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
     Decision,
     DeleteDriver,
@@ -219,6 +219,38 @@ def test_stop_asks_the_driver_then_escalates_to_cancel_after_the_timeout() -> No
     assert resumed.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
 
 
+def test_a_stop_with_savepoint_records_it_before_the_pod_goes_and_resumes_from_its_batch() -> None:
+    job = spec(desiredState="stopped", savepoints={"onStop": True})
+    asked = run(job, JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.RUNNING))
+    assert asked.actions[0] == RequestStop("job-1-driver", 1, "sp-stop-a1")
+    answer = SavepointReport(id="sp-stop-a1", location="s3://bucket/job/savepoints/sp-stop-a1", batch_id=7)
+    exited = driver(1, DriverPhase.SUCCEEDED, exit_code=0, savepoint=answer)
+    recorded = run(job, asked.status, exited, at=5)
+    assert kinds(recorded) == [], "the savepoint is in the status before the pod that reports it goes"
+    (taken,) = recorded.status.savepoints
+    assert (taken.id, taken.batch_id, taken.origin) == ("sp-stop-a1", 7, "stop")
+    stopped = run(job, recorded.status, exited, at=6)
+    assert kinds(stopped) == ["DeleteDriver"]
+    assert stopped.status.phase == "Stopped"
+    assert "savepoint sp-stop-a1" in next(c.message for c in stopped.status.conditions if c.type == "Ready")
+    assert stopped.status.savepoints == recorded.status.savepoints, "recorded once"
+    # Resuming restores the latest checkpoint: the stop's final one, the batch the savepoint holds.
+    resumed = run(spec(savepoints={"onStop": True}), stopped.status, at=40)
+    assert resumed.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
+
+
+def test_a_stop_with_savepoint_that_fails_to_take_it_still_stops_and_says_so() -> None:
+    job = spec(desiredState="stopped", savepoints={"onStop": True})
+    asked = run(job, JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.RUNNING))
+    failed = SavepointReport(id="sp-stop-a1", location="", batch_id=0, error="S3 refused the copy")
+    exited = driver(1, DriverPhase.SUCCEEDED, exit_code=0, savepoint=failed)
+    answered = run(job, asked.status, exited, at=5)
+    assert answered.status.savepoints == []
+    assert "SavepointFailed" in [a.reason for a in answered.actions if isinstance(a, EmitEvent)]
+    assert answered.status.phase == "Stopped"
+    assert "savepoint" not in next(c.message for c in answered.status.conditions if c.type == "Ready")
+
+
 def test_resume_waits_for_a_stopped_driver_pod_to_go() -> None:
     stopping = JobStatus(phase="Stopping", attempt=1, stop_requested_at=T0)
     decision = run(spec(), stopping, driver(1, DriverPhase.SUCCEEDED, exit_code=0))
@@ -232,6 +264,45 @@ def test_cancel_deletes_now_and_resume_restores_the_latest_checkpoint() -> None:
     cancelled = run(job, cancelling.status)
     assert cancelled.status.phase == "Cancelled"
     assert run(spec(), cancelled.status).actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
+
+
+def test_a_resume_from_a_checkpoint_older_than_the_limit_waits_for_the_user() -> None:
+    newest = CheckpointPointer(checkpoint_id=4, batch_id=9, location=location(), completed_at=T0, attempt=1)
+    stopped = JobStatus(phase="Stopped", attempt=1)
+    job = spec(checkpoint={"storage": "s3://bucket/job", "maxResumeAgeSeconds": 3600})
+
+    def resume(job: JobSpec, status: JobStatus, at: float) -> Decision:
+        observed = replace(observe(job), latest_checkpoint=newest)
+        return decide(job, status, observed, T0 + timedelta(seconds=at), lambda: 0.5)
+
+    assert resume(job, stopped, at=3600).actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
+    held = resume(job, stopped, at=3601)
+    assert kinds(held) == [], "nothing starts"
+    assert [a.reason for a in held.actions if isinstance(a, EmitEvent)] == ["StateTooOld"]
+    ready = next(c for c in held.status.conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("False", "StateTooOld")
+    assert "3601 s old" in ready.message and "maxResumeAgeSeconds" in ready.message
+    assert held.status.phase == "Stopped"
+    assert resume(job, held.status, at=4000).actions == (), "said once"
+    # The user's answer is a spec change: no limit (or a higher one) resumes from that checkpoint.
+    unlimited = spec(checkpoint={"storage": "s3://bucket/job", "maxResumeAgeSeconds": 0})
+    assert resume(unlimited, held.status, at=4000).actions[0] == SubmitAttempt(
+        2, "latest-checkpoint", location()
+    )
+
+
+def test_only_a_change_of_what_the_attempt_runs_is_an_upgrade() -> None:
+    base = spec()
+    storage = {"storage": "s3://bucket/job"}
+    same = [
+        spec(checkpoint={**storage, "maxResumeAgeSeconds": 3600, "retainOnDelete": True}),
+        spec(desiredState="stopped", stopTimeoutSeconds=5, savepoints={"onStop": True}),
+        spec(upgradeRollback={"enabled": True}, liveness={"progressTimeoutSeconds": 60}),
+        spec(checkpoint={**storage, "retained": 3}),  # a default written out is no change
+    ]
+    assert {spec_hash(job) for job in same} == {spec_hash(base)}
+    changed = [spec(image="img:2"), spec(checkpoint={**storage, "retained": 4}), spec(arguments=["--v2"])]
+    assert spec_hash(base) not in {spec_hash(job) for job in changed}
 
 
 def test_spec_change_follows_the_upgrade_mode() -> None:

@@ -4,6 +4,7 @@ and Spark are in tests/integration and e2e."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,10 +16,11 @@ from ftspark.adapters.memory.stores import MemoryBlobStore, MemoryRecords, memor
 from ftspark.adapters.records import JOBGRAPH_POINTER, HaStores, RecordId
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
-from ftspark.domain.lifecycle import DriverPhase
+from ftspark.domain.lifecycle import DriverPhase, SavepointReport
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import Allowance
 from ftspark.ports.cluster import JobResource, StaleReadError
+from ftspark.ports.stores import StoreUnavailableError
 from ftspark.protocol import NO_PROGRESS, Exit, HaStoreConfig, driver_pod_name, spark_app_id
 from ftspark.reconcile.reconciler import Reconciler
 
@@ -57,6 +59,7 @@ class Cluster:
     events: MemoryEvents = field(default_factory=MemoryEvents)
     stores: HaStores = field(default_factory=memory_stores)
     inspector: Inspector = field(default_factory=Inspector)
+    storage: MemoryBlobStore = field(default_factory=MemoryBlobStore)
     now: datetime = datetime(2026, 1, 1, tzinfo=UTC)
     ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
     allowed: frozenset[Allowance] = frozenset()
@@ -73,6 +76,7 @@ class Cluster:
             checkpoints=self.stores.checkpoints,
             results=self.stores.results,
             inspector=self.inspector,
+            storage=self.storage,
             epoch=self.epoch,
             clock=lambda: self.now,
             uniform=lambda: 0.5,
@@ -570,6 +574,37 @@ def test_a_namespace_keeps_at_most_the_cap_and_loses_its_oldest_results_first() 
     assert cluster.reconciler.expire_results() == 0, "at the cap (the kept job's result counts)"
 
 
+@pytest.mark.parametrize("retain", [False, True])
+def test_a_finished_jobs_checkpoint_directory_goes_with_its_result_unless_retained(retain: bool) -> None:
+    cluster = Cluster()
+    spec = {
+        **SPEC,
+        "checkpoint": {**SPEC["checkpoint"], "retainOnDelete": retain},
+        "resultStore": {"ttlSeconds": 60},
+    }
+    cluster.jobs.apply(KEY, spec, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    directory = run_dir(UID, 1)
+    kept_anyway = [
+        "s3://bucket/counts/savepoints/sp-1-a1/_manifest.json",  # savepoints outlive the job
+        f"{run_dir('ffffffff-other-job', 1)}/query-0/commits/0",  # another job's (same storage)
+        f"{directory}-2/x",  # not inside the directory, only beside it
+    ]
+    for uri in (f"{directory}/query-0/commits/0", f"{directory}/query-0/state/0/0/1.delta", *kept_anyway):
+        cluster.storage.put(uri, b"x")
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.SUCCEEDED, exit_code=0)
+    cluster.reconcile()  # the result, with the directory to delete with it
+    cluster.reconcile(after=3600)
+    assert cluster.status().phase == "Succeeded"
+    assert cluster.reconciler.expire_results() == 0, "the job still exists: its result and data stay"
+    assert cluster.storage.any_with_prefix(directory + "/")
+    cluster.jobs.delete(KEY)
+    assert cluster.reconciler.expire_results() == 1
+    assert cluster.storage.any_with_prefix(directory + "/") is retain
+    assert all(cluster.storage.get(uri) == b"x" for uri in kept_anyway)
+
+
 def test_a_namespace_whose_results_cannot_be_swept_does_not_stop_the_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -611,3 +646,118 @@ def test_a_driver_that_ended_itself_for_no_progress_is_restarted_with_a_warning(
     cluster.reconcile(after=5)
     assert cluster.drivers.plans[-1].attempt == 2
     assert cluster.events.reasons().count(NO_PROGRESS) == 1, "said once"
+
+
+# -- savepoint disposal: the two-phase protocol of domain.savepoints over the in-memory storage --
+
+PERIODIC = {**SPEC, "savepoints": {"periodicIntervalSeconds": 60, "history": {"maxCount": 2}}}
+
+
+def savepoint_folder(savepoint_id: str) -> str:
+    return f"s3://bucket/counts/savepoints/{savepoint_id}/"
+
+
+def take_periodic_savepoints(cluster: Cluster, count: int) -> list[str]:
+    """Attempt 1 running; a periodic savepoint a minute, each written to storage as the runtime writes it
+    (its manifest last) and answered on the pod. Their ids."""
+    cluster.jobs.apply(KEY, PERIODIC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    taken: list[str] = []
+    for _ in range(count):
+        cluster.reconcile(after=60)
+        _, savepoint_id = cluster.drivers.controls[-1]
+        folder = savepoint_folder(savepoint_id)
+        cluster.storage.put(f"{folder}query-0/metadata", b"{}")
+        manifest = {"id": savepoint_id, "job": str(KEY)}
+        cluster.storage.put(f"{folder}_manifest.json", json.dumps(manifest).encode())
+        report = SavepointReport(savepoint_id, folder.rstrip("/"), batch_id=len(taken))
+        cluster.drivers.set_driver(KEY, 1, DriverPhase.RUNNING, savepoint=report)
+        cluster.reconcile()
+        taken.append(savepoint_id)
+    return taken
+
+
+def test_a_savepoint_past_the_history_loses_its_data_before_its_reference(cluster: Cluster) -> None:
+    oldest, *kept = take_periodic_savepoints(cluster, 3)
+    assert cluster.status().savepoints_disposing == [oldest]
+    assert cluster.storage.any_with_prefix(savepoint_folder(oldest)), "chosen: nothing deleted yet"
+
+    deletes: list[tuple[str, str]] = []
+    delete_prefix = cluster.storage.delete_prefix
+
+    def recorded(prefix: str, *, last: str = "") -> None:
+        deletes.append((prefix, last))
+        delete_prefix(prefix, last=last)
+
+    cluster.storage.delete_prefix = recorded  # type: ignore[method-assign]
+    assert cluster.reconcile(after=1) == 10
+    folder = savepoint_folder(oldest)
+    assert deletes == [(folder, f"{folder}_manifest.json")], "the manifest, which says whose it is, last"
+    assert not cluster.storage.any_with_prefix(folder)
+    assert [sp.id for sp in cluster.status().savepoints] == [oldest, *kept], "the reference outlives the data"
+
+    cluster.reconcile(after=10)
+    status = cluster.status()
+    assert ([sp.id for sp in status.savepoints], status.savepoints_disposing) == (kept, [])
+    assert all(cluster.storage.any_with_prefix(savepoint_folder(i)) for i in kept)
+    assert cluster.events.reasons()[-1] == "SavepointDisposed"
+    cluster.reconcile(after=60)
+    assert cluster.drivers.controls[-1][1] not in [oldest, *kept], "periodic savepoints go on"
+
+
+def test_a_new_leader_finishes_a_disposal_the_last_one_left_half_done(cluster: Cluster) -> None:
+    oldest, *_ = take_periodic_savepoints(cluster, 3)
+    cluster.storage.delete(f"{savepoint_folder(oldest)}query-0/metadata")  # it crashed mid-delete
+    successor = Cluster(
+        jobs=cluster.jobs,
+        drivers=cluster.drivers,
+        stores=cluster.stores,
+        storage=cluster.storage,
+        now=cluster.now,
+    )
+    successor.reconcile(after=1)
+    assert not successor.storage.any_with_prefix(savepoint_folder(oldest))
+    successor.reconcile(after=10)
+    assert oldest not in [sp.id for sp in successor.status().savepoints]
+
+
+def test_a_folder_without_this_jobs_manifest_is_never_deleted(cluster: Cluster) -> None:
+    oldest, *kept = take_periodic_savepoints(cluster, 3)
+    manifest = f"{savepoint_folder(oldest)}_manifest.json"
+    cluster.storage.objects[manifest] = json.dumps({"id": oldest, "job": "team-b/counts"}).encode()
+    cluster.reconcile(after=1)
+    assert cluster.storage.get(manifest) is not None
+    assert cluster.storage.any_with_prefix(f"{savepoint_folder(oldest)}query-0/")
+    assert [sp.id for sp in cluster.status().savepoints] == kept
+    assert cluster.events.reasons()[-1] == "SavepointNotDisposed"
+
+
+def test_a_delete_storage_refuses_is_reported_and_tried_again_without_holding_up_the_job(
+    cluster: Cluster,
+) -> None:
+    oldest, *_ = take_periodic_savepoints(cluster, 3)
+    delete_prefix = cluster.storage.delete_prefix
+
+    def refused(prefix: str, *, last: str = "") -> None:
+        raise StoreUnavailableError(f"delete under {prefix}: S3 answered 403 AccessDenied")
+
+    cluster.storage.delete_prefix = refused  # type: ignore[method-assign]
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.FAILED, exit_code=1, message="boom")
+    cluster.reconcile(after=1)
+    assert cluster.status().phase == "Restarting", "the rest of the decision was carried out and recorded"
+    assert "SavepointDisposalFailed" in cluster.events.reasons()
+    assert oldest in cluster.status().savepoints_disposing
+    cluster.storage.delete_prefix = delete_prefix  # type: ignore[method-assign]
+    cluster.reconcile(after=10)
+    cluster.reconcile(after=10)
+    assert oldest not in [sp.id for sp in cluster.status().savepoints]
+    assert not cluster.storage.any_with_prefix(savepoint_folder(oldest))
+
+
+def test_a_deposed_leader_disposes_of_nothing(cluster: Cluster) -> None:
+    oldest, *_ = take_periodic_savepoints(cluster, 3)
+    cluster.leading = False
+    with pytest.raises(NotLeadingError):
+        cluster.reconcile(after=1)
+    assert cluster.storage.any_with_prefix(savepoint_folder(oldest))

@@ -124,17 +124,17 @@ class JobsClient:
         )
         return [item["metadata"]["name"] for item in listed["items"]]
 
-    def uid(self, name: str) -> str:
-        body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
+    def resource(self, name: str) -> dict[str, Any]:
+        body: dict[str, Any] = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
             API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
         )
-        return str(body["metadata"]["uid"])
+        return body
+
+    def uid(self, name: str) -> str:
+        return str(self.resource(name)["metadata"]["uid"])
 
     def status(self, name: str) -> dict[str, Any]:
-        body = client.CustomObjectsApi(self.api).get_namespaced_custom_object(
-            API_GROUP, API_VERSION, JOBS_NAMESPACE, PLURAL, name
-        )
-        status: dict[str, Any] = body.get("status") or {}
+        status: dict[str, Any] = self.resource(name).get("status") or {}
         return status
 
     def drivers(self, name: str) -> list[client.V1Pod]:

@@ -19,7 +19,7 @@ from ftspark.adapters.ha import ha_stores
 from ftspark.adapters.k8s.cluster import KubeDrivers, KubeEvents, KubeJobs
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.s3.inspector import S3CheckpointInspector
-from ftspark.adapters.s3.stores import S3Records
+from ftspark.adapters.s3.stores import S3BlobStore, S3Records
 from ftspark.app.config import OperatorConfig, parse
 from ftspark.app.controller import Controller
 from ftspark.app.probes import serve
@@ -159,6 +159,7 @@ class OperatorReplica:
             checkpoints=self.stores.checkpoints,
             results=self.stores.results,
             inspector=S3CheckpointInspector(self.s3),
+            storage=S3BlobStore(self.s3),
             epoch=self.epoch,
             ha_store=self.ha,
             term_floor=f"{self.cfg.namespace}/{term_floor_name(self.cfg.lease_name)}",

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ftspark.domain.models import JobSpec
+from ftspark.domain.models import JobSpec, ResultState
 
 
 class JobKey(BaseModel):
@@ -53,7 +52,7 @@ class JobResultEntry(BaseModel):
     model_config = ConfigDict(frozen=True)
     job: JobKey
     uid: str
-    state: Literal["Succeeded", "Failed"]
+    state: ResultState
     finished_at: datetime
     message: str = ""
     clean: bool = False
@@ -61,4 +60,9 @@ class JobResultEntry(BaseModel):
         default=0,
         ge=0,
         description="Kept this long after finished_at, and until the job's resource is gone; 0: forever.",
+    )
+    data: tuple[str, ...] = Field(
+        default=(),
+        description="s3:// prefixes of the job's data deleted before the entry (checkpoint.retainOnDelete "
+        "leaves them out); only the operator writes them, from the job's storage and uid.",
     )

@@ -21,8 +21,8 @@ State diagram (phase → phase, on what):
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Literal, assert_never
@@ -39,21 +39,39 @@ from ftspark.domain.models import (
     Phase,
     Placement,
     RollbackRef,
+    SavepointOrigin,
     SavepointRef,
     SavepointRequest,
+    StableSpec,
+    UpgradeRollback,
 )
-from ftspark.domain.recovery import RestorePoint, checkpoint_directory, directory_of, is_checkpoint_directory
+from ftspark.domain.recovery import (
+    RestorePoint,
+    as_s3,
+    checkpoint_directory,
+    directory_of,
+    is_checkpoint_directory,
+)
 from ftspark.domain.restart import on_failure
+from ftspark.domain.rollback import NOT_UPGRADED
+from ftspark.domain.savepoints import (
+    SavepointData,
+    own_folder,
+    periodic_due,
+    periodic_savepoint_id,
+    to_dispose,
+)
 from ftspark.protocol import NO_PROGRESS, NO_RESTORABLE_CHECKPOINT, STOP_TIMED_OUT, STOPPED, RestoreFrom
 
 # Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
 _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
 _RESUMABLE: set[Phase] = {"Stopped", "Suspended", "Cancelled"}
+STATE_TOO_OLD = "StateTooOld"  # a resume refused by checkpoint.maxResumeAgeSeconds
 NODE_LOST = "NodeLost"  # the failure reason of a driver pod whose node stopped reporting
 # Watches wake a job on every change of it or its driver pods; this is only a safety net.
 _POLL_SECONDS = 300.0
 _SOON = 0.05  # seconds: look again at once, after this decision's status write
-_SAVEPOINT_HISTORY = 10
+_DISPOSAL_RECHECK = 10.0  # seconds: a disposal's deletes leave the status as it was: no write wakes the job
 _SIGNALLED = 128
 
 
@@ -118,6 +136,9 @@ class Observation:
     # Executor pods of the job's earlier attempts still there (they go with their driver pod, but only when
     # the garbage collector gets to them). Read with restore_point: when an attempt can be submitted.
     leftover_executors: int = 0
+    # What storage holds of each savepoint in status.savepointsDisposing whose folder is the job's; an id left
+    # out was not read (storage unreachable).
+    disposing: Mapping[str, SavepointData] = field(default_factory=dict)
 
     @property
     def own_graph(self) -> SubmittedGraph | None:
@@ -179,6 +200,15 @@ class RequestSavepoint:
 
 
 @dataclass(frozen=True)
+class DisposeSavepoint:
+    """Delete every object under prefix (<storage>/savepoints/<id>/), the manifest last: until the folder is
+    empty, it still says whose savepoint it is."""
+
+    savepoint_id: str
+    prefix: str
+
+
+@dataclass(frozen=True)
 class RecordResult:
     """FLIP-194: a dirty result first, then clean up the job's resources, then mark the result clean."""
 
@@ -186,6 +216,7 @@ class RecordResult:
     message: str
     finished_at: datetime
     retain_seconds: int  # resultStore.ttlSeconds
+    data: tuple[str, ...]  # deleted with the result (job_data)
 
 
 @dataclass(frozen=True)
@@ -202,6 +233,7 @@ Action = (
     | DeleteLeftoverExecutors
     | RequestStop
     | RequestSavepoint
+    | DisposeSavepoint
     | RecordResult
     | EmitEvent
 )
@@ -215,17 +247,32 @@ class Decision:
 
 
 def spec_hash(spec: JobSpec) -> str:
-    """What a change of triggers an upgrade: everything but the desired state, the savepoint nonce and the
-    timeouts (the next attempt gets them; a new one must not restart every running job)."""
-    relevant = spec.model_dump_json(
-        exclude={"desired_state", "savepoint_trigger_nonce", "stop_timeout_seconds", "liveness"}
-    )
+    """What a change of triggers an upgrade: every field but those of rollback.NOT_UPGRADED (the desired
+    state, the savepoints' nonce and policy, the timeouts: the next attempt gets them). Values equal to their
+    default are left out, so an operator version that adds a field with a default restarts no running job."""
+    relevant = spec.model_dump_json(exclude=dict(NOT_UPGRADED), exclude_defaults=True)
     return hashlib.sha256(relevant.encode()).hexdigest()[:16]
+
+
+def job_data(spec: JobSpec, uid: str, directory: str | None) -> tuple[str, ...]:
+    """What of the job's storage goes with its result (checkpoint.retainOnDelete keeps it): its checkpoint
+    directory, when it is one the operator chose for this job (the status is the user's object too).
+    Savepoints stay: they are meant to outlive the job."""
+    if spec.checkpoint.retain_on_delete or directory is None:
+        return ()
+    if not is_checkpoint_directory(directory, spec.checkpoint.storage, uid):
+        return ()
+    return (as_s3(directory).rstrip("/") + "/",)
 
 
 def upgrade_savepoint_id(attempt: int) -> str:
     """The savepoint a savepoint-mode upgrade takes of the attempt it stops."""
     return f"sp-upgrade-a{attempt}"
+
+
+def stop_savepoint_id(attempt: int) -> str:
+    """The savepoint a stop takes with savepoints.onStop (each resume is a new attempt: one per attempt)."""
+    return f"sp-stop-a{attempt}"
 
 
 # -- the decision --
@@ -271,6 +318,8 @@ class _Context:
     ) -> None:
         self.spec, self.obs, self.now, self.uniform = spec, observation, now, uniform
         self.status = status
+        # Disposals an earlier pass recorded: only these delete (a choice is in the status before any delete).
+        self.disposing = tuple(status.savepoints_disposing)
         self.actions: list[Action] = []
         newest = max((d.attempt for d in observation.drivers), default=0)
         if newest > status.attempt:
@@ -301,6 +350,8 @@ class _Context:
     def _done(self, requeue_after: float | None = None) -> Decision:
         # Every decision acts on the whole current spec (an upgrade in progress shows as phase Upgrading).
         self._update(observed_generation=self.obs.generation)
+        if self._finish_disposals():
+            requeue_after = min(requeue_after or _DISPOSAL_RECHECK, _DISPOSAL_RECHECK)
         newest = self.obs.latest_checkpoint
         if newest is not None:
             self._update(
@@ -382,6 +433,7 @@ class _Context:
             checkpoint_directory=location,
             driver_pod=None,
             attempt_started_at=None,
+            attempt_submitted_at=self.now,
             stop_requested_at=None,
             restarts=self.status.restarts.model_copy(update={"next_attempt_at": None}),
         )
@@ -451,10 +503,17 @@ class _Context:
 
     def _stop(self, target: Phase) -> Decision:
         current = self.current
+        with_savepoint = self.spec.savepoints.on_stop
         if current is None or current.phase in {DriverPhase.SUCCEEDED, DriverPhase.FAILED}:
+            if (
+                with_savepoint
+                and current is not None
+                and self._record_stop_savepoint(current, stop_savepoint_id(current.attempt), "stop")
+            ):
+                return self._done(_SOON)  # the pod goes once the status holds its savepoint (see _upgrade)
             if current is not None:
                 self._delete_current("stopped")
-            message = "stopped with a final checkpoint" if current and current.exit_code == 0 else "stopped"
+            message = self._stopped_message(current)
             self._phase(target, target, message)
             self._update(stop_requested_at=None, driver_pod=None)
             self._condition("Ready", "False", target, message)
@@ -464,10 +523,18 @@ class _Context:
             self._delete_current("stop requested before the driver ran")
             return self._done(1.0)
         first_request = self.status.stop_requested_at is None
-        self._request_stop(current)
+        self._request_stop(current, stop_savepoint_id(current.attempt) if with_savepoint else "")
         if first_request:
             self._phase("Stopping", "Stopping", "waiting for the running batch to commit")
         return self._done(1.0)
+
+    def _stopped_message(self, stopped: DriverObservation | None) -> str:
+        if stopped is None or stopped.exit_code != 0:
+            return "stopped"
+        taken = stop_savepoint_id(stopped.attempt)
+        if any(ref.id == taken for ref in self.status.savepoints):
+            return f"stopped with a final checkpoint and savepoint {taken}"
+        return "stopped with a final checkpoint"
 
     def _request_stop(self, current: DriverObservation, savepoint_id: str = "") -> None:
         """Ask once (again if the driver refused a deposed leader's request); a driver that has not stopped
@@ -504,6 +571,8 @@ class _Context:
                 self._delete_current("resuming")
             if self.current is not None:
                 return self._done(1.0)
+            if (too_old := self._too_old_to_resume()) is not None:
+                return self._hold(STATE_TOO_OLD, too_old)
             return self._submit("latest-checkpoint", reason="Resumed", message="resuming from the checkpoint")
         if status.phase == "Failed":
             return self._awaiting_manual_restore()
@@ -526,7 +595,12 @@ class _Context:
                 self._delete_current(f"spec changed ({mode} upgrade)")
             self._phase("Upgrading", "Upgrading", f"spec changed; {mode} upgrade")
             return self._done(1.0)
-        if mode == "savepoint" and self.current is not None and self._record_upgrade_savepoint(self.current):
+        stopped = self.current
+        if (
+            mode == "savepoint"
+            and stopped is not None
+            and self._record_stop_savepoint(stopped, upgrade_savepoint_id(stopped.attempt), "upgrade")
+        ):
             # The report lives on the driver pod: the status keeps it before the pod goes (a status write
             # refused as stale would otherwise lose it with the pod). The status write wakes the job again.
             return self._done(_SOON)
@@ -541,16 +615,41 @@ class _Context:
             case unknown:
                 assert_never(unknown)
 
-    def _record_upgrade_savepoint(self, stopped: DriverObservation) -> bool:
-        """Once: the savepoint the stopped driver answered with (or its error, an Event); whether the status
+    def _record_stop_savepoint(
+        self, stopped: DriverObservation, savepoint_id: str, origin: SavepointOrigin
+    ) -> bool:
+        """Once: the savepoint a driver stopped with answered (or its error, an Event); whether the status
         gained a savepoint."""
         report = stopped.savepoint
-        if report is None or report.id != upgrade_savepoint_id(stopped.attempt):
+        if report is None or report.id != savepoint_id:
             return False
         if report.id in {taken.id for taken in self.status.savepoints}:
             return False
-        self._record_savepoint(report, trigger_nonce=None)
+        self._record_savepoint(report, origin)
         return not report.error
+
+    def _too_old_to_resume(self) -> str | None:
+        """Why the newest checkpoint is too old to resume from (checkpoint.maxResumeAgeSeconds), if it is."""
+        limit, newest = self.spec.checkpoint.max_resume_age_seconds, self.obs.latest_checkpoint
+        if not limit or newest is None:
+            return None
+        age = (self.now - newest.completed_at).total_seconds()
+        if age <= limit:
+            return None
+        return (
+            f"the newest checkpoint (batch {newest.batch_id}) is {age:.0f} s old, over "
+            f"spec.checkpoint.maxResumeAgeSeconds ({limit} s): its sources may have dropped the data "
+            "after it; raise the limit or set it to 0 to resume anyway"
+        )
+
+    def _hold(self, reason: str, message: str) -> Decision:
+        """Start nothing until the user changes the spec; say why once (an Event) and in the conditions."""
+        ready = next((c for c in self.status.conditions if c.type == "Ready"), None)
+        if ready is None or ready.reason != reason:
+            self.actions.append(EmitEvent("Warning", reason, message))
+        self._condition("Ready", "False", reason, message)
+        self._condition("Progressing", "False", reason, message)
+        return self._done()
 
     def _awaiting_manual_restore(self) -> Decision:
         """Failed without a result: no usable checkpoint. Nothing starts until the user changes the spec."""
@@ -586,6 +685,12 @@ class _Context:
                 self._update(driver_pod=current.pod_name)
                 if current.reason in _STUCK_REASONS:
                     self._condition("Degraded", "True", current.reason, current.message or current.reason)
+                if self._on_trial():
+                    submitted = self.status.attempt_submitted_at
+                    if not self._within_window(submitted):
+                        why = current.reason or "pending"
+                        return self._roll_back("UpgradeNotRunning", f"attempt {current.attempt} is {why}")
+                    return self._done(self._until_window_ends(submitted))
                 return self._done(_POLL_SECONDS)
             case DriverPhase.RUNNING:
                 return self._running(current)
@@ -603,21 +708,90 @@ class _Context:
                 assert_never(unknown)
 
     def _running(self, current: DriverObservation) -> Decision:
-        self._savepoints(current)
-        self._report_rollbacks(current)
-        self._remember_placement(current.attempt)
-        waiting = self.spec.stop_timeout_seconds if self.status.savepoint_in_progress else _POLL_SECONDS
         if self.status.phase != "Running":
             self._update(attempt_started_at=current.started_at or self.now, driver_pod=current.pod_name)
             self._phase("Running", "Running", f"attempt {current.attempt} is running")
             self._condition("Ready", "True", "Running", f"attempt {current.attempt} is running")
             self._condition("Progressing", "False", "Running", "")
             self._condition("Degraded", "False", "Running", "")
-        return self._done(waiting)
+        self._savepoints(current)
+        self._report_rollbacks(current)
+        self._remember_placement(current.attempt)
+        self._choose_disposals()
+        stable_in = self._stability()
+        if self.status.savepoint_in_progress:
+            return self._done(min(self.spec.stop_timeout_seconds, stable_in))
+        due = self._periodic_due()
+        until_due = _POLL_SECONDS if due is None else (due - self.now).total_seconds()
+        return self._done(max(_SOON, min(_POLL_SECONDS, until_due, stable_in)))
+
+    # -- upgrade rollback (domain/rollback.py) --
+
+    def _stability(self) -> float:
+        """With rollback enabled, a spec running for the window becomes the last stable one. Seconds until
+        the running attempt's spec becomes stable (_POLL_SECONDS when it is, or nothing is to be learned)."""
+        policy, stable = self.spec.upgrade_rollback, self.status.last_stable_spec
+        started = self.status.attempt_started_at
+        if not policy.enabled or started is None or (stable and stable.spec_hash == self.obs.spec_hash):
+            return _POLL_SECONDS
+        if self._within_window(started):
+            return self._until_window_ends(started)
+        spec = self.spec.model_dump_json(by_alias=True, exclude_defaults=True)
+        self._update(
+            last_stable_spec=StableSpec(
+                generation=self.obs.generation, spec_hash=self.obs.spec_hash, spec=spec, time=self.now
+            )
+        )
+        return _POLL_SECONDS
+
+    def _on_trial(self) -> bool:
+        """Whether the current attempt runs a spec change that rollback may undo: rollback is on, a stable
+        spec is known and differs, the attempt was submitted with this spec, and it is not rolled back yet."""
+        stable, graph = self.status.last_stable_spec, self.obs.own_graph
+        rolled_back = self.status.upgrade_rollback
+        return (
+            self.spec.upgrade_rollback.enabled
+            and stable is not None
+            and stable.spec_hash != self.obs.spec_hash
+            and graph is not None
+            and graph.spec_hash == self.obs.spec_hash
+            and not (rolled_back is not None and rolled_back.generation == self.obs.generation)
+        )
+
+    def _within_window(self, since: datetime | None) -> bool:
+        window = self.spec.upgrade_rollback.window_seconds
+        return since is not None and (self.now - since).total_seconds() < window
+
+    def _until_window_ends(self, since: datetime | None) -> float:
+        if since is None:
+            return _POLL_SECONDS
+        ends = since + timedelta(seconds=self.spec.upgrade_rollback.window_seconds)
+        return max(_SOON, (ends - self.now).total_seconds())
+
+    def _roll_back(self, reason: str, what: str) -> Decision:
+        """Act on the last stable spec from the next pass on (rollback.effective_spec), until the spec
+        changes; the failed or stuck attempt goes first."""
+        stable = self.status.last_stable_spec
+        assert stable is not None, "only an attempt on trial is rolled back"
+        message = (
+            f"{what} within {self.spec.upgrade_rollback.window_seconds} s of the upgrade to generation "
+            f"{self.obs.generation}: running the last stable spec (generation {stable.generation}) until the "
+            "spec changes"
+        )
+        rolled_back = UpgradeRollback(
+            generation=self.obs.generation, time=self.now, reason=reason, message=message
+        )
+        self._update(upgrade_rollback=rolled_back)
+        self.actions.append(EmitEvent("Warning", "UpgradeRolledBack", message))
+        self._condition("Degraded", "True", reason, message)
+        self._delete_current("upgrade rolled back")
+        self._phase("Upgrading", "RollingBack", message)
+        return self._done(_SOON)
 
     def _record_result(self, state: Literal["Succeeded", "Failed"], message: str) -> None:
         retain = self.spec.result_store.ttl_seconds
-        self.actions.append(RecordResult(state, message, self.now, retain))
+        data = job_data(self.spec, self.obs.job_uid, self.status.checkpoint_directory)
+        self.actions.append(RecordResult(state, message, self.now, retain, data))
 
     def _report_rollbacks(self, driver: DriverObservation) -> None:
         """Once per attempt: a user must learn that committed batches were given up (they run again)."""
@@ -639,34 +813,55 @@ class _Context:
             self._update(placement=Placement(attempt=attempt, nodes=nodes))
 
     def _savepoints(self, driver: DriverObservation) -> None:
-        """savepointTriggerNonce: ask once per new nonce, record the answer, give up after stopTimeout."""
+        """One savepoint at a time: a new savepointTriggerNonce first, else a periodic one when due; record
+        the answer, give up after stopTimeout."""
         pending, report = self.status.savepoint_in_progress, driver.savepoint
         if pending is not None:
             if report is not None and report.id == pending.id:
-                self._savepoint_answered(pending, report)
+                self._close_request(pending)
+                self._record_savepoint(report, pending.origin, pending.trigger_nonce)
             elif (self.now - pending.requested_at).total_seconds() >= self.spec.stop_timeout_seconds:
                 message = f"savepoint {pending.id}: no answer within {self.spec.stop_timeout_seconds} s"
                 self.actions.append(EmitEvent("Warning", "SavepointFailed", message))
-                self._update(savepoint_in_progress=None, handled_savepoint_nonce=pending.trigger_nonce)
+                self._close_request(pending)
             elif driver.request_refused:  # asked by a leader deposed since: ask again, with this term
                 self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, pending.id))
             return
         nonce = self.spec.savepoint_trigger_nonce
-        if nonce is None or nonce == self.status.handled_savepoint_nonce:
+        if nonce is not None and nonce != self.status.handled_savepoint_nonce:
+            savepoint_id = f"sp-{nonce}-a{driver.attempt}"
+            # A nonce used before names a folder that may be being deleted: ask once that is done.
+            if savepoint_id not in self.status.savepoints_disposing:
+                self._request_savepoint(driver, savepoint_id, nonce)
             return
-        savepoint_id = f"sp-{nonce}-a{driver.attempt}"
-        self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, savepoint_id))
-        self._update(
-            savepoint_in_progress=SavepointRequest(
-                id=savepoint_id, trigger_nonce=nonce, requested_at=self.now
-            )
+        due = self._periodic_due()
+        if due is not None and self.now >= due:
+            self._request_savepoint(driver, periodic_savepoint_id(self.now, driver.attempt), None)
+            self._update(last_periodic_savepoint_at=self.now)
+
+    def _periodic_due(self) -> datetime | None:
+        """None while disposals are under way: periodic savepoints wait for them, so the history stays
+        bounded even while storage refuses deletes."""
+        if self.status.savepoints_disposing:
+            return None
+        return periodic_due(
+            self.spec.savepoints, self.status.last_periodic_savepoint_at, self.status.attempt_started_at
         )
 
-    def _savepoint_answered(self, pending: SavepointRequest, report: SavepointReport) -> None:
-        self._update(savepoint_in_progress=None, handled_savepoint_nonce=pending.trigger_nonce)
-        self._record_savepoint(report, pending.trigger_nonce)
+    def _request_savepoint(self, driver: DriverObservation, savepoint_id: str, nonce: int | None) -> None:
+        self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, savepoint_id))
+        request = SavepointRequest(id=savepoint_id, trigger_nonce=nonce, requested_at=self.now)
+        self._update(savepoint_in_progress=request)
 
-    def _record_savepoint(self, report: SavepointReport, trigger_nonce: int | None) -> None:
+    def _close_request(self, pending: SavepointRequest) -> None:
+        """Answered or given up: a nonce is handled either way (never asked again)."""
+        nonce = pending.trigger_nonce
+        handled = self.status.handled_savepoint_nonce if nonce is None else nonce
+        self._update(savepoint_in_progress=None, handled_savepoint_nonce=handled)
+
+    def _record_savepoint(
+        self, report: SavepointReport, origin: SavepointOrigin, trigger_nonce: int | None = None
+    ) -> None:
         if report.error:
             self.actions.append(
                 EmitEvent("Warning", "SavepointFailed", f"savepoint {report.id}: {report.error}")
@@ -678,11 +873,70 @@ class _Context:
             location=report.location,
             batch_id=report.batch_id,
             trigger_nonce=trigger_nonce,
+            origin=origin,
         )
-        self._update(savepoints=[*self.status.savepoints, taken][-_SAVEPOINT_HISTORY:])
+        self._update(savepoints=[*self.status.savepoints, taken])
         self.actions.append(
             EmitEvent("Normal", "SavepointCompleted", f"savepoint {report.id} at {report.location}")
         )
+
+    def _choose_disposals(self) -> None:
+        """Phase 1 of a disposal (domain.savepoints): only the choice, in the status; nothing is deleted."""
+        chosen = to_dispose(
+            self.status.savepoints,
+            self.spec.savepoints.history,
+            self.now,
+            disposing=self.status.savepoints_disposing,
+            started_from=self.spec.initial_savepoint,
+        )
+        if not chosen:
+            return
+        history = self.spec.savepoints.history
+        self._update(savepoints_disposing=[*self.status.savepoints_disposing, *chosen])
+        message = (
+            f"disposing of {', '.join(chosen)} (history: maxCount {history.max_count}, "
+            f"maxAgeSeconds {history.max_age_seconds})"
+        )
+        self.actions.append(EmitEvent("Normal", "SavepointDisposing", message))
+
+    def _finish_disposals(self) -> bool:
+        """Phase 2 of a disposal, in any phase of the job: delete what storage still holds of each savepoint
+        an earlier pass chose; drop the reference once nothing is left. Whether deletes remain to be seen
+        through."""
+        storage = self.spec.checkpoint.storage
+        refs = {ref.id: ref for ref in self.status.savepoints}
+        finished: set[str] = set()
+        for savepoint_id in self.disposing:
+            ref = refs.get(savepoint_id)
+            folder = own_folder(ref, storage) if ref is not None else None
+            if ref is None:
+                finished.add(savepoint_id)  # its reference was removed by hand: nothing to go by
+            elif folder is None:
+                self._savepoint_kept(ref, f"is not where the job keeps savepoint {ref.id}")
+                finished.add(savepoint_id)
+            else:
+                match self.obs.disposing.get(savepoint_id):
+                    case SavepointData.OWN:
+                        self.actions.append(DisposeSavepoint(savepoint_id, folder))
+                    case SavepointData.GONE:
+                        message = f"savepoint {savepoint_id} at {ref.location} disposed of"
+                        self.actions.append(EmitEvent("Normal", "SavepointDisposed", message))
+                        finished.add(savepoint_id)
+                    case SavepointData.FOREIGN:
+                        self._savepoint_kept(ref, "holds no manifest of this job")
+                        finished.add(savepoint_id)
+                    case None:
+                        pass  # not read: storage was unreachable
+        if finished:
+            self._update(
+                savepoints=[ref for ref in self.status.savepoints if ref.id not in finished],
+                savepoints_disposing=[i for i in self.status.savepoints_disposing if i not in finished],
+            )
+        return len(finished) < len(self.disposing)
+
+    def _savepoint_kept(self, ref: SavepointRef, why: str) -> None:
+        message = f"savepoint {ref.id}: {ref.location} {why}; its reference is dropped, its data left alone"
+        self.actions.append(EmitEvent("Warning", "SavepointNotDisposed", message))
 
     def _failed(self, current: DriverObservation | None) -> Decision:
         failure = _failure(current, self.status.attempt, self.now)
@@ -691,6 +945,9 @@ class _Context:
             self._update(last_failure=failure)
             self._delete_current("no restorable checkpoint")
             return self._manual_restore_required(failure.message)
+        if self._on_trial() and self._within_window(self.status.attempt_submitted_at):
+            self._update(last_failure=failure)
+            return self._roll_back("UpgradeFailed", f"attempt {failure.attempt} failed: {failure.reason}")
         verdict = on_failure(
             self.spec.restart_strategy,
             self.status.restarts,

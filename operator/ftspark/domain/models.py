@@ -101,6 +101,22 @@ class CheckpointSpec(_Model):
     retained: int = Field(
         default=3, ge=1, le=100, description="Completed checkpoints whose pointers are kept (newest first)."
     )
+    retain_on_delete: bool = Field(
+        default=False,
+        description="Keep a finished job's checkpoint directory when its result goes. By default it is "
+        "deleted with the result: once the job resource is deleted and resultStore.ttlSeconds has passed "
+        "since the job ended. Savepoints are never deleted with the job; nor, yet, is the data of a job "
+        "deleted before it ended.",
+    )
+    max_resume_age_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=YEAR_SECONDS,
+        description="A job resumed (desiredState running again after stopped, suspended or cancelled) whose "
+        "newest checkpoint is older than this does not start: its sources may no longer hold the data after "
+        "that checkpoint (a Kafka retention passed). Ready=False with reason StateTooOld says how old; raise "
+        "this or set it to 0 to resume anyway. 0: no limit.",
+    )
 
 
 class FixedDelay(_Model):
@@ -220,6 +236,60 @@ class LivenessSpec(_Model):
     )
 
 
+class SavepointHistorySpec(_Model):
+    max_count: int = Field(
+        default=10,
+        ge=1,
+        le=100,
+        description="Savepoints kept in status.savepoints; the oldest beyond it are disposed of: their data "
+        "under <storage>/savepoints/<id>/ is deleted, then their reference.",
+    )
+    max_age_seconds: int = Field(
+        default=24 * 3600,
+        ge=0,
+        le=YEAR_SECONDS,
+        description="Savepoints older than this (since they completed) are disposed of; 0: no age limit. The "
+        "newest savepoint and the one spec.initialSavepoint names are never disposed of.",
+    )
+
+
+class SavepointsSpec(_Model):
+    periodic_interval_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=YEAR_SECONDS,
+        description="While the job runs, take a savepoint this long after the last periodic one (the first: "
+        "this long after the attempt started running); 0 turns periodic savepoints off.",
+    )
+    on_stop: bool = Field(
+        default=False,
+        description="desiredState stopped or suspended ends with a savepoint of the final checkpoint's batch "
+        "(stop-with-savepoint), recorded in status.savepoints with origin stop; resuming restores that same "
+        "batch, so nothing is processed twice. A stop that times out is cancelled and takes none.",
+    )
+    history: SavepointHistorySpec = Field(
+        default_factory=SavepointHistorySpec,
+        description="How many savepoints, and how old, the job keeps; disposing of one deletes its data. "
+        "Applied while the job runs.",
+    )
+
+
+class UpgradeRollbackSpec(_Model):
+    enabled: bool = Field(
+        default=False,
+        description="Roll a spec change back to the last stable spec when its attempt fails, or does not "
+        "reach Running, within windowSeconds. The spec is left as it is: the operator runs the last "
+        "stable one (status.upgradeRollback says so) until the spec changes again.",
+    )
+    window_seconds: int = Field(
+        default=300,
+        ge=10,
+        le=YEAR_SECONDS,
+        description="How long a spec's attempt must run to make the spec stable, and how long after an "
+        "upgrade a failure (or no Running yet) rolls it back.",
+    )
+
+
 UpgradeMode = Literal["stateless", "last-state", "savepoint"]
 DesiredState = Literal["running", "stopped", "cancelled", "suspended"]
 
@@ -276,6 +346,10 @@ class JobSpec(_Model):
     restart_strategy: RestartStrategy = Field(
         default_factory=RestartStrategy, description="What happens after a failed attempt."
     )
+    upgrade_rollback: UpgradeRollbackSpec = Field(
+        default_factory=UpgradeRollbackSpec,
+        description="Automatic rollback of a spec change that does not run (Flink operator's rollback).",
+    )
     upgrade_mode: UpgradeMode = Field(
         default="last-state",
         description="How a spec change is rolled out: stateless (fresh checkpoints), "
@@ -297,6 +371,9 @@ class JobSpec(_Model):
     )
     savepoint_trigger_nonce: int | None = Field(
         default=None, description="Change this number to take a savepoint of the running job."
+    )
+    savepoints: SavepointsSpec = Field(
+        default_factory=SavepointsSpec, description="Periodic savepoints, and the history of savepoints kept."
     )
     initial_savepoint: str | None = Field(
         default=None,
@@ -391,18 +468,34 @@ class CheckpointRef(_Model):
     location: str = Field(description="The query's checkpoint directory (s3a://, as Spark names it).")
 
 
+SavepointOrigin = Literal["manual", "periodic", "upgrade", "stop"]
+
+
 class SavepointRef(_Model):
     id: str = Field(description="Savepoint id.")
     time: datetime = Field(description="When the savepoint completed.")
     location: str = Field(description="s3:// location of savepoints/<id>.")
     batch_id: int = Field(ge=0, description="The micro-batch the savepoint holds.")
     trigger_nonce: int | None = Field(default=None, description="The nonce that asked for it, if any.")
+    origin: SavepointOrigin | None = Field(
+        default=None,
+        description="What asked for it: manual (savepointTriggerNonce), periodic "
+        "(savepoints.periodicIntervalSeconds), upgrade (upgradeMode: savepoint) or stop (savepoints.onStop); "
+        "unset on savepoints recorded before origins were, which the history never disposes of.",
+    )
 
 
 class SavepointRequest(_Model):
     id: str = Field(description="Id of the savepoint asked of the driver.")
-    trigger_nonce: int = Field(description="The savepointTriggerNonce it answers.")
+    trigger_nonce: int | None = Field(
+        default=None, description="The savepointTriggerNonce it answers; unset for a periodic savepoint."
+    )
     requested_at: datetime = Field(description="When the driver was asked.")
+
+    @property
+    def origin(self) -> SavepointOrigin:
+        """Only a nonce or the periodic timer ask a running driver (an upgrade asks a stop)."""
+        return "periodic" if self.trigger_nonce is None else "manual"
 
 
 class Placement(_Model):
@@ -418,14 +511,34 @@ class Failure(_Model):
     time: datetime = Field(description="When the failure was observed.")
 
 
+class StableSpec(_Model):
+    generation: int = Field(ge=0, description="The generation of the spec that ran stably.")
+    spec_hash: str = Field(description="Its hash, as the job graph records it.")
+    spec: str = Field(description="The spec itself, as JSON: what a rollback runs.")
+    time: datetime = Field(description="When it was found stable.")
+
+
+class UpgradeRollback(_Model):
+    generation: int = Field(
+        ge=0,
+        description="The generation rolled back: while it is the spec's, the operator runs lastStableSpec.",
+    )
+    time: datetime = Field(description="When it was rolled back.")
+    reason: str = Field(description="Why: UpgradeFailed or UpgradeNotRunning.")
+    message: str = Field(default="", description="What happened to the upgrade's attempt.")
+
+
 class RollbackRef(_Model):
     attempt: int = Field(ge=0, description="The attempt whose driver rolled its checkpoint back.")
     time: datetime = Field(description="When the operator saw the rollback.")
     message: str = Field(description="Which checkpoint, from which batch to which, and why.")
 
 
+ResultState = Literal["Succeeded", "Failed"]
+
+
 class JobResult(_Model):
-    state: Literal["Succeeded", "Failed"] = Field(description="How the job ended for good.")
+    state: ResultState = Field(description="How the job ended for good.")
     time: datetime = Field(description="When the job ended.")
     message: str = Field(default="", description="Details.")
 
@@ -470,12 +583,33 @@ class JobStatus(_Model):
     handled_savepoint_nonce: int | None = Field(
         default=None, description="The last savepointTriggerNonce acted upon (taken, or failed)."
     )
+    last_periodic_savepoint_at: datetime | None = Field(
+        default=None,
+        description="When the last periodic savepoint was asked for: the next one is due an interval later.",
+    )
+    savepoints_disposing: list[str] = Field(
+        default_factory=list,
+        description="Ids of savepoints being disposed of, recorded before any of their data is deleted: a "
+        "savepoint listed here is given up and must not be restored from. Its reference leaves "
+        "status.savepoints (and its id this list) once its data is seen gone; a new leader finishes what "
+        "another left half done.",
+    )
     last_failure: Failure | None = Field(default=None, description="The most recent failed attempt.")
     last_rollback: RollbackRef | None = Field(
         default=None,
         description="The most recent damaged checkpoint a driver gave up committed batches of (rolled back).",
     )
     restarts: RestartState = Field(default_factory=RestartState, description="Restart strategy bookkeeping.")
+    last_stable_spec: StableSpec | None = Field(
+        default=None,
+        description="With upgradeRollback enabled: the newest spec whose attempt ran for windowSeconds.",
+    )
+    upgrade_rollback: UpgradeRollback | None = Field(
+        default=None, description="The spec change last rolled back to lastStableSpec, and why."
+    )
+    attempt_submitted_at: datetime | None = Field(
+        default=None, description="When the current attempt was submitted."
+    )
     placement: Placement | None = Field(
         default=None,
         description="Where the executors ran: localRecovery sends the next attempt's back there.",

@@ -52,6 +52,12 @@ def checkpoint_directory(storage: str, uid: str, run: int) -> str:
     return f"{_runs(storage, uid)}{run}"
 
 
+def checkpoint_directories_prefix(storage: str, uid: str) -> str:
+    """The prefix every checkpoint directory of the job starts with, and nothing of another job does (a
+    uid's first 8 hex digits, then "-run-"): what a deleted job's data retention deletes."""
+    return _runs(storage, uid)
+
+
 def is_checkpoint_directory(location: str, storage: str, uid: str) -> bool:
     """Whether location is a directory the operator chooses for the job (checkpoint_directory)."""
     run = location.removeprefix(_runs(storage, uid))
@@ -61,7 +67,7 @@ def is_checkpoint_directory(location: str, storage: str, uid: str) -> bool:
 def directory_of(location: str, storage: str, uid: str) -> str | None:
     """The job's checkpoint directory that holds the query checkpoint at location (<directory>/<query>), if
     location is inside one the operator chooses for the job; None otherwise."""
-    directory = _s3(location).rstrip("/").rpartition("/")[0]
+    directory = as_s3(location).rstrip("/").rpartition("/")[0]
     return directory if is_checkpoint_directory(directory, storage, uid) else None
 
 
@@ -91,11 +97,12 @@ def _within(location: str, directory: str) -> bool:
     """location is directory or a path below it (s3a:// is s3://, as for Spark): the driver puts each query's
     checkpoints in <directory>/<query>. A '.', '..' or empty segment is refused: a server may resolve it
     elsewhere."""
-    path, root = _s3(location).rstrip("/"), _s3(directory).rstrip("/")
+    path, root = as_s3(location).rstrip("/"), as_s3(directory).rstrip("/")
     if path != root and not path.startswith(f"{root}/"):
         return False
     return all(segment not in ("", ".", "..") for segment in path.removeprefix(root).split("/")[1:])
 
 
-def _s3(uri: str) -> str:
+def as_s3(uri: str) -> str:
+    """s3a:// (Spark's spelling) written as s3://: the same object either way."""
     return "s3://" + uri.removeprefix("s3a://") if uri.startswith("s3a://") else uri

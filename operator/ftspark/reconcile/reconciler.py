@@ -17,6 +17,7 @@ from ftspark.domain.lifecycle import (
     DeleteDriver,
     DeleteLeftoverExecutors,
     DiscardPreviousJob,
+    DisposeSavepoint,
     DriverPhase,
     EmitEvent,
     Observation,
@@ -33,12 +34,21 @@ from ftspark.domain.lifecycle import (
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import Violation, namespace_allowances, violations
 from ftspark.domain.recovery import RestorePoint, choose_restore_point, is_checkpoint_directory
+from ftspark.domain.rollback import effective_spec
+from ftspark.domain.savepoints import SavepointData, manifest_job, own_folder
 from ftspark.manifests import AttemptPlan
 from ftspark.metrics import JOBS, UNTRUSTED_POINTERS
+from ftspark.ports.blobs import BlobStore
 from ftspark.ports.checkpoints import CheckpointInspector
 from ftspark.ports.cluster import Drivers, Events, JobResource, Jobs, ObjectRejectedError
-from ftspark.ports.stores import CheckpointStore, JobGraphStore, ResultStore, UntrustedRecordError
-from ftspark.protocol import HaStoreConfig, driver_pod_name, spark_app_id
+from ftspark.ports.stores import (
+    CheckpointStore,
+    JobGraphStore,
+    ResultStore,
+    StoreUnavailableError,
+    UntrustedRecordError,
+)
+from ftspark.protocol import SAVEPOINT_MANIFEST, HaStoreConfig, driver_pod_name, spark_app_id
 
 log = logging.getLogger(__name__)
 CONFIGMAP_STORES = HaStoreConfig()
@@ -71,6 +81,7 @@ class Reconciler:
         checkpoints: CheckpointStore,
         results: ResultStore,
         inspector: CheckpointInspector,
+        storage: BlobStore,
         epoch: Callable[[], Epoch],
         allowed: frozenset[str] = frozenset(),
         clock: Callable[[], datetime] = _now,
@@ -80,11 +91,13 @@ class Reconciler:
         max_result_retention_seconds: int = MAX_RESULT_RETENTION_SECONDS,
         max_results_per_namespace: int = MAX_RESULTS_PER_NAMESPACE,
     ) -> None:
-        """allowed: the job policy's allowances granted in every namespace (ftspark.domain.policy).
+        """storage: the jobs' storage (spec.checkpoint.storage), where savepoints are disposed of.
+        allowed: the job policy's allowances granted in every namespace (ftspark.domain.policy).
         term_floor: <namespace>/<name> of the operator's term floor ConfigMap, which its drivers read."""
         self._jobs, self._drivers, self._events, self._allowed = jobs, drivers, events, allowed
         self._graphs, self._checkpoints, self._results = graphs, checkpoints, results
-        self._inspector, self._epoch, self._clock, self._uniform = inspector, epoch, clock, uniform
+        self._inspector, self._storage = inspector, storage
+        self._epoch, self._clock, self._uniform = epoch, clock, uniform
         self._ha_store, self._term_floor = ha_store, term_floor
         self._max_retention, self._max_results = max_result_retention_seconds, max_results_per_namespace
 
@@ -150,6 +163,9 @@ class Reconciler:
                 continue
             job = self._jobs.get(entry.job)
             if job is None or job.uid != entry.uid:
+                for prefix in entry.data:  # before the entry: a crash in between deletes again next time
+                    self._epoch()  # still leading (raises otherwise): a deposed leader deletes nothing
+                    self._storage.delete_prefix(prefix)
                 self._results.delete(entry.uid, self._epoch())
                 expired += 1
         return expired
@@ -175,6 +191,14 @@ class Reconciler:
         except ValidationError as error:
             field, message = describe_validation_error(error)
             return self._carried_out(job, None, invalid_spec(status, job.generation, field, message, now))
+        try:
+            spec = effective_spec(spec, status, job.generation)  # the last stable one, after a rollback
+        except ValidationError as error:
+            field, message = describe_validation_error(error)
+            message = f"the last stable spec does not read as a spec ({field}: {message}); change the spec"
+            return self._carried_out(
+                job, None, invalid_spec(status, job.generation, "status.lastStableSpec", message, now)
+            )
         if refused := self._refused_by_policy(job, spec):
             message = "; ".join(violation.message for violation in refused)
             return self._carried_out(job, None, invalid_spec(status, job.generation, "", message, now))
@@ -221,7 +245,29 @@ class Reconciler:
             latest_checkpoint=pointers[0] if pointers else None,
             restore_point=restore_point,
             leftover_executors=self._drivers.count_executors(key, job.uid) if can_submit else 0,
+            disposing=self._disposing(key, spec, status),
         )
+
+    def _disposing(self, key: JobKey, spec: JobSpec, status: JobStatus) -> dict[str, SavepointData]:
+        """What storage holds of each savepoint being disposed of, read only at the job's own folder for it;
+        one that cannot be read now is left out (the decision then waits for the next pass)."""
+        found: dict[str, SavepointData] = {}
+        for ref in status.savepoints:
+            folder = own_folder(ref, spec.checkpoint.storage)
+            if ref.id not in status.savepoints_disposing or folder is None:
+                continue
+            try:
+                found[ref.id] = self._savepoint_data(key, folder)
+            except StoreUnavailableError as error:
+                log.warning("%s: savepoint %s could not be looked at: %s", key, ref.id, error)
+        return found
+
+    def _savepoint_data(self, key: JobKey, folder: str) -> SavepointData:
+        manifest = self._storage.get(folder + SAVEPOINT_MANIFEST)
+        if manifest is not None:
+            return SavepointData.OWN if manifest_job(manifest) == str(key) else SavepointData.FOREIGN
+        # No manifest: the savepoint's own deletion removes it last, so whatever is left is not of it.
+        return SavepointData.FOREIGN if self._storage.any_with_prefix(folder) else SavepointData.GONE
 
     def _restore_point(
         self, job: JobResource, spec: JobSpec, graph: JobGraph | None, pointers: list[CheckpointPointer]
@@ -273,6 +319,8 @@ class Reconciler:
                     self._drivers.request_stop(key, pod, self._epoch().term, savepoint_id)
                 case RequestSavepoint(pod_name=pod, savepoint_id=savepoint_id):
                     self._drivers.request_savepoint(key, pod, self._epoch().term, savepoint_id)
+                case DisposeSavepoint():
+                    self._dispose(job, action)
                 case RecordResult():
                     self._record_result(job, action)
                 case EmitEvent(type=type_, reason=reason, message=message):
@@ -315,6 +363,17 @@ class Reconciler:
             )
         )
 
+    def _dispose(self, job: JobResource, action: DisposeSavepoint) -> None:
+        """A delete storage refuses must not hold up the rest of the job's decision: the reference stays
+        until a later pass sees the data gone, so the next pass simply tries again."""
+        self._epoch()  # still leading (raises otherwise): a deposed leader deletes nothing
+        try:
+            self._storage.delete_prefix(action.prefix, last=action.prefix + SAVEPOINT_MANIFEST)
+        except StoreUnavailableError as error:
+            log.warning("%s: savepoint %s not disposed of yet: %s", job.key, action.savepoint_id, error)
+            message = f"savepoint {action.savepoint_id} not disposed of yet (tried again): {error}"
+            self._events.emit(job, "Warning", "SavepointDisposalFailed", message)
+
     def _record_result(self, job: JobResource, action: RecordResult) -> None:
         entry = JobResultEntry(
             job=job.key,
@@ -323,6 +382,7 @@ class Reconciler:
             finished_at=action.finished_at,
             message=action.message,
             retain_seconds=action.retain_seconds,
+            data=action.data,
         )
         self._results.create_dirty(entry, self._epoch())
         self._drivers.delete_all(job.key, job.uid)

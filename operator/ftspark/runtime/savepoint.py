@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ftspark.protocol import SAVEPOINT_MANIFEST
 from ftspark.runtime.checkpoint import CheckpointDir
 from ftspark.runtime.objects import ObjectStore, join
-
-MANIFEST = "_manifest.json"
 
 
 class SavepointError(Exception):
@@ -56,15 +55,17 @@ def take(
             files[path] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         manifest["queries"][name] = {"batchId": batch, "source": location, "files": files}
     manifest["createdAt"] = datetime.now(UTC).isoformat()
-    store.write(join(target, MANIFEST), json.dumps(manifest, indent=1, sort_keys=True).encode())
+    store.write(join(target, SAVEPOINT_MANIFEST), json.dumps(manifest, indent=1, sort_keys=True).encode())
     return Savepoint(target, {name: q["batchId"] for name, q in manifest["queries"].items()})
 
 
 def restore(store: ObjectStore, savepoint: str, name: str, location: str) -> int:
     """Fill the empty checkpoint directory location with query `name` of the savepoint; its batch id."""
-    raw = store.read(join(savepoint, MANIFEST))
+    raw = store.read(join(savepoint, SAVEPOINT_MANIFEST))
     if raw is None:
-        raise SavepointError(f"{savepoint} has no {MANIFEST}: not a savepoint, or an incomplete one")
+        raise SavepointError(
+            f"{savepoint} has no {SAVEPOINT_MANIFEST}: not a savepoint, or an incomplete one"
+        )
     queries = json.loads(raw)["queries"]
     if name not in queries:
         raise SavepointError(f"{savepoint} has no query {name!r} (it has {sorted(queries)})")

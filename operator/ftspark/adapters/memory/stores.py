@@ -15,6 +15,7 @@ from ftspark.adapters.records import (
     RecordId,
     stores_on,
 )
+from ftspark.ports.blobs import check_folder
 
 
 class MemoryRecords:
@@ -78,6 +79,17 @@ class MemoryBlobStore:
     def delete(self, uri: str) -> None:
         with self._lock:
             self.objects.pop(uri, None)
+
+    def any_with_prefix(self, prefix: str) -> bool:
+        with self._lock:
+            return any(uri.startswith(prefix) for uri in self.objects)
+
+    def delete_prefix(self, prefix: str, *, last: str = "") -> None:
+        check_folder(prefix, last)
+        with self._lock:
+            for uri in [uri for uri in self.objects if uri.startswith(prefix) and uri != last]:
+                del self.objects[uri]
+            self.objects.pop(last, None)
 
 
 def memory_stores(

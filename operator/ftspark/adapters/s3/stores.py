@@ -23,14 +23,17 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ftspark.adapters.records import ConflictError, HaStores, Kind, Record, RecordId, stores_on
 from ftspark.domain.ha import JobKey
+from ftspark.ports.blobs import check_folder
 from ftspark.ports.stores import StoreUnavailableError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import ObjectIdentifierTypeDef
 
 T = TypeVar("T")
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
 _ABSENT_CODES = frozenset({"NoSuchKey", "404"})
+_DELETE_BATCH = 1000  # S3's most keys per DeleteObjects
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +201,41 @@ class S3BlobStore:
     def delete(self, uri: str) -> None:
         bucket, key = split_uri(uri)
         _call(f"delete {uri}", lambda: self._s3.delete_object(Bucket=bucket, Key=key))
+
+    def any_with_prefix(self, prefix: str) -> bool:
+        bucket, key = split_uri(prefix)
+        answer = _call(
+            f"list {prefix}", lambda: self._s3.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+        )
+        return bool(answer and answer.get("KeyCount"))
+
+    def delete_prefix(self, prefix: str, *, last: str = "") -> None:
+        check_folder(prefix, last)
+        bucket, key = split_uri(prefix)
+        _, last_key = split_uri(last) if last else (bucket, "")
+
+        def listing() -> list[str]:
+            pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key)
+            return [item["Key"] for page in pages for item in page.get("Contents", [])]
+
+        keys = [k for k in _call(f"list {prefix}", listing) or [] if k != last_key]
+        for start in range(0, len(keys), _DELETE_BATCH):
+            self._delete_keys(bucket, keys[start : start + _DELETE_BATCH], f"delete under {prefix}")
+        if last_key:
+            self.delete(last)
+
+    def _delete_keys(self, bucket: str, keys: list[str], what: str) -> None:
+        """One DeleteObjects call; StoreUnavailableError if S3 reports any key not deleted."""
+        objects: list[ObjectIdentifierTypeDef] = [{"Key": key} for key in keys]
+        answer = _call(
+            what, lambda: self._s3.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
+        )
+        errors = answer.get("Errors", []) if answer else []
+        if errors:
+            raise StoreUnavailableError(
+                f"{what}: {len(errors)} objects not deleted, e.g. {errors[0].get('Key')}: "
+                f"{errors[0].get('Code')}"
+            )
 
 
 def _body(data: Mapping[str, str], fences: Mapping[str, int], writer: str) -> bytes:
