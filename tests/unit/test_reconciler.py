@@ -204,6 +204,41 @@ def test_no_complete_checkpoint_asks_for_a_manual_restore_and_starts_nothing(clu
     assert restart.checkpoint_location == run_dir(UID, 2), "stateless: a new directory"
 
 
+@pytest.mark.parametrize("rollback", [False, True])
+def test_a_stateless_upgrade_deletes_the_earlier_runs_directory_once_the_new_run_is_running(
+    cluster: Cluster, rollback: bool
+) -> None:
+    guard = {"upgradeRollback": {"enabled": True, "windowSeconds": 60}} if rollback else {}
+    cluster.jobs.apply(KEY, {**SPEC, **guard}, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    old, foreign = run_dir(UID, 1), run_dir("ffffffff-another-job", 1)
+    for uri in (f"{old}/query-0/commits/0", f"{old}/query-0/offsets/0", f"{foreign}/query-0/commits/0"):
+        cluster.storage.put(uri, b"x")
+    cluster.jobs.apply(KEY, {**SPEC, **guard, "upgradeMode": "stateless", "arguments": ["--v2"]}, uid=UID)
+    cluster.reconcile()  # the running driver goes
+    cluster.drivers.pods.pop(KEY, None)
+    cluster.reconcile()
+    assert cluster.drivers.plans[-1].checkpoint_location == run_dir(UID, 2)
+    assert cluster.status().retired_checkpoint_directories == [old], "recorded before the new run starts"
+    # A hostile status names another job's directory too: never deleted, only dropped.
+    job = cluster.jobs.get(KEY)
+    assert job is not None
+    cluster.jobs.write_status(job, {**job.status, "retiredCheckpointDirectories": [old, foreign]})
+    cluster.reconcile()
+    assert cluster.storage.any_with_prefix(old + "/"), "not before the new run is running"
+    cluster.running(attempt=2)
+    if rollback:
+        assert cluster.storage.any_with_prefix(old + "/"), "a rollback within the window may want it"
+        cluster.reconcile(after=60)
+    cluster.reconcile()
+    assert not cluster.storage.any_with_prefix(old + "/")
+    assert cluster.storage.get(f"{foreign}/query-0/commits/0") == b"x"
+    cluster.reconcile()
+    assert cluster.status().retired_checkpoint_directories == []
+    assert "CheckpointDirectoryDeleted" in cluster.events.reasons()
+
+
 @pytest.mark.parametrize("checkpointed", [True, False])
 def test_a_job_whose_ha_records_were_deleted_resumes_from_the_directory_its_status_names(
     cluster: Cluster, checkpointed: bool

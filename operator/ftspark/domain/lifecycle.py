@@ -47,9 +47,9 @@ from ftspark.domain.models import (
 )
 from ftspark.domain.recovery import (
     RestorePoint,
-    as_s3,
     checkpoint_directory,
     directory_of,
+    folder_of,
     is_checkpoint_directory,
 )
 from ftspark.domain.restart import on_failure
@@ -139,6 +139,9 @@ class Observation:
     # What storage holds of each savepoint in status.savepointsDisposing whose folder is the job's; an id left
     # out was not read (storage unreachable).
     disposing: Mapping[str, SavepointData] = field(default_factory=dict)
+    # Whether storage still holds anything in each of status.retiredCheckpointDirectories that is the job's;
+    # one left out was not read.
+    retired_present: Mapping[str, bool] = field(default_factory=dict)
 
     @property
     def own_graph(self) -> SubmittedGraph | None:
@@ -200,6 +203,13 @@ class RequestSavepoint:
 
 
 @dataclass(frozen=True)
+class DeleteCheckpointDirectory:
+    """Delete every object under prefix, a checkpoint directory of an earlier run of the job."""
+
+    prefix: str
+
+
+@dataclass(frozen=True)
 class DisposeSavepoint:
     """Delete every object under prefix (<storage>/savepoints/<id>/), the manifest last: until the folder is
     empty, it still says whose savepoint it is."""
@@ -234,6 +244,7 @@ Action = (
     | RequestStop
     | RequestSavepoint
     | DisposeSavepoint
+    | DeleteCheckpointDirectory
     | RecordResult
     | EmitEvent
 )
@@ -262,7 +273,7 @@ def job_data(spec: JobSpec, uid: str, directory: str | None) -> tuple[str, ...]:
         return ()
     if not is_checkpoint_directory(directory, spec.checkpoint.storage, uid):
         return ()
-    return (as_s3(directory).rstrip("/") + "/",)
+    return (folder_of(directory),)
 
 
 def upgrade_savepoint_id(attempt: int) -> str:
@@ -431,6 +442,9 @@ class _Context:
         self._update(
             attempt=attempt,
             checkpoint_directory=location,
+            retired_checkpoint_directories=self._retiring(location)
+            if fresh
+            else self.status.retired_checkpoint_directories,
             driver_pod=None,
             attempt_started_at=None,
             attempt_submitted_at=self.now,
@@ -440,6 +454,50 @@ class _Context:
         self._phase("Submitting", reason, message)
         self._condition("Progressing", "True", reason, message)
         return self._done(_POLL_SECONDS)
+
+    def _retiring(self, new: str) -> list[str]:
+        """The directories to delete once the fresh run at `new` is under way: those already waiting, and the
+        run it replaces (recorded before the new run starts, so a crash forgets none)."""
+        retired = list(self.status.retired_checkpoint_directories)
+        graph = self.obs.own_graph
+        if graph is None:
+            return retired
+        previous, storage = graph.checkpoint_location, self.spec.checkpoint.storage
+        own = is_checkpoint_directory(previous, storage, self.obs.job_uid)
+        if own and previous != new and previous not in retired:
+            retired.append(previous)
+        return retired
+
+    def _delete_retired_directories(self) -> float:
+        """While Running (past the rollback window, when rollback is on: a rollback may want them): delete
+        what earlier runs left; drop a directory from the status once storage shows it empty. Seconds until
+        the next look."""
+        retired = self.status.retired_checkpoint_directories
+        if not retired:
+            return _POLL_SECONDS
+        started = self.status.attempt_started_at
+        if self.spec.upgrade_rollback.enabled and self._within_window(started):
+            return self._until_window_ends(started)
+        storage, uid = self.spec.checkpoint.storage, self.obs.job_uid
+        done: list[str] = []
+        for directory in retired:
+            if directory == self.status.checkpoint_directory or not is_checkpoint_directory(
+                directory, storage, uid
+            ):
+                done.append(directory)  # not one to delete (the status is the user's object too)
+                continue
+            match self.obs.retired_present.get(directory):
+                case True:
+                    self.actions.append(DeleteCheckpointDirectory(folder_of(directory)))
+                case False:
+                    message = f"checkpoint directory {directory} of an earlier run deleted"
+                    self.actions.append(EmitEvent("Normal", "CheckpointDirectoryDeleted", message))
+                    done.append(directory)
+                case None:
+                    pass  # not read: storage was unreachable
+        if done:
+            self._update(retired_checkpoint_directories=[d for d in retired if d not in done])
+        return _DISPOSAL_RECHECK if len(done) < len(retired) else _POLL_SECONDS
 
     def _directory_from_status(self) -> str | None:
         """The directory the status names (the current attempt's, else the latest checkpoint's), if it is one
@@ -718,12 +776,12 @@ class _Context:
         self._report_rollbacks(current)
         self._remember_placement(current.attempt)
         self._choose_disposals()
-        stable_in = self._stability()
+        look_again = min(self._stability(), self._delete_retired_directories())
         if self.status.savepoint_in_progress:
-            return self._done(min(self.spec.stop_timeout_seconds, stable_in))
+            return self._done(min(self.spec.stop_timeout_seconds, look_again))
         due = self._periodic_due()
         until_due = _POLL_SECONDS if due is None else (due - self.now).total_seconds()
-        return self._done(max(_SOON, min(_POLL_SECONDS, until_due, stable_in)))
+        return self._done(max(_SOON, min(_POLL_SECONDS, until_due, look_again)))
 
     # -- upgrade rollback (domain/rollback.py) --
 

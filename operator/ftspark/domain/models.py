@@ -587,6 +587,12 @@ class JobStatus(_Model):
         default=None,
         description="When the last periodic savepoint was asked for: the next one is due an interval later.",
     )
+    retired_checkpoint_directories: list[str] = Field(
+        default_factory=list,
+        description="Checkpoint directories of earlier runs that a fresh start (a stateless upgrade, a "
+        "restore from initialSavepoint) left behind, recorded before the new run starts: deleted once the "
+        "new run is Running (and, with upgradeRollback, past its window), then dropped from here.",
+    )
     savepoints_disposing: list[str] = Field(
         default_factory=list,
         description="Ids of savepoints being disposed of, recorded before any of their data is deleted: a "

@@ -103,6 +103,11 @@ def _within(location: str, directory: str) -> bool:
     return all(segment not in ("", ".", "..") for segment in path.removeprefix(root).split("/")[1:])
 
 
+def folder_of(directory: str) -> str:
+    """A checkpoint directory as the folder prefix storage deletes (s3://, one trailing slash)."""
+    return as_s3(directory).rstrip("/") + "/"
+
+
 def as_s3(uri: str) -> str:
     """s3a:// (Spark's spelling) written as s3://: the same object either way."""
     return "s3://" + uri.removeprefix("s3a://") if uri.startswith("s3a://") else uri

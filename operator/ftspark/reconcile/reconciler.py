@@ -14,6 +14,7 @@ from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
     Decision,
+    DeleteCheckpointDirectory,
     DeleteDriver,
     DeleteLeftoverExecutors,
     DiscardPreviousJob,
@@ -33,7 +34,7 @@ from ftspark.domain.lifecycle import (
 )
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import Violation, namespace_allowances, violations
-from ftspark.domain.recovery import RestorePoint, choose_restore_point, is_checkpoint_directory
+from ftspark.domain.recovery import RestorePoint, choose_restore_point, folder_of, is_checkpoint_directory
 from ftspark.domain.rollback import effective_spec
 from ftspark.domain.savepoints import SavepointData, manifest_job, own_folder
 from ftspark.manifests import AttemptPlan
@@ -246,7 +247,22 @@ class Reconciler:
             restore_point=restore_point,
             leftover_executors=self._drivers.count_executors(key, job.uid) if can_submit else 0,
             disposing=self._disposing(key, spec, status),
+            retired_present=self._retired_present(job, spec, status),
         )
+
+    def _retired_present(self, job: JobResource, spec: JobSpec, status: JobStatus) -> dict[str, bool]:
+        """For each retired directory that is the job's: whether storage still holds anything in it."""
+        found: dict[str, bool] = {}
+        for directory in status.retired_checkpoint_directories:
+            if not is_checkpoint_directory(directory, spec.checkpoint.storage, job.uid):
+                continue
+            try:
+                found[directory] = self._storage.any_with_prefix(folder_of(directory))
+            except StoreUnavailableError as error:
+                log.warning(
+                    "%s: checkpoint directory %s could not be looked at: %s", job.key, directory, error
+                )
+        return found
 
     def _disposing(self, key: JobKey, spec: JobSpec, status: JobStatus) -> dict[str, SavepointData]:
         """What storage holds of each savepoint being disposed of, read only at the job's own folder for it;
@@ -321,6 +337,8 @@ class Reconciler:
                     self._drivers.request_savepoint(key, pod, self._epoch().term, savepoint_id)
                 case DisposeSavepoint():
                     self._dispose(job, action)
+                case DeleteCheckpointDirectory(prefix=prefix):
+                    self._delete_directory(job, prefix)
                 case RecordResult():
                     self._record_result(job, action)
                 case EmitEvent(type=type_, reason=reason, message=message):
@@ -373,6 +391,14 @@ class Reconciler:
             log.warning("%s: savepoint %s not disposed of yet: %s", job.key, action.savepoint_id, error)
             message = f"savepoint {action.savepoint_id} not disposed of yet (tried again): {error}"
             self._events.emit(job, "Warning", "SavepointDisposalFailed", message)
+
+    def _delete_directory(self, job: JobResource, prefix: str) -> None:
+        """Like a disposal: a delete storage refuses is tried again at the next look, the rest goes on."""
+        self._epoch()  # still leading (raises otherwise): a deposed leader deletes nothing
+        try:
+            self._storage.delete_prefix(prefix)
+        except StoreUnavailableError as error:
+            log.warning("%s: checkpoint directory %s not deleted yet: %s", job.key, prefix, error)
 
     def _record_result(self, job: JobResource, action: RecordResult) -> None:
         entry = JobResultEntry(
