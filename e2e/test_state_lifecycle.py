@@ -15,7 +15,7 @@ from ftspark_dev.windowed_counts import Output, expected_counts, write_input
 from ftspark_dev.world import World
 
 NAME = "lifelong"
-PERIOD = 20  # seconds between periodic savepoints
+PERIOD = 10  # seconds between periodic savepoints
 WINDOW = 30  # upgradeRollback.windowSeconds
 
 
