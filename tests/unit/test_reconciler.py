@@ -640,6 +640,45 @@ def test_a_finished_jobs_checkpoint_directory_goes_with_its_result_unless_retain
     assert all(cluster.storage.get(uri) == b"x" for uri in kept_anyway)
 
 
+@pytest.mark.parametrize("seen", ["deleted", "missed", "retained"])
+def test_a_job_deleted_while_running_leaves_its_data_until_its_retention_unless_the_deletion_was_missed(
+    seen: str,
+) -> None:
+    cluster = Cluster()
+    keep = {"retainOnDelete": True} if seen == "retained" else {}
+    checkpoint = {**SPEC["checkpoint"], **keep}
+    cluster.jobs.apply(KEY, {**SPEC, "checkpoint": checkpoint, "resultStore": {"ttlSeconds": 60}}, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    directory = run_dir(UID, 1)
+    foreign = f"{run_dir('ffffffff-other-job', 1)}/query-0/commits/0"
+    for uri in (f"{directory}/query-0/commits/0", foreign):
+        cluster.storage.put(uri, b"x")
+    job = cluster.jobs.get(KEY)
+    assert job is not None
+    # Its status names another job's directory too (the status is the user's): never deleted.
+    hostile = {**job.status, "retiredCheckpointDirectories": [run_dir("ffffffff-other-job", 1)]}
+    cluster.jobs.write_status(job, hostile)
+    last = cluster.jobs.get(KEY)
+    assert last is not None
+    cluster.jobs.delete(KEY)
+    if seen != "missed":  # the watch's DELETED event, with the job's last state
+        cluster.reconciler.note_deleted(last)
+    cluster.reconcile()
+    entry = cluster.stores.results.get(UID)
+    if seen != "deleted":
+        assert entry is None, "nothing to delete later: no entry"
+    else:
+        assert entry is not None
+        assert (entry.state, entry.clean, entry.data) == ("Cancelled", True, (directory + "/",))
+    assert cluster.reconciler.expire_results() == 0, "not before its retention"
+    cluster.now += timedelta(seconds=61)
+    cluster.reconciler.expire_results()
+    assert cluster.storage.any_with_prefix(directory + "/") is (seen != "deleted")
+    assert cluster.storage.get(foreign) == b"x"
+    assert cluster.stores.results.get(UID) is None
+
+
 def test_a_namespace_whose_results_cannot_be_swept_does_not_stop_the_others(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -90,6 +90,7 @@ class Controller:
                         self._queue,
                         self._api_configuration,
                         watch_checkpoints=self._checkpoint_versions is None,
+                        on_deleted=self._reconciler.note_deleted,
                     ),
                     standalone=True,  # leadership is ours (Lease), not kopf's peering
                     clusterwide=not self._namespaces,

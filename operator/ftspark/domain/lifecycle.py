@@ -265,15 +265,16 @@ def spec_hash(spec: JobSpec) -> str:
     return hashlib.sha256(relevant.encode()).hexdigest()[:16]
 
 
-def job_data(spec: JobSpec, uid: str, directory: str | None) -> tuple[str, ...]:
+def job_data(spec: JobSpec, uid: str, status: JobStatus) -> tuple[str, ...]:
     """What of the job's storage goes with its result (checkpoint.retainOnDelete keeps it): its checkpoint
-    directory, when it is one the operator chose for this job (the status is the user's object too).
-    Savepoints stay: they are meant to outlive the job."""
-    if spec.checkpoint.retain_on_delete or directory is None:
+    directories, the current one and those earlier runs left, each only when it is one the operator chose
+    for this job (the status is the user's object too). Savepoints stay: they are meant to outlive the job."""
+    if spec.checkpoint.retain_on_delete:
         return ()
-    if not is_checkpoint_directory(directory, spec.checkpoint.storage, uid):
-        return ()
-    return (folder_of(directory),)
+    named = [status.checkpoint_directory, *status.retired_checkpoint_directories]
+    storage = spec.checkpoint.storage
+    own = [d for d in named if d is not None and is_checkpoint_directory(d, storage, uid)]
+    return tuple(dict.fromkeys(folder_of(d) for d in own))
 
 
 def upgrade_savepoint_id(attempt: int) -> str:
@@ -848,7 +849,7 @@ class _Context:
 
     def _record_result(self, state: Literal["Succeeded", "Failed"], message: str) -> None:
         retain = self.spec.result_store.ttl_seconds
-        data = job_data(self.spec, self.obs.job_uid, self.status.checkpoint_directory)
+        data = job_data(self.spec, self.obs.job_uid, self.status)
         self.actions.append(RecordResult(state, message, self.now, retain, data))
 
     def _report_rollbacks(self, driver: DriverObservation) -> None:

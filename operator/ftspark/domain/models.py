@@ -103,10 +103,9 @@ class CheckpointSpec(_Model):
     )
     retain_on_delete: bool = Field(
         default=False,
-        description="Keep a finished job's checkpoint directory when its result goes. By default it is "
-        "deleted with the result: once the job resource is deleted and resultStore.ttlSeconds has passed "
-        "since the job ended. Savepoints are never deleted with the job; nor, yet, is the data of a job "
-        "deleted before it ended.",
+        description="Keep the job's checkpoint directories after it is deleted. By default they are deleted "
+        "with its result, once the resource is gone and resultStore.ttlSeconds has passed since the job "
+        "ended or was deleted (time to recover them). Savepoints are never deleted with the job.",
     )
     max_resume_age_seconds: int = Field(
         default=0,
@@ -534,7 +533,7 @@ class RollbackRef(_Model):
     message: str = Field(description="Which checkpoint, from which batch to which, and why.")
 
 
-ResultState = Literal["Succeeded", "Failed"]
+ResultState = Literal["Succeeded", "Failed", "Cancelled"]  # Cancelled: deleted before it ended
 
 
 class JobResult(_Model):

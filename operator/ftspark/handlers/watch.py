@@ -6,15 +6,17 @@ operator never blocks the deletion of a job, and all state lives where the recon
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
 from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.adapters.k8s.cluster import job_resource
 from ftspark.adapters.k8s.configmap_stores import STORE_LABEL
 from ftspark.domain.ha import JobKey
+from ftspark.ports.cluster import JobResource
 from ftspark.protocol import JOB_LABEL, ROLE_LABEL
 from ftspark.reconcile.queue import WorkQueue
 
@@ -39,9 +41,14 @@ def connection_info(configuration: client.Configuration) -> kopf.ConnectionInfo:
 
 
 def build_registry(
-    queue: WorkQueue[JobKey], configuration: client.Configuration, *, watch_checkpoints: bool
+    queue: WorkQueue[JobKey],
+    configuration: client.Configuration,
+    *,
+    watch_checkpoints: bool,
+    on_deleted: Callable[[JobResource], None],
 ) -> kopf.OperatorRegistry:
-    """watch_checkpoints: the checkpoint records are ConfigMaps (on S3 the controller polls them instead)."""
+    """watch_checkpoints: the checkpoint records are ConfigMaps (on S3 the controller polls them instead).
+    on_deleted: a job deleted, in its last state, before its key is queued."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -52,8 +59,11 @@ def build_registry(
         return connection_info(configuration)
 
     @kopf.on.event(group=API_GROUP, version=API_VERSION, plural=PLURAL, registry=registry)
-    def job_changed(*, namespace: str | None, name: str, **_: Any) -> None:
-        queue.add(JobKey(namespace=namespace or "", name=name))
+    def job_changed(*, type: str | None, body: kopf.Body, namespace: str | None, name: str, **_: Any) -> None:
+        key = JobKey(namespace=namespace or "", name=name)
+        if type == "DELETED":
+            on_deleted(job_resource(key, body))
+        queue.add(key)
 
     @kopf.on.event(
         "", "v1", "pods", labels={ROLE_LABEL: "driver", JOB_LABEL: kopf.PRESENT}, registry=registry

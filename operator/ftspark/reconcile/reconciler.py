@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import assert_never
@@ -29,6 +30,7 @@ from ftspark.domain.lifecycle import (
     SubmittedGraph,
     decide,
     invalid_spec,
+    job_data,
     rejected,
     spec_hash,
 )
@@ -101,12 +103,25 @@ class Reconciler:
         self._epoch, self._clock, self._uniform = epoch, clock, uniform
         self._ha_store, self._term_floor = ha_store, term_floor
         self._max_retention, self._max_results = max_result_retention_seconds, max_results_per_namespace
+        self._deleted: dict[JobKey, JobResource] = {}  # note_deleted -> reconcile, across threads
+        self._deleted_lock = threading.Lock()
+
+    def note_deleted(self, job: JobResource) -> None:
+        """The watch saw the job deleted, in its last state: the API server's word for which uid, and so
+        which data, went. Its reconcile records what is to be deleted of it later (_record_deletion). Kept in
+        memory only: after a restart in between, the data is kept, the safe side."""
+        with self._deleted_lock:
+            self._deleted[job.key] = job
 
     def reconcile(self, key: JobKey) -> float | None:
         """Returns when to look again (seconds), or None when only a change should wake this job."""
+        with self._deleted_lock:
+            deleted = self._deleted.pop(key, None)
         job = self._jobs.get(key)
         if job is None:
             JOBS.record(key, None)
+            if deleted is not None:
+                self._record_deletion(deleted)
             self._forget(key)  # deleted: its pods go with it (ownerReferences), its HA data goes here
             return None
         decision = self._decide_and_act(job, self._status(job), self._clock())
@@ -179,6 +194,30 @@ class Reconciler:
         except ValidationError:
             log.warning("%s: unreadable status, starting from an empty one", job.key)
             return JobStatus()
+
+    def _record_deletion(self, job: JobResource) -> None:
+        """A job deleted before it ended: a clean Cancelled result carrying its data, deleted with the result
+        once resultStore.ttlSeconds has passed (expire_results). One that ended has its result already."""
+        if self._results.get(job.uid) is not None:
+            return
+        try:
+            spec = JobSpec.model_validate(job.spec)
+        except ValidationError:
+            return  # never valid, so never ran: nothing of it in storage
+        data = job_data(spec, job.uid, self._status(job))
+        if not data:
+            return
+        entry = JobResultEntry(
+            job=job.key,
+            uid=job.uid,
+            state="Cancelled",
+            finished_at=self._clock(),
+            message="deleted before it ended",
+            retain_seconds=spec.result_store.ttl_seconds,
+            data=data,
+        )
+        self._results.create_dirty(entry, self._epoch())
+        self._results.mark_clean(job.uid, self._epoch())
 
     def _forget(self, key: JobKey) -> None:
         """Checkpoint pointers first, the job graph last: whatever is left still names its job's uid."""

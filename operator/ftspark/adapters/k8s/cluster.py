@@ -6,6 +6,7 @@ import datetime
 import json
 import logging
 import secrets
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from kubernetes import client
@@ -106,6 +107,19 @@ def _owned_by(item: Any, uid: str) -> bool:
     return any(owner.uid == uid for owner in item.metadata.owner_references or ())
 
 
+def job_resource(key: JobKey, body: Mapping[str, Any]) -> JobResource:
+    """A FaultTolerantSparkJob as the API server sent it (a read, or a watch event)."""
+    metadata = body["metadata"]
+    return JobResource(
+        key,
+        metadata["uid"],
+        metadata.get("generation", 1),
+        dict(body.get("spec") or {}),
+        dict(body.get("status") or {}),
+        metadata.get("resourceVersion", ""),
+    )
+
+
 class KubeJobs:
     def __init__(self, api: client.ApiClient) -> None:
         self._objects = client.CustomObjectsApi(api)
@@ -120,15 +134,7 @@ class KubeJobs:
             if error.status == 404:
                 return None
             raise
-        metadata = body["metadata"]
-        return JobResource(
-            key,
-            metadata["uid"],
-            metadata.get("generation", 1),
-            body.get("spec", {}),
-            body.get("status") or {},
-            metadata.get("resourceVersion", ""),
-        )
+        return job_resource(key, body)
 
     def namespace_labels(self, namespace: str) -> dict[str, str]:
         labels: dict[str, str] | None = self._core.read_namespace(namespace).metadata.labels
