@@ -349,6 +349,54 @@ def test_stop_that_times_out_is_escalated_to_cancel(
     assert "StopTimedOut" in event_reasons(api_client, ns, "stuck")
 
 
+def test_a_resume_from_too_old_a_checkpoint_waits_for_the_user(
+    fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    limit = {"storage": f"s3://{bucket}/jobs/aged", "maxResumeAgeSeconds": 600}
+    _start_running(api_client, ns, "aged", bucket, checkpoint=limit)
+    # The driver committed batch 7 an hour ago (as it reports it, and as it is in storage).
+    graph = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
+    key = JobKey(namespace=ns, name="aged")
+    stored = graph.job_graphs.get(key)
+    assert stored is not None
+    location = f"{stored.checkpoint_location}/query-0"
+    s3_server.client().put_object(
+        Bucket=bucket, Key=location.removeprefix(f"s3://{bucket}/") + "/commits/7", Body=b"v1"
+    )
+    an_hour_ago = datetime.datetime.now(datetime.UTC) - datetime.timedelta(hours=1)
+    pointer = CheckpointPointer(
+        checkpoint_id=1, batch_id=7, location=location, completed_at=an_hour_ago, attempt=1
+    )
+    graph.checkpoints.add(key, pointer, Epoch("driver", 1, "aged-1-driver"), retained=3)
+    _patch_spec(api_client, ns, "aged", {"desiredState": "stopped"})
+    eventually(
+        lambda: (core.read_namespaced_pod("aged-1-driver", ns).metadata.annotations or {}).get(
+            "ftspark.io/control"
+        ),
+        timeout=30,
+        what="the driver asked to stop",
+    )
+    set_driver_exited(core, ns, "aged-1-driver", 0, '{"stopped": true}')
+    eventually(lambda: _phase(api_client, ns, "aged") == "Stopped", timeout=30, what="Stopped")
+
+    _patch_spec(api_client, ns, "aged", {"desiredState": "running"})
+
+    def too_old() -> dict[str, Any] | None:
+        ready = condition(job_status(api_client, ns, "aged"), "Ready")
+        return ready if ready.get("reason") == "StateTooOld" else None
+
+    ready = eventually(too_old, timeout=30, what="Ready=False StateTooOld")
+    assert ready["status"] == "False" and "maxResumeAgeSeconds" in ready["message"], ready
+    assert "StateTooOld" in event_reasons(api_client, ns, "aged")
+    time.sleep(2)
+    assert pod_names(api_client, ns, "aged") == [], "nothing starts from state that old"
+    _patch_spec(api_client, ns, "aged", {"checkpoint": {**limit, "maxResumeAgeSeconds": 0}})
+    eventually(lambda: pod_names(api_client, ns, "aged") == ["aged-2-driver"], timeout=30, what="resumed")
+    assert _env(core, ns, "aged-2-driver")["FTSPARK_RESTORE_BATCH"] == "7"
+
+
 def test_spec_change_is_rolled_out_by_upgrade_mode(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:
