@@ -101,6 +101,27 @@ def test_a_spec_running_for_the_window_becomes_the_stable_one() -> None:
     assert JobSpec.model_validate_json(kept.spec) == GOOD
 
 
+def test_a_new_generation_of_the_same_spec_becomes_stable_after_the_window_unless_rolled_back() -> None:
+    # Stopped and resumed (desiredState changed twice): generation 3 runs the same spec as generation 1.
+    resumed = JobStatus(
+        phase="Running", attempt=2, attempt_started_at=T0, attempt_submitted_at=T0, last_stable_spec=stable()
+    )
+    early = at(GOOD, resumed, WINDOW - 1, driver(2, DriverPhase.RUNNING), generation=3)
+    assert early.status.last_stable_spec == stable(), "not before the resumed attempt ran for the window"
+    later = at(GOOD, resumed, WINDOW, driver(2, DriverPhase.RUNNING), generation=3)
+    assert later.status.last_stable_spec is not None
+    assert (later.status.last_stable_spec.generation, later.status.last_stable_spec.spec_hash) == (
+        3,
+        spec_hash(GOOD),
+    )
+    # A rolled-back generation runs the stable spec (same hash) but is not stable itself.
+    rolled = resumed.model_copy(
+        update={"upgrade_rollback": UpgradeRollback(generation=4, time=T0, reason="UpgradeFailed")}
+    )
+    kept = at(GOOD, rolled, WINDOW * 2, driver(2, DriverPhase.RUNNING), generation=4)
+    assert kept.status.last_stable_spec == stable()
+
+
 def test_an_upgrade_that_fails_within_the_window_is_rolled_back_to_the_stable_spec() -> None:
     failed = driver(2, DriverPhase.FAILED, exit_code=1, reason="ScriptFailed", message="ImportError: x")
     rolled = at(BAD, upgraded(attempt_started_at=T0), 60, failed)

@@ -788,10 +788,19 @@ class _Context:
 
     def _stability(self) -> float:
         """With rollback enabled, a spec running for the window becomes the last stable one. Seconds until
-        the running attempt's spec becomes stable (_POLL_SECONDS when it is, or nothing is to be learned)."""
+        the running attempt's spec becomes stable (_POLL_SECONDS when it is, or nothing is to be learned).
+
+        A new generation of the same spec (only desiredState or savepoints changed) is recorded too once
+        it ran for the window, so that lastStableSpec.generation names the generation a user last saw
+        stable; a rolled-back generation runs the stable spec and is never recorded as stable itself."""
         policy, stable = self.spec.upgrade_rollback, self.status.last_stable_spec
-        started = self.status.attempt_started_at
-        if not policy.enabled or started is None or (stable and stable.spec_hash == self.obs.spec_hash):
+        started, rolled_back = self.status.attempt_started_at, self.status.upgrade_rollback
+        if (
+            not policy.enabled
+            or started is None
+            or (stable and (stable.spec_hash, stable.generation) == (self.obs.spec_hash, self.obs.generation))
+            or (rolled_back is not None and rolled_back.generation == self.obs.generation)
+        ):
             return _POLL_SECONDS
         if self._within_window(started):
             return self._until_window_ends(started)
