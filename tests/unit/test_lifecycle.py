@@ -318,6 +318,10 @@ def test_spec_change_follows_the_upgrade_mode() -> None:
         assert kinds(upgrading) == ["DeleteDriver"]
         assert upgrading.status.phase == "Upgrading"
         submitted = run(new, upgrading.status, submitted=old)
+        if mode == "stateless":  # the directory it leaves behind is in the status before the new run starts
+            assert submitted.actions == ()
+            assert submitted.status.retired_checkpoint_directories == [location(1)]
+            submitted = run(new, submitted.status, submitted=old)
         assert submitted.actions[0] == SubmitAttempt(2, restore, directory)
 
     new = spec(upgradeMode="savepoint", arguments=["--v2"])
@@ -396,7 +400,9 @@ def test_manual_restore_waits_for_a_spec_change() -> None:
     assert run(spec(), waiting).actions == ()
     fixed = spec(upgradeMode="stateless")
     observation = observe(fixed, generation=2, submitted=spec())
-    decision = decide(fixed, waiting, observation, T0, lambda: 0.5)
+    retiring = decide(fixed, waiting, observation, T0, lambda: 0.5)
+    assert retiring.actions == () and retiring.status.retired_checkpoint_directories == [location(1)]
+    decision = decide(fixed, retiring.status, observation, T0, lambda: 0.5)
     assert decision.actions[0] == SubmitAttempt(3, "nothing", location(3))
 
 

@@ -198,6 +198,7 @@ def test_no_complete_checkpoint_asks_for_a_manual_restore_and_starts_nothing(clu
     assert len(cluster.drivers.plans) == 1, "nothing starts until the spec changes"
 
     cluster.jobs.apply(KEY, {**SPEC, "upgradeMode": "stateless"}, uid=UID)
+    cluster.reconcile()  # the run it leaves behind goes into the status first
     cluster.reconcile()
     restart = cluster.drivers.plans[-1]
     assert (restart.attempt, restart.restore_from) == (2, "nothing")
@@ -219,8 +220,11 @@ def test_a_stateless_upgrade_deletes_the_earlier_runs_directory_once_the_new_run
     cluster.reconcile()  # the running driver goes
     cluster.drivers.pods.pop(KEY, None)
     cluster.reconcile()
+    assert cluster.status().retired_checkpoint_directories == [old]
+    assert len(cluster.drivers.plans) == 1, "recorded before the new run starts"
+    cluster.reconcile()
     assert cluster.drivers.plans[-1].checkpoint_location == run_dir(UID, 2)
-    assert cluster.status().retired_checkpoint_directories == [old], "recorded before the new run starts"
+    assert cluster.status().retired_checkpoint_directories == [old]
     # A hostile status names another job's directory too: never deleted, only dropped.
     job = cluster.jobs.get(KEY)
     assert job is not None

@@ -359,9 +359,12 @@ class _Context:
             )
         self._update(phase=phase)
 
-    def _done(self, requeue_after: float | None = None) -> Decision:
-        # Every decision acts on the whole current spec (an upgrade in progress shows as phase Upgrading).
-        self._update(observed_generation=self.obs.generation)
+    def _done(self, requeue_after: float | None = None, *, observed: bool = True) -> Decision:
+        """observed=False: this pass only prepared acting on the spec (the next one acts), so its generation
+        is not observed yet. Otherwise every decision acts on the whole current spec (an upgrade in progress
+        shows as phase Upgrading)."""
+        if observed:
+            self._update(observed_generation=self.obs.generation)
         if self._finish_disposals():
             requeue_after = min(requeue_after or _DISPOSAL_RECHECK, _DISPOSAL_RECHECK)
         newest = self.obs.latest_checkpoint
@@ -402,6 +405,12 @@ class _Context:
             if graph is not None
             else checkpoint_directory(self.spec.checkpoint.storage, self.obs.job_uid, attempt)
         )
+        if fresh and (retiring := self._retiring(location)) != self.status.retired_checkpoint_directories:
+            # The directory the fresh run leaves behind is in the status before the run starts: a crash or a
+            # refused status write after the submission would otherwise forget it (the new graph names only
+            # the new directory).
+            self._update(retired_checkpoint_directories=retiring)
+            return self._done(_SOON, observed=False)
         restore_batch = None
         lost_graph = restore_from == "latest-checkpoint" and graph is None
         recovered = self._directory_from_status() if lost_graph else None
@@ -443,9 +452,6 @@ class _Context:
         self._update(
             attempt=attempt,
             checkpoint_directory=location,
-            retired_checkpoint_directories=self._retiring(location)
-            if fresh
-            else self.status.retired_checkpoint_directories,
             driver_pod=None,
             attempt_started_at=None,
             attempt_submitted_at=self.now,
@@ -458,7 +464,7 @@ class _Context:
 
     def _retiring(self, new: str) -> list[str]:
         """The directories to delete once the fresh run at `new` is under way: those already waiting, and the
-        run it replaces (recorded before the new run starts, so a crash forgets none)."""
+        run it replaces."""
         retired = list(self.status.retired_checkpoint_directories)
         graph = self.obs.own_graph
         if graph is None:
