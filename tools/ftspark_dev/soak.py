@@ -42,7 +42,16 @@ OPERATOR_LEASE = "ftspark-operator"
 # A hung driver is restarted after 60 s without progress (the default, 300 s, would make a long soak longer).
 # Not less: a batch is silent until it ends, and on a busy machine (2 cores, a restore after a fault) one has
 # lasted over 30 s, so a shorter timeout replaces drivers that are only slow.
-SPEC = {"liveness": {"progressTimeoutSeconds": 60}}
+SPEC = {
+    "liveness": {"progressTimeoutSeconds": 60},
+    # A long run's faults add up to more restarts than any fixed budget (a 100-fault run failed a job for good
+    # after 10 restarts, at fault 29): failure-rate, Flink's choice for a stream that must not end, gives up
+    # only on a crash loop.
+    "restartStrategy": {
+        "type": "failure-rate",
+        "failureRate": {"maxFailuresPerInterval": 5, "intervalSeconds": 60, "delaySeconds": 1},
+    },
+}
 # Two jobs share 2 cores: a file every 3 s (one per micro-batch) lets them catch up after each fault.
 FEED_INTERVAL = 3.0
 OVERLAP_WINDOW = 0.5  # seconds; below the gap a correct handover leaves (lease duration - renew deadline)
