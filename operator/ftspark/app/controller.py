@@ -136,6 +136,7 @@ class Controller:
     def _work(self) -> None:
         while (key := self._queue.get()) is not None:
             started = time.monotonic()
+            requeue: float | None = None
             try:
                 requeue = self._reconciler.reconcile(key)
                 RECONCILE_SECONDS.labels(outcome="ok").observe(time.monotonic() - started)
@@ -154,9 +155,7 @@ class Controller:
                 requeue = min(_MIN_ERROR_BACKOFF * 2 ** (count - 1), _MAX_ERROR_BACKOFF)
                 log.exception("%s: reconcile failed (%d in a row); again in %.1f s", key, count, requeue)
             finally:
-                self._queue.done(key)
-            if requeue is not None:
-                self._queue.add_after(key, requeue)
+                self._queue.done(key, again_after=requeue)
 
 
 def _sweep(step: Callable[[], int], done: str) -> None:

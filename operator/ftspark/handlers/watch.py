@@ -1,4 +1,5 @@
-"""Watches through kopf: any change to a job or to one of its driver pods wakes that job's reconcile.
+"""Watches through kopf: any change to a job or to one of its driver pods wakes that job's reconcile; a
+failure, a deletion or a user's edit ahead of bulk work (reconcile.urgency).
 
 Only @kopf.on.event handlers: kopf keeps no progress annotations and adds no finalizers, so a stopped
 operator never blocks the deletion of a job, and all state lives where the reconciler reads it.
@@ -19,6 +20,7 @@ from ftspark.domain.ha import JobKey
 from ftspark.ports.cluster import JobResource
 from ftspark.protocol import JOB_LABEL, ROLE_LABEL
 from ftspark.reconcile.queue import WorkQueue
+from ftspark.reconcile.urgency import driver_event_is_urgent, job_event_is_urgent
 
 CHECKPOINT_STATUS_DELAY = 5.0
 
@@ -63,13 +65,16 @@ def build_registry(
         key = JobKey(namespace=namespace or "", name=name)
         if type == "DELETED":
             on_deleted(job_resource(key, body))
-        queue.add(key)
+        queue.add(key, urgent=job_event_is_urgent(type, body))
 
     @kopf.on.event(
         "", "v1", "pods", labels={ROLE_LABEL: "driver", JOB_LABEL: kopf.PRESENT}, registry=registry
     )
-    def driver_changed(*, namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
-        queue.add(JobKey(namespace=namespace or "", name=labels[JOB_LABEL]))
+    def driver_changed(
+        *, type: str | None, body: kopf.Body, namespace: str | None, labels: Mapping[str, str], **_: Any
+    ) -> None:
+        key = JobKey(namespace=namespace or "", name=labels[JOB_LABEL])
+        queue.add(key, urgent=driver_event_is_urgent(type, body))
 
     def checkpoint_reported(*, namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
         # A driver reports every micro-batch: refresh the job's status (latest checkpoint, its age in metrics)
