@@ -1,7 +1,8 @@
 """Prometheus metrics, all prefixed ftspark_. Process-wide (prometheus_client's default registry), as usual.
 
 Per-job figures come from the statuses the reconciler records (JobMetrics); the rest is counted where it
-happens: reconciles in the controller, store conflicts in the fenced CAS loop, leadership in app.main.
+happens: reconciles in the controller, store conflicts in the fenced CAS loop, leadership in app.main, API
+requests in adapters.k8s.counted.
 """
 
 from __future__ import annotations
@@ -36,6 +37,11 @@ STORE_CONFLICTS = Counter(
 )
 FENCED_WRITES = Counter(
     "ftspark_store_fenced_writes_total", "HA store writes refused for a stale epoch.", ["scope"]
+)
+API_REQUESTS = Counter(
+    "ftspark_api_requests_total",
+    "Requests made of the API server (watches aside), by Kubernetes verb and resource.",
+    ["verb", "resource"],
 )
 UNTRUSTED_POINTERS = Counter(
     "ftspark_untrusted_pointers_total",

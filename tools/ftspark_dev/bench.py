@@ -6,6 +6,7 @@
 2. Leader SIGKILL: time until the standby has acted (created the driver pod of a job made after the kill),
    with the default Lease timings (15 s / 10 s / 2 s).
 3. Driver failure: time from the failed driver's status to the next attempt's pod, beyond the restart delay.
+4. API calls the operator makes per job: submitted, when its driver runs, and while it runs idle.
 """
 
 from __future__ import annotations
@@ -16,12 +17,14 @@ import statistics
 import tempfile
 import time
 import uuid
+from collections import Counter as Tally
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 
 from kubernetes import client, config
+from prometheus_client.parser import text_string_to_metric_families
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.protocol import ROLE_LABEL
@@ -32,6 +35,8 @@ from ftspark_dev.s3server import S3Server
 _TICKS = 100  # os.sysconf("SC_CLK_TCK") on Linux
 _RESTART_DELAY = 1.0  # job_manifest's fixed delay
 _BURST_FAILURES = 3
+_SETTLE = 10.0  # seconds for the reconciles a burst of events started to end
+_IDLE_WINDOW = 60.0
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -76,9 +81,33 @@ def _wait(probe: Callable[[], bool], timeout: float, interval: float = 0.05) -> 
 Row = tuple[str, str, str]
 
 
-def _many_jobs(fleet: OperatorFleet, api: client.ApiClient, bucket: str, count: int, pid: int) -> list[Row]:
+def _api_requests(fleet: OperatorFleet, identity: str) -> Tally[tuple[str, str]]:
+    """The replica's ftspark_api_requests_total, by (verb, resource)."""
+    status, body = fleet.probe(identity, "/metrics")
+    if status != 200:
+        raise RuntimeError(f"/metrics of {identity}: HTTP {status}")
+    tally: Tally[tuple[str, str]] = Tally()
+    for family in text_string_to_metric_families(body):
+        if family.name == "ftspark_api_requests":
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    tally[sample.labels["verb"], sample.labels["resource"]] += int(sample.value)
+    return tally
+
+
+def _per_job(calls: Tally[tuple[str, str]], jobs: int) -> str:
+    """Calls per job, reads and writes, and the three commonest."""
+    reads = sum(n for (verb, _), n in calls.items() if verb in ("get", "list"))
+    commonest = ", ".join(f"{verb} {resource} {n / jobs:.1f}" for (verb, resource), n in calls.most_common(3))
+    return f"{calls.total() / jobs:.1f} ({reads / jobs:.1f} reads; {commonest})"
+
+
+def _many_jobs(
+    fleet: OperatorFleet, api: client.ApiClient, bucket: str, count: int, leader: str
+) -> list[Row]:
     objects, core, ns = client.CustomObjectsApi(api), client.CoreV1Api(api), fleet.watch_namespace
-    cpu_before, started = _cpu_seconds(pid), time.monotonic()
+    pid = fleet.replicas[leader].pid
+    cpu_before, started, calls_before = _cpu_seconds(pid), time.monotonic(), _api_requests(fleet, leader)
 
     def create(index: int) -> None:
         body = job_manifest(f"job-{index:04d}", bucket)
@@ -93,6 +122,8 @@ def _many_jobs(fleet: OperatorFleet, api: client.ApiClient, bucket: str, count: 
     _wait(lambda: len(_driver_pods(core, ns)) >= count, 1200, interval=0.5)
     elapsed = time.monotonic() - started
     cores = (_cpu_seconds(pid) - cpu_before) / elapsed
+    time.sleep(_SETTLE)  # the last pods' events: their jobs' status writes
+    submitted = _api_requests(fleet, leader) - calls_before
     return [
         (f"{count} jobs created (client side)", f"{created:.1f} s", ""),
         (
@@ -103,6 +134,23 @@ def _many_jobs(fleet: OperatorFleet, api: client.ApiClient, bucket: str, count: 
         (f"{count} jobs -> all driver pods", f"{elapsed:.1f} s", "<= 60 s"),
         ("operator CPU during that", f"{cores:.2f} cores", "<= 1 core"),
         ("operator peak RSS", f"{_peak_rss_mib(pid):.0f} MiB", "<= 300 MiB"),
+        ("API calls per submitted job", _per_job(submitted, count), ""),
+    ]
+
+
+def _running(fleet: OperatorFleet, api: client.ApiClient, leader: str, count: int) -> list[Row]:
+    """Every driver reported Running at once: what a job start costs, then what an idle running job costs."""
+    core, ns = client.CoreV1Api(api), fleet.watch_namespace
+    before = _api_requests(fleet, leader)
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda pod: set_driver_running(core, ns, pod), sorted(_driver_pods(core, ns))))
+    time.sleep(_SETTLE)
+    started = _api_requests(fleet, leader)
+    time.sleep(_IDLE_WINDOW)
+    idle = _api_requests(fleet, leader) - started
+    return [
+        ("API calls per job when its driver runs", _per_job(started - before, count), ""),
+        (f"API calls per running job in {_IDLE_WINDOW:.0f} s idle", _per_job(idle, count), ""),
     ]
 
 
@@ -182,8 +230,9 @@ def main() -> None:
         try:
             leader = fleet.start("bench-leader")
             _wait(lambda: fleet.leader(api) == leader, 60)
-            rows = _many_jobs(fleet, api, bucket, args.jobs, fleet.replicas[leader].pid)
+            rows = _many_jobs(fleet, api, bucket, args.jobs, leader)
             rows += _driver_failures(fleet, api, args.restarts)
+            rows += _running(fleet, api, leader, args.jobs)
             rows += _failover(fleet, api, bucket, leader)
         finally:
             fleet.stop_all()

@@ -17,6 +17,7 @@ from kubernetes import client, config
 
 from ftspark.adapters.ha import ha_stores
 from ftspark.adapters.k8s.cluster import KubeDrivers, KubeEvents, KubeJobs
+from ftspark.adapters.k8s.counted import CountedApiClient
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.s3.inspector import S3CheckpointInspector
 from ftspark.adapters.s3.stores import S3BlobStore, S3Records
@@ -48,7 +49,7 @@ def api_client(cfg: OperatorConfig, *, retries: int | None = None) -> client.Api
         config.load_incluster_config(client_configuration=configuration)
     if retries is not None:
         configuration.retries = retries
-    api = client.ApiClient(configuration)
+    api = CountedApiClient(configuration)
     # Names the replica in the API server's audit log: who wrote what, when (the soak checks the writers).
     api.user_agent = f"ftspark-operator ({cfg.identity})"
     return api
