@@ -16,7 +16,7 @@ help:
 	@echo "make cluster-bin  build etcd/kube-* once into ~/.cache/ftspark (cached by version)"
 	@echo "make images       the operator, Spark and pause images as OCI archives, without Docker (cached)"
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
-	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts); task-local recovery's (in one JVM, on the nodes)"
+	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts, API calls; 100 to 5,000 jobs); task-local recovery's (in one JVM, on the nodes)"
 	@echo "make soak         two streaming jobs through 100 seeded random faults, exactly once (SOAK_FAULTS, SOAK_SEED)"
 	@echo "make crds         regenerate crds/, the chart's copy and job policy, docs/reference.md and deploy/ from the models"
 
@@ -82,7 +82,7 @@ dev-cluster: $(VENV)/.installed cluster-bin
 	$(PY) -m ftspark_dev.cluster
 
 bench: $(VENV)/.installed cluster-bin spark-jars local-recovery-jar
-	$(PY) -m ftspark_dev.bench
+	$(PY) -m ftspark_dev.bench --curve 100,5000
 	$(PY) -m ftspark_dev.localrecovery_bench --keys 2000000 --payload 200 --files 8
 	$(PY) -m ftspark_dev.localrecovery_world --keys 2000000 --payload 200 --files 8
 

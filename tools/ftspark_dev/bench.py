@@ -7,19 +7,23 @@
    with the default Lease timings (15 s / 10 s / 2 s).
 3. Driver failure: time from the failed driver's status to the next attempt's pod, beyond the restart delay.
 4. API calls the operator makes per job: submitted, when its driver runs, and while it runs idle.
+5. With --curve: the burst again at other job counts, each on a fresh installation, as one table: how time,
+   API calls per job, CPU and memory grow with the number of jobs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import tempfile
 import time
 import uuid
 from collections import Counter as Tally
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -95,22 +99,52 @@ def _api_requests(fleet: OperatorFleet, identity: str) -> Tally[tuple[str, str]]
     return tally
 
 
+def _reads(calls: Tally[tuple[str, str]]) -> int:
+    return sum(n for (verb, _), n in calls.items() if verb in ("get", "list"))
+
+
 def _per_job(calls: Tally[tuple[str, str]], jobs: int) -> str:
     """Calls per job, reads and writes, and the three commonest."""
-    reads = sum(n for (verb, _), n in calls.items() if verb in ("get", "list"))
     commonest = ", ".join(f"{verb} {resource} {n / jobs:.1f}" for (verb, resource), n in calls.most_common(3))
-    return f"{calls.total() / jobs:.1f} ({reads / jobs:.1f} reads; {commonest})"
+    return f"{calls.total() / jobs:.1f} ({_reads(calls) / jobs:.1f} reads; {commonest})"
 
 
-def _many_jobs(
-    fleet: OperatorFleet, api: client.ApiClient, bucket: str, count: int, leader: str
-) -> list[Row]:
-    objects, core, ns = client.CustomObjectsApi(api), client.CoreV1Api(api), fleet.watch_namespace
-    pid = fleet.replicas[leader].pid
-    cpu_before, started, calls_before = _cpu_seconds(pid), time.monotonic(), _api_requests(fleet, leader)
+@dataclass(frozen=True)
+class Burst:
+    """count jobs created at once, on a fresh installation."""
+
+    count: int
+    created: float  # seconds, client side
+    all_pods: float  # seconds until every job has a driver pod
+    failures_answered: list[float]  # seconds beyond the restart delay, for failures made during the burst
+    pods_left: int  # jobs still without a pod once those failures were answered
+    cores: float  # the operator's, averaged over all_pods
+    rss_mib: float  # the operator's peak
+    calls: Tally[tuple[str, str]]  # the operator's API requests, until the status writes after the last pod
+
+    def rows(self) -> list[Row]:
+        return [
+            (f"{self.count} jobs created (client side)", f"{self.created:.1f} s", ""),
+            (
+                f"driver failure during the burst -> new pod, max of {len(self.failures_answered)}",
+                f"{max(self.failures_answered):.2f} s",
+                f"<= 2 s (then {self.pods_left} jobs still without a pod)",
+            ),
+            (f"{self.count} jobs -> all driver pods", f"{self.all_pods:.1f} s", "<= 60 s"),
+            ("operator CPU during that", f"{self.cores:.2f} cores", "<= 1 core"),
+            ("operator peak RSS", f"{self.rss_mib:.0f} MiB", "<= 300 MiB"),
+            ("API calls per submitted job", _per_job(self.calls, self.count), ""),
+        ]
+
+
+def _burst(bench: Installation, count: int) -> Burst:
+    objects, core, ns = client.CustomObjectsApi(bench.api), client.CoreV1Api(bench.api), bench.namespace
+    pid = bench.fleet.replicas[bench.leader].pid
+    cpu_before, started = _cpu_seconds(pid), time.monotonic()
+    calls_before = _api_requests(bench.fleet, bench.leader)
 
     def create(index: int) -> None:
-        body = job_manifest(f"job-{index:04d}", bucket)
+        body = job_manifest(f"job-{index:04d}", bench.bucket)
         objects.create_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, body)
 
     with ThreadPoolExecutor(16) as pool:
@@ -120,34 +154,23 @@ def _many_jobs(
     answers = [_answer_failure(core, ns, f"job-{index:04d}") for index in range(_BURST_FAILURES)]
     pods_left = count - len(_driver_pods(core, ns))
     _wait(lambda: len(_driver_pods(core, ns)) >= count, 1200, interval=0.5)
-    elapsed = time.monotonic() - started
-    cores = (_cpu_seconds(pid) - cpu_before) / elapsed
+    all_pods = time.monotonic() - started
+    cores = (_cpu_seconds(pid) - cpu_before) / all_pods
     time.sleep(_SETTLE)  # the last pods' events: their jobs' status writes
-    submitted = _api_requests(fleet, leader) - calls_before
-    return [
-        (f"{count} jobs created (client side)", f"{created:.1f} s", ""),
-        (
-            f"driver failure during the burst -> new pod, max of {len(answers)}",
-            f"{max(answers):.2f} s",
-            f"<= 2 s (then {pods_left} jobs still without a pod)",
-        ),
-        (f"{count} jobs -> all driver pods", f"{elapsed:.1f} s", "<= 60 s"),
-        ("operator CPU during that", f"{cores:.2f} cores", "<= 1 core"),
-        ("operator peak RSS", f"{_peak_rss_mib(pid):.0f} MiB", "<= 300 MiB"),
-        ("API calls per submitted job", _per_job(submitted, count), ""),
-    ]
+    calls = _api_requests(bench.fleet, bench.leader) - calls_before
+    return Burst(count, created, all_pods, answers, pods_left, cores, _peak_rss_mib(pid), calls)
 
 
-def _running(fleet: OperatorFleet, api: client.ApiClient, leader: str, count: int) -> list[Row]:
+def _running(bench: Installation, count: int) -> list[Row]:
     """Every driver reported Running at once: what a job start costs, then what an idle running job costs."""
-    core, ns = client.CoreV1Api(api), fleet.watch_namespace
-    before = _api_requests(fleet, leader)
+    core, ns = client.CoreV1Api(bench.api), bench.namespace
+    before = _api_requests(bench.fleet, bench.leader)
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda pod: set_driver_running(core, ns, pod), sorted(_driver_pods(core, ns))))
     time.sleep(_SETTLE)
-    started = _api_requests(fleet, leader)
+    started = _api_requests(bench.fleet, bench.leader)
     time.sleep(_IDLE_WINDOW)
-    idle = _api_requests(fleet, leader) - started
+    idle = _api_requests(bench.fleet, bench.leader) - started
     return [
         ("API calls per job when its driver runs", _per_job(started - before, count), ""),
         (f"API calls per running job in {_IDLE_WINDOW:.0f} s idle", _per_job(idle, count), ""),
@@ -161,8 +184,8 @@ def _answer_failure(core: client.CoreV1Api, namespace: str, job: str) -> float:
     return _wait(partial(_has_driver, core, namespace, f"{job}-2-driver"), 600) - _RESTART_DELAY
 
 
-def _driver_failures(fleet: OperatorFleet, api: client.ApiClient, count: int) -> list[Row]:
-    core, ns = client.CoreV1Api(api), fleet.watch_namespace
+def _driver_failures(bench: Installation, count: int) -> list[Row]:
+    core, ns = client.CoreV1Api(bench.api), bench.namespace
     names = [f"job-{i:04d}" for i in range(_BURST_FAILURES, _BURST_FAILURES + count)]
     for name in names:
         set_driver_running(core, ns, f"{name}-1-driver")
@@ -182,28 +205,38 @@ def _driver_failures(fleet: OperatorFleet, api: client.ApiClient, count: int) ->
     ]
 
 
-def _failover(fleet: OperatorFleet, api: client.ApiClient, bucket: str, leader: str) -> list[Row]:
-    objects, core, ns = client.CustomObjectsApi(api), client.CoreV1Api(api), fleet.watch_namespace
-    standby = fleet.start("bench-standby")
+def _failover(bench: Installation) -> list[Row]:
+    objects, core, ns = client.CustomObjectsApi(bench.api), client.CoreV1Api(bench.api), bench.namespace
+    standby = bench.fleet.start("bench-standby")
     time.sleep(5)
     killed = time.monotonic()
-    fleet.replicas[leader].kill()
+    bench.fleet.replicas[bench.leader].kill()
     objects.create_namespaced_custom_object(
-        API_GROUP, API_VERSION, ns, PLURAL, job_manifest("after-kill", bucket)
+        API_GROUP, API_VERSION, ns, PLURAL, job_manifest("after-kill", bench.bucket)
     )
     _wait(partial(_has_driver, core, ns, "after-kill-1-driver"), 120, 0.1)
     takeover = time.monotonic() - killed
-    if fleet.leader(api) != standby:
+    if bench.fleet.leader(bench.api) != standby:
         raise RuntimeError("the standby did not take the Lease")
     bound = "Lease taken <= 23.8 s (15 s + 2 x 4.4 s), then its first reconcile"
     return [("leader SIGKILL -> standby acted", f"{takeover:.1f} s", bound)]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--jobs", type=int, default=1000)
-    parser.add_argument("--restarts", type=int, default=20)
-    args = parser.parse_args()
+@dataclass(frozen=True)
+class Installation:
+    fleet: OperatorFleet
+    api: client.ApiClient
+    bucket: str
+    leader: str
+
+    @property
+    def namespace(self) -> str:
+        return self.fleet.watch_namespace
+
+
+@contextlib.contextmanager
+def _installation() -> Iterator[Installation]:
+    """A fresh control plane and S3, the CRD, and one operator replica leading, with a user's defaults."""
     with ControlPlane() as plane, S3Server() as s3:
         plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
         plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")
@@ -230,16 +263,56 @@ def main() -> None:
         try:
             leader = fleet.start("bench-leader")
             _wait(lambda: fleet.leader(api) == leader, 60)
-            rows = _many_jobs(fleet, api, bucket, args.jobs, leader)
-            rows += _driver_failures(fleet, api, args.restarts)
-            rows += _running(fleet, api, leader, args.jobs)
-            rows += _failover(fleet, api, bucket, leader)
+            yield Installation(fleet, api, bucket, leader)
         finally:
             fleet.stop_all()
-    width = max(len(row[0]) for row in rows)
-    print(f"\n{'measure'.ljust(width)}  {'value':>12}  target")
-    for measure, value, target in rows:
-        print(f"{measure.ljust(width)}  {value:>12}  {target}")
+
+
+def _print_table(header: list[str], rows: list[list[str]]) -> None:
+    widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
+    print()
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--restarts", type=int, default=20)
+    parser.add_argument(
+        "--curve",
+        default="",
+        help="more job counts, comma-separated (e.g. 100,5000): a burst each on a fresh installation, "
+        "printed with --jobs' as the scale curve",
+    )
+    args = parser.parse_args()
+    with _installation() as bench:
+        burst = _burst(bench, args.jobs)
+        rows = burst.rows()
+        rows += _driver_failures(bench, args.restarts)
+        rows += _running(bench, args.jobs)
+        rows += _failover(bench)
+    bursts = [burst]
+    for count in (int(part) for part in args.curve.split(",") if part):
+        with _installation() as bench:
+            bursts.append(_burst(bench, count))
+    _print_table(["measure", "value", "target"], [list(row) for row in rows])
+    if len(bursts) > 1:
+        _print_table(
+            ["jobs", "all pods s", "failure answered s", "API calls/job", "reads/job", "cores", "RSS MiB"],
+            [
+                [
+                    str(b.count),
+                    f"{b.all_pods:.1f}",
+                    f"{max(b.failures_answered):.2f}",
+                    f"{b.calls.total() / b.count:.1f}",
+                    f"{_reads(b.calls) / b.count:.1f}",
+                    f"{b.cores:.2f}",
+                    f"{b.rss_mib:.0f}",
+                ]
+                for b in sorted(bursts, key=lambda b: b.count)
+            ],
+        )
 
 
 if __name__ == "__main__":
