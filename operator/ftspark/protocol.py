@@ -191,6 +191,16 @@ def driver_pod_name(job_name: str, attempt: int) -> str:
     return f"{job_name}-{attempt}-driver"
 
 
+def driver_lease_name(job_name: str) -> str:
+    """The job's driver Lease: held by the attempt whose queries run (ftspark.runtime.fencing)."""
+    return f"{job_name}-driver"
+
+
+def driver_lease_holder(pod_name: str, attempt: int) -> str:
+    """The identity an attempt's driver holds the Lease as."""
+    return f"{pod_name}@{attempt}"
+
+
 def executor_template_name(driver_pod: str) -> str:
     return f"{driver_pod}-executor-template"
 

@@ -19,7 +19,13 @@ from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.fencing import Epoch, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
-from ftspark.protocol import ControlRequest, executor_template_name, rpc_secret_name, term_floor_name
+from ftspark.protocol import (
+    ControlRequest,
+    driver_lease_name,
+    executor_template_name,
+    rpc_secret_name,
+    term_floor_name,
+)
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import (
     OperatorFleet,
@@ -119,6 +125,62 @@ def test_submits_runs_and_restarts_a_failed_driver(
     )
     print(f"driver failure -> new driver pod in {recovery:.2f} s (restart delay 1 s)")
     assert recovery < 1 + 5
+
+
+def _driver_lease(api: client.ApiClient, namespace: str, job: str, holder: str) -> None:
+    """The job's driver Lease as its driver holds it (ftspark.runtime.fencing), renewed just now."""
+    now = datetime.datetime.now(datetime.UTC)
+    body = client.V1Lease(
+        metadata=client.V1ObjectMeta(name=driver_lease_name(job)),
+        spec=client.V1LeaseSpec(
+            holder_identity=holder,
+            lease_duration_seconds=15,
+            acquire_time=now,
+            renew_time=now,
+            lease_transitions=1,
+        ),
+    )
+    client.CoordinationV1Api(api).create_namespaced_lease(namespace, body)
+
+
+def _lease_holder(api: client.ApiClient, namespace: str, job: str) -> tuple[str, int]:
+    spec = client.CoordinationV1Api(api).read_namespaced_lease(driver_lease_name(job), namespace).spec
+    return spec.holder_identity or "", spec.lease_transitions
+
+
+@pytest.mark.parametrize(
+    ("holder", "released"),
+    [
+        pytest.param("leased-1-driver@1", True, id="held-by-the-ended-driver"),
+        # Written by the tenant, or by another attempt: the operator only ever releases its ended driver's.
+        pytest.param("someone-else@1", False, id="held-by-another"),
+    ],
+)
+def test_an_ended_driver_s_lease_is_released_for_the_next_attempt(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str, holder: str, released: bool
+) -> None:
+    """Fence and go: the kubelet says the driver container terminated, so nothing of it runs; the next
+    attempt need not wait out the Lease (15 s) it held."""
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    create_job(api_client, ns, job_manifest("leased", bucket))
+    eventually(lambda: "leased-1-driver" in pod_names(api_client, ns, "leased"), timeout=30, what="attempt 1")
+    set_driver_running(core, ns, "leased-1-driver")
+    eventually(
+        lambda: job_status(api_client, ns, "leased").get("phase") == "Running", timeout=30, what="Running"
+    )
+    _driver_lease(api_client, ns, "leased", holder)
+
+    set_driver_exited(core, ns, "leased-1-driver", 137, "")
+    eventually(
+        lambda: pod_names(api_client, ns, "leased") == ["leased-2-driver"], timeout=30, what="attempt 2"
+    )
+
+    assert _lease_holder(api_client, ns, "leased") == ("" if released else holder, 1), (
+        "released with its transitions kept (the next holder's term is above them)"
+        if released
+        else "another holder's Lease is left as it is"
+    )
 
 
 def test_bad_spec_gets_a_condition_and_an_event_and_no_pods_until_fixed(

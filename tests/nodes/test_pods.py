@@ -116,6 +116,38 @@ def test_fallback_to_logs_on_error(agent: NodeAgent, api_client: client.ApiClien
     assert pod.status.container_statuses[0].state.terminated.message.endswith("last words")
 
 
+def test_a_container_ends_with_everything_it_started(
+    agent: NodeAgent, api_client: client.ApiClient, namespace: str
+) -> None:
+    """The operator takes a terminated driver container for a dead driver (it releases the driver's Lease):
+    as in runc's PID namespace, no process of the container may outlive the report. The child here left the
+    process group and would otherwise run for 10 minutes."""
+    core = client.CoreV1Api(api_client)
+    script = """
+        import subprocess, sys, time
+        child = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        print("child", child.pid, flush=True)
+        time.sleep(1)
+        sys.exit(1)
+    """
+    core.create_namespaced_pod(namespace, python_pod("leaves-a-child", script))
+    pod = wait_phase(core, namespace, "leaves-a-child", "Failed")
+
+    assert pod.status.container_statuses[0].state.terminated.exit_code == 1
+    line = next(x for x in agent.log(namespace, "leaves-a-child").splitlines() if x.startswith("child"))
+    child = int(line.split()[1])
+    assert not _alive(child), "the container's child outlived the terminated report"
+
+
+def _alive(pid: int) -> bool:
+    """Running, and not a zombie left for its reaper."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def test_deleted_pod_gets_sigterm_then_is_gone(
     agent: NodeAgent, api_client: client.ApiClient, namespace: str
 ) -> None:

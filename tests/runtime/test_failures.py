@@ -15,8 +15,7 @@ from kubernetes import client
 
 from ftspark.adapters.k8s.lease_lock import format_micro_time
 from ftspark.domain.fencing import Epoch
-from ftspark.protocol import Exit
-from ftspark.runtime.fencing import lease_name
+from ftspark.protocol import Exit, driver_lease_name
 from ftspark_dev.windowed_counts import write_input
 from tests.runtime.conftest import OPERATOR, RuntimeJob
 
@@ -61,7 +60,7 @@ def _command(pid: int) -> str:
 def _take_over(leases: client.CoordinationV1Api, job: RuntimeJob) -> float:
     """Another holder takes the driver's Lease (retrying when the driver renewed in between): when."""
     for _ in range(20):
-        lease = leases.read_namespaced_lease(lease_name(job.name), job.namespace)
+        lease = leases.read_namespaced_lease(driver_lease_name(job.name), job.namespace)
         assert lease.spec.holder_identity == f"{job.pod}@{job.attempt}"
         body = {
             "metadata": {"name": lease.metadata.name, "resourceVersion": lease.metadata.resource_version},

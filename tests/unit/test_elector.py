@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from ftspark.adapters.memory.leadership import InMemoryLease, InMemoryLeaseLock
 from ftspark.domain.fencing import Epoch
-from ftspark.leader.elector import LeaderElectionConfig, LeaderElector
+from ftspark.leader.elector import LeaderElectionConfig, LeaderElector, release_for_ended_holder
 from ftspark.ports.leadership import LeaderElectionRecord, LockUnavailableError
 
 CONFIG = {"lease_duration": 15, "renew_deadline": 10.0, "retry_period": 2.0}
@@ -214,6 +214,54 @@ def test_a_released_lease_is_taken_at_the_next_retry_with_the_next_term() -> Non
     [took_over] = recorder.times("started")
     assert 10.0 < took_over <= 10.0 + MAX_RETRY_WAIT
     assert recorder.epochs() == [Epoch(scope="operator", term=5, holder="b")]
+
+
+def test_a_lease_released_for_its_ended_holder_is_taken_at_the_next_retry() -> None:
+    """The operator's fence and go: the holder died at 4 s (it renews no more); released for it at 5 s, the
+    waiting contender takes it at its next retry instead of 15 s after it last saw it change."""
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    write(lease, "job-1-driver@1", clock.wall(), transitions=1)
+    clock.at(2.0, lambda: write(lease, "job-1-driver@1", clock.wall(), transitions=1))
+    releases: list[bool] = []
+    operator = InMemoryLeaseLock(lease, "ftspark-operator")
+    clock.at(5.0, lambda: releases.append(release_for_ended_holder(operator, "job-1-driver@1", clock.wall())))
+    clock.at(20.0, stop.set)
+
+    elector(InMemoryLeaseLock(lease, "job-2-driver@2"), clock, recorder).run(stop)
+
+    assert releases == [True]
+    [took_over] = recorder.times("started")
+    assert 5.0 < took_over <= 5.0 + MAX_RETRY_WAIT
+    assert recorder.epochs() == [Epoch(scope="operator", term=2, holder="job-2-driver@2")]
+
+
+def test_a_release_for_an_ended_holder_never_touches_another_holders_lease() -> None:
+    lease = InMemoryLease()
+    operator = InMemoryLeaseLock(lease, "ftspark-operator")
+    assert not release_for_ended_holder(operator, "job-1-driver@1", EPOCH_ZERO), "no lease: nothing to do"
+    write(lease, "job-2-driver@2", EPOCH_ZERO, transitions=2)
+    before = lease.get()
+
+    assert not release_for_ended_holder(operator, "job-1-driver@1", EPOCH_ZERO)
+    assert lease.get() == before, "the next attempt's lease is left as it is"
+
+
+def test_a_release_loses_to_a_write_between_its_read_and_its_swap() -> None:
+    """The compare-and-swap: a record that changed after the read (a new holder took it) is not released."""
+    lease = InMemoryLease()
+    write(lease, "job-1-driver@1", EPOCH_ZERO, transitions=1)
+
+    class TakenMeanwhile(InMemoryLeaseLock):
+        def get(self) -> tuple[LeaderElectionRecord, str] | None:
+            found = super().get()
+            write(lease, "job-2-driver@2", EPOCH_ZERO, transitions=2)
+            return found
+
+    assert not release_for_ended_holder(
+        TakenMeanwhile(lease, "ftspark-operator"), "job-1-driver@1", EPOCH_ZERO
+    )
+    assert record_of(lease).holder_identity == "job-2-driver@2"
 
 
 class LongestWaits(random.Random):

@@ -19,6 +19,7 @@ from ftspark.domain.lifecycle import (
     EmitEvent,
     Observation,
     RecordResult,
+    ReleaseDriverLease,
     RequestSavepoint,
     RequestStop,
     SavepointReport,
@@ -148,6 +149,35 @@ def test_failed_driver_restarts_after_the_delay_and_never_overlaps_attempts() ->
     resubmitted = run(job, decision.status, at=16)
     assert resubmitted.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())
     assert resubmitted.status.attempt == 2
+
+
+def test_an_ended_driver_has_its_lease_released_before_its_pod_goes() -> None:
+    """Fence and go: a driver whose container the kubelet reported terminated holds its Lease no more in
+    truth; releasing it spares the next attempt the wait for its expiry."""
+    job = spec()
+    killed = driver(1, DriverPhase.FAILED, exit_code=137, reason="Error", ended=True)
+    restarting = run(job, JobStatus(phase="Running", attempt=1), killed).status
+    deleting = run(job, restarting, killed)
+    assert deleting.actions == (
+        ReleaseDriverLease("job-1-driver", 1),
+        DeleteDriver("job-1-driver", 1, "restarting"),
+    )
+    # Still there, being deleted: released again (a no-op once it is), never deleted twice.
+    lingering = replace(killed, phase=DriverPhase.TERMINATING)
+    assert run(job, restarting, lingering).actions == (ReleaseDriverLease("job-1-driver", 1),)
+
+
+@pytest.mark.parametrize(
+    "failed",
+    [
+        pytest.param(driver(1, DriverPhase.FAILED, exit_code=137, reason="Error"), id="not-known-ended"),
+        pytest.param(driver(1, DriverPhase.FAILED, reason="NodeLost", node_lost=True), id="on-a-lost-node"),
+    ],
+)
+def test_a_driver_not_known_to_have_ended_keeps_its_lease_until_it_expires(failed: DriverObservation) -> None:
+    job = spec()
+    restarting = run(job, JobStatus(phase="Running", attempt=1), failed).status
+    assert "ReleaseDriverLease" not in kinds(run(job, restarting, failed))
 
 
 def test_the_next_attempt_waits_until_no_executor_of_an_earlier_one_is_left() -> None:

@@ -158,49 +158,75 @@ EVICTED = "The node was low on resource: memory. Container driver was using 3Gi,
         pytest.param(
             exited(Exit.FINISHED, "Completed"),
             False,
-            seen(DriverPhase.SUCCEEDED, code=0, reason="Completed"),
+            seen(DriverPhase.SUCCEEDED, code=0, reason="Completed", ended=True),
             id="exit-0",
         ),
         pytest.param(
             exited(Exit.FINISHED, "Completed", said("Stopped", 0, "stopped with a final checkpoint")),
             False,
-            seen(DriverPhase.SUCCEEDED, code=0, reason="Stopped", message="stopped with a final checkpoint"),
+            seen(
+                DriverPhase.SUCCEEDED,
+                code=0,
+                reason="Stopped",
+                message="stopped with a final checkpoint",
+                ended=True,
+            ),
             id="exit-0-with-the-runtimes-words",
         ),
         pytest.param(
             exited(Exit.SCRIPT_FAILED, "Error", "Traceback ...\nZeroDivisionError"),
             False,
-            seen(DriverPhase.FAILED, code=1, reason="Error", message="Traceback ...\nZeroDivisionError"),
+            seen(
+                DriverPhase.FAILED,
+                code=1,
+                reason="Error",
+                message="Traceback ...\nZeroDivisionError",
+                ended=True,
+            ),
             id="exit-1-log-tail",
         ),
         pytest.param(
             exited(Exit.SCRIPT_FAILED, "Error", said("ScriptFailed", 1, "ZeroDivisionError: division")),
             False,
-            seen(DriverPhase.FAILED, code=1, reason="ScriptFailed", message="ZeroDivisionError: division"),
+            seen(
+                DriverPhase.FAILED,
+                code=1,
+                reason="ScriptFailed",
+                message="ZeroDivisionError: division",
+                ended=True,
+            ),
             id="exit-1-script-failed",
         ),
         pytest.param(
             exited(Exit.BAD_INPUT, "Error", said(NO_RESTORABLE_CHECKPOINT, 2, "no restorable batch")),
             False,
-            seen(DriverPhase.FAILED, code=2, reason=NO_RESTORABLE_CHECKPOINT, message="no restorable batch"),
+            seen(
+                DriverPhase.FAILED,
+                code=2,
+                reason=NO_RESTORABLE_CHECKPOINT,
+                message="no restorable batch",
+                ended=True,
+            ),
             id="exit-2-no-restorable-checkpoint",
         ),
         pytest.param(
             exited(Exit.FENCED_OUT, "Error", said("LeaseLost", 3, "fenced out by attempt 2")),
             False,
-            seen(DriverPhase.FAILED, code=3, reason="LeaseLost", message="fenced out by attempt 2"),
+            seen(
+                DriverPhase.FAILED, code=3, reason="LeaseLost", message="fenced out by attempt 2", ended=True
+            ),
             id="exit-3-fenced-out",
         ),
         pytest.param(
             exited(137, "OOMKilled"),
             False,
-            seen(DriverPhase.FAILED, code=137, reason="OOMKilled"),
+            seen(DriverPhase.FAILED, code=137, reason="OOMKilled", ended=True),
             id="exit-137-oom",
         ),
         pytest.param(
             exited(143, "Error"),
             False,
-            seen(DriverPhase.FAILED, code=143, reason="Error"),
+            seen(DriverPhase.FAILED, code=143, reason="Error", ended=True),
             id="exit-143-sigterm",
         ),
         pytest.param(
@@ -236,7 +262,9 @@ EVICTED = "The node was low on resource: memory. Container driver was using 3Gi,
             id="node-lost-while-deleting",
         ),
         pytest.param(running(), True, seen(DriverPhase.TERMINATING), id="deleting"),
-        pytest.param(exited(0, "Completed"), True, seen(DriverPhase.TERMINATING), id="deleting-after-exit"),
+        pytest.param(
+            exited(0, "Completed"), True, seen(DriverPhase.TERMINATING, ended=True), id="deleting-after-exit"
+        ),
         pytest.param(
             {"phase": "Succeeded"},
             False,
@@ -253,7 +281,7 @@ EVICTED = "The node was low on resource: memory. Container driver was using 3Gi,
                 ],
             },
             False,
-            seen(DriverPhase.FAILED, code=1, reason="Error"),
+            seen(DriverPhase.FAILED, code=1, reason="Error", ended=True),
             id="sidecar-listed-first",
         ),
         pytest.param(
@@ -399,3 +427,53 @@ def test_a_pod_without_an_attempt_number_is_no_driver(
 def test_a_body_that_is_no_pod_is_no_driver(body: Pod, caplog: pytest.LogCaptureFixture) -> None:
     assert observe_driver(body) is None
     assert "ignoring a driver pod that is no pod" in caplog.text
+
+
+def _with_spec(body: Pod, **spec: Any) -> Pod:
+    body["spec"] |= spec
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "ended"),
+    [
+        pytest.param(pod(exited(137, "OOMKilled")), True, id="killed"),
+        pytest.param(pod(exited(0, "Completed")), True, id="finished"),
+        pytest.param(pod(exited(143, "Error"), deleting=True), True, id="killed-while-deleting"),
+        pytest.param(pod(running()), False, id="running"),
+        pytest.param(pod(running(condition="False")), False, id="node-lost"),
+        pytest.param(
+            pod(exited(137, "ContainerStatusUnknown")), False, id="container-the-kubelet-could-not-find"
+        ),
+        pytest.param(
+            pod({"phase": "Failed", "reason": "Evicted", "containerStatuses": [container(RUNNING)]}),
+            False,
+            id="evicted-container-still-reported-running",
+        ),
+        pytest.param(pod({"phase": "Failed"}), False, id="failed-without-container-statuses"),
+        pytest.param(
+            pod(
+                {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        container({"terminated": {"exitCode": 1, "reason": "Error"}}, name="log-shipper"),
+                        container(RUNNING),
+                    ],
+                }
+            ),
+            False,
+            id="a-sidecar-ended-not-the-driver",
+        ),
+        # A shared PID namespace outlives the driver container's first process: its others may still run.
+        pytest.param(
+            _with_spec(pod(exited(137, "Error")), shareProcessNamespace=True),
+            False,
+            id="shared-pid-namespace",
+        ),
+        pytest.param(_with_spec(pod(exited(137, "Error")), hostPID=True), False, id="host-pid-namespace"),
+    ],
+)
+def test_ended_only_on_the_kubelets_word_that_nothing_of_the_driver_runs(body: Pod, ended: bool) -> None:
+    observed = observe_driver(body)
+    assert observed is not None
+    assert observed.ended is ended

@@ -74,6 +74,35 @@ class SystemClock:
         interrupt.wait(seconds)
 
 
+def released(record: LeaderElectionRecord, wall: datetime) -> LeaderElectionRecord:
+    """What a release writes: no holder, and the same count of transitions (the next holder's term is above
+    every term handed out before)."""
+    return LeaderElectionRecord(
+        holder_identity="",
+        lease_duration_seconds=1,
+        acquire_time=wall,
+        renew_time=wall,
+        leader_transitions=record.leader_transitions,
+    )
+
+
+def release_for_ended_holder(lock: LeaseLock, holder: str, wall: datetime) -> bool:
+    """Release the lock on behalf of a holder whose process is known to have ended, so that the next
+    contender takes it at its next retry instead of waiting the lease out. Only while that holder still
+    holds it: a compare-and-swap on the version read. False when another holds it (or nobody does, or it
+    changed meanwhile): then there is nothing to release. A holder that may still run must never be released
+    this way: that is what the lease's expiry is for."""
+    found = lock.get()
+    if found is None or found[0].holder_identity != holder:
+        return False
+    record, version = found
+    try:
+        lock.update(released(record, wall), version)
+    except ConflictError:
+        return False
+    return True
+
+
 def _ignore_epoch(epoch: Epoch) -> None:
     pass
 
@@ -314,14 +343,7 @@ class LeaderElector:
         """Give the lease up on graceful shutdown so a follower takes over at its next retry."""
         if self._observed is None or self._version is None or not self._is_leader():
             return
-        wall = self._clock.wall()
-        record = LeaderElectionRecord(
-            holder_identity="",
-            lease_duration_seconds=1,
-            acquire_time=wall,
-            renew_time=wall,
-            leader_transitions=self._observed.leader_transitions,
-        )
+        record = released(self._observed, self._clock.wall())
         try:
             self._observe(record, self._lock.update(record, self._version))
         except (ConflictError, LockUnavailableError) as error:

@@ -67,6 +67,11 @@ class Drivers(Protocol):
         """Delete the attempt's objects. force: remove the pod now (grace 0), for a pod whose node will never
         confirm the deletion."""
 
+    def release_lease(self, key: JobKey, holder: str) -> bool:
+        """Release the job's driver Lease if holder (an ended driver) still holds it, by a compare-and-swap
+        on the version read; True if it did. Failing to is never an error: the next attempt then waits the
+        Lease out, as it would without this."""
+
     def request_stop(self, key: JobKey, pod_name: str, term: int, savepoint_id: str = "") -> None:
         """Ask the driver runtime for a stop with a final checkpoint (and a savepoint of it, given an id).
         term: the asking leader's; the driver refuses a request of a term below the operator's term floor."""

@@ -8,6 +8,8 @@ fields left out). Only what is read is parsed, each shape by a small pydantic mo
     metadata.deletionTimestamp
                            being deleted: whatever it reports, the driver is going (Terminating)
     spec.nodeName          named when the node is lost
+    spec.shareProcessNamespace, spec.hostPID
+                           whether a terminated driver container proves its processes gone (ended)
     status.phase, reason, message
                            the kubelet's (or the eviction's) verdict on the pod as a whole
     status.conditions      Ready, for the lost-node check below
@@ -32,7 +34,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, NonNegativeInt, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
@@ -47,6 +49,9 @@ from ftspark.protocol import (
 )
 
 log = logging.getLogger(__name__)
+# The kubelet's reason for a container it could not find in the runtime (after a restart): not proof that
+# nothing of it runs.
+CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown"
 
 
 class _View(BaseModel):
@@ -97,6 +102,8 @@ class PodStatus(_View):
 
 class PodSpec(_View):
     node_name: str = ""
+    share_process_namespace: bool | None = None
+    host_pid: bool | None = Field(default=None, alias="hostPID")
 
 
 class PodMetadata(_View):
@@ -153,13 +160,13 @@ def observe_driver(pod: Mapping[str, Any]) -> DriverObservation | None:
         savepoint=_savepoint(annotations.get(SAVEPOINT_ANNOTATION, "")),
         rollbacks=_rollbacks(annotations.get(ROLLBACK_ANNOTATION, "")),
         request_refused=_refused(annotations),
+        ended=_ended(view),
     )
 
 
 def _phase(pod: PodView, attempt: int) -> DriverObservation:
     name, status = pod.metadata.name, pod.status
-    statuses = status.container_statuses
-    driver = next((s for s in statuses if s.name == DRIVER_CONTAINER), statuses[0] if statuses else None)
+    driver = _driver_status(status)
     state = driver.state if driver is not None else ContainerState()
     lost = _on_lost_node(status)
     if pod.metadata.deletion_timestamp is not None:
@@ -184,6 +191,24 @@ def _phase(pod: PodView, attempt: int) -> DriverObservation:
         return DriverObservation(attempt, name, DriverPhase.RUNNING, started_at=state.running.started_at)
     waiting = state.waiting or Waiting()
     return DriverObservation(attempt, name, DriverPhase.PENDING, None, waiting.reason, waiting.message)
+
+
+def _ended(pod: PodView) -> bool:
+    """The kubelet reported the driver container terminated, and that means every process of it is gone:
+    the container has a PID namespace of its own (no shareProcessNamespace, no hostPID), and the kernel kills
+    every process in it when its first process dies, before the runtime reports the exit. Not on a lost node
+    (nobody reports there), and not a ContainerStatusUnknown (the kubelet found no container to ask)."""
+    if pod.spec.share_process_namespace or pod.spec.host_pid or _on_lost_node(pod.status):
+        return False
+    driver = _driver_status(pod.status)
+    done = driver.state.terminated if driver is not None else None
+    return done is not None and done.reason != CONTAINER_STATUS_UNKNOWN
+
+
+def _driver_status(status: PodStatus) -> ContainerStatus | None:
+    """The driver container's status (the one named "driver", else the first)."""
+    statuses = status.container_statuses
+    return next((s for s in statuses if s.name == DRIVER_CONTAINER), statuses[0] if statuses else None)
 
 
 def _last_words(message: str) -> TerminationMessage | None:

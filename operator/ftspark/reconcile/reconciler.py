@@ -24,6 +24,7 @@ from ftspark.domain.lifecycle import (
     EmitEvent,
     Observation,
     RecordResult,
+    ReleaseDriverLease,
     RequestSavepoint,
     RequestStop,
     SubmitAttempt,
@@ -51,7 +52,13 @@ from ftspark.ports.stores import (
     StoreUnavailableError,
     UntrustedRecordError,
 )
-from ftspark.protocol import SAVEPOINT_MANIFEST, HaStoreConfig, driver_pod_name, spark_app_id
+from ftspark.protocol import (
+    SAVEPOINT_MANIFEST,
+    HaStoreConfig,
+    driver_lease_holder,
+    driver_pod_name,
+    spark_app_id,
+)
 
 log = logging.getLogger(__name__)
 CONFIGMAP_STORES = HaStoreConfig()
@@ -364,16 +371,14 @@ class Reconciler:
                 case SubmitAttempt():
                     assert spec is not None, "an invalid spec is never submitted"
                     self._submit(job, spec, action)
+                case ReleaseDriverLease():
+                    self._release_lease(key, action)
                 case DeleteDriver(pod_name=pod, force=force):
                     self._drivers.delete(key, pod, force=force)
                 case DeleteLeftoverExecutors():
                     self._drivers.delete_executors(key, job.uid)
-                # The leader's term goes with the request (and is re-checked right before it is written):
-                # the driver refuses one from a deposed leader.
-                case RequestStop(pod_name=pod, savepoint_id=savepoint_id):
-                    self._drivers.request_stop(key, pod, self._epoch().term, savepoint_id)
-                case RequestSavepoint(pod_name=pod, savepoint_id=savepoint_id):
-                    self._drivers.request_savepoint(key, pod, self._epoch().term, savepoint_id)
+                case RequestStop() | RequestSavepoint():
+                    self._request(key, action)
                 case DisposeSavepoint():
                     self._dispose(job, action)
                 case DeleteCheckpointDirectory(prefix=prefix):
@@ -385,6 +390,20 @@ class Reconciler:
                 case _:
                     assert_never(action)
         return decision
+
+    def _release_lease(self, key: JobKey, action: ReleaseDriverLease) -> None:
+        if self._drivers.release_lease(key, driver_lease_holder(action.pod_name, action.attempt)):
+            log.info("%s: released the driver lease of %s, which ended", key, action.pod_name)
+
+    def _request(self, key: JobKey, action: RequestStop | RequestSavepoint) -> None:
+        # The leader's term goes with the request (and is re-checked right before it is written): the driver
+        # refuses one from a deposed leader.
+        term = self._epoch().term
+        match action:
+            case RequestStop(pod_name=pod, savepoint_id=savepoint_id):
+                self._drivers.request_stop(key, pod, term, savepoint_id)
+            case RequestSavepoint(pod_name=pod, savepoint_id=savepoint_id):
+                self._drivers.request_savepoint(key, pod, term, savepoint_id)
 
     def _submit(self, job: JobResource, spec: JobSpec, action: SubmitAttempt) -> None:
         key, epoch = job.key, self._epoch()

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import cast
 
 from ftspark.domain.ha import JobKey
-from ftspark.protocol import DriverEnv, HaStoreConfig, HaStoreKind
+from ftspark.protocol import DriverEnv, HaStoreConfig, HaStoreKind, driver_lease_holder
 
 IMAGE_JARS_DIR = Path("/opt/ftspark/jars/s3a")  # images/spark-py/Dockerfile
 DEV_JARS_DIR_NAME = "hadoop-aws-3.4.1-awssdk-2.24.6"  # tools/spark_jars.sh's cache directory
@@ -87,7 +87,7 @@ class RuntimeConfig:
 
     @property
     def identity(self) -> str:
-        return f"{self.pod_name}@{self.attempt}"
+        return driver_lease_holder(self.pod_name, self.attempt)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> RuntimeConfig:

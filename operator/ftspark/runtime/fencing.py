@@ -13,24 +13,21 @@ from kubernetes import client
 
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.leader.elector import LeaderElectionConfig, LeaderElector
+from ftspark.protocol import driver_lease_name
 from ftspark.runtime.config import RuntimeConfig
 
 log = logging.getLogger(__name__)
-
-
-def lease_name(job_name: str) -> str:
-    return f"{job_name}-driver"
 
 
 class DriverLease:
     def __init__(self, api: client.ApiClient, config: RuntimeConfig, on_lost: Callable[[str], None]) -> None:
         """api must not retry on its own (configuration.retries = 0): the elector's deadline is the bound."""
         self._on_lost = on_lost
-        self._name = f"{config.job.namespace}/{lease_name(config.job.name)}"
+        self._name = f"{config.job.namespace}/{driver_lease_name(config.job.name)}"
         lock = KubernetesLeaseLock(
             api,
             namespace=config.job.namespace,
-            name=lease_name(config.job.name),
+            name=driver_lease_name(config.job.name),
             identity=config.identity,
             # A hung request must not outlast the margin between our deadline and the others' takeover.
             request_timeout=max(0.5, (config.lease_duration - config.renew_deadline) * 0.8),

@@ -44,6 +44,7 @@ _DEFAULT_TERMINATION_PATH = "/dev/termination-log"
 _MESSAGE_LIMIT = 4096  # kubelet's per-container limit
 _FALLBACK_LINES, _FALLBACK_BYTES = 80, 2048  # FallbackToLogsOnError, as the kubelet takes it
 _POLL = 0.05
+_REAP_SECONDS = 10.0  # SIGKILLed processes are gone in milliseconds; this only bounds a stuck kernel
 # Pods here share the machine's filesystem, and the machine's /tmp holds the agent's nodes, the tests' files
 # and other agents': a volume at /tmp would hide them, so it becomes the container's TMPDIR and java.io.tmpdir
 # instead, and the machine's /tmp stays writable under a read-only root.
@@ -432,6 +433,7 @@ class PodRunner(threading.Thread):
         code = process.poll()
         if code is None:
             return
+        self._end_the_rest(container)
         self._record_exit(container, code)
         restart = self.restart_policy == "Always" or (self.restart_policy == "OnFailure" and code != 0)
         if restart and container in self.containers:
@@ -440,6 +442,18 @@ class PodRunner(threading.Thread):
             container.last_state = {"terminated": container.state["terminated"]}
             container.state = {"waiting": {"reason": "CrashLoopBackOff"}}
             container.restart_at = time.monotonic() + delay
+
+    def _end_the_rest(self, container: Container) -> None:
+        """A container ends with its main process: runc gives it a PID namespace of its own, whose init's
+        death kills every other process in it before the runtime reports the exit. So a terminated container
+        means nothing of it runs any more (the operator fences and goes on that word), here too."""
+        prefix = f"{self.node.marker}{self.uid}/{container.name}"
+        deadline = time.monotonic() + _REAP_SECONDS
+        while signal_marked(prefix, signal.SIGKILL):
+            if time.monotonic() > deadline:  # stuck in the kernel: say so rather than hang the pod
+                log.error("%s: processes of container %s outlived their SIGKILL", self.key, container.name)
+                return
+            time.sleep(_POLL)
 
     def _record_exit(self, container: Container, code: int) -> None:
         exit_code = (

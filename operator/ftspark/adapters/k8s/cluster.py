@@ -13,8 +13,10 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
+from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation
+from ftspark.leader.elector import release_for_ended_holder
 from ftspark.manifests import (
     LOCAL_RECOVERY_KEY_BYTES,
     AttemptPlan,
@@ -28,6 +30,7 @@ from ftspark.manifests import (
     rpc_secret,
 )
 from ftspark.ports.cluster import JobResource, ObjectRejectedError, StaleReadError
+from ftspark.ports.leadership import LockUnavailableError
 from ftspark.protocol import (
     CONTROL_ANNOTATION,
     DRIVER_SERVICE_ACCOUNT,
@@ -36,6 +39,7 @@ from ftspark.protocol import (
     SPARK_APP_SELECTOR_LABEL,
     SPARK_ROLE_LABEL,
     ControlRequest,
+    driver_lease_name,
     executor_selector,
     executor_template_name,
     job_app_prefix,
@@ -63,6 +67,7 @@ DRIVER_RULES = [
 
 
 MANAGED = {"app.kubernetes.io/managed-by": "ftspark"}
+LEASE_REQUEST_SECONDS = 10.0  # a driver Lease release is only a shortcut: a slow one is given up
 
 
 def _ignore(status: int, call: Any, *args: Any, **kwargs: Any) -> None:
@@ -160,6 +165,7 @@ class KubeJobs:
 
 class KubeDrivers:
     def __init__(self, api: client.ApiClient) -> None:
+        self._api = api
         self._core = client.CoreV1Api(api)
         self._rbac = client.RbacAuthorizationV1Api(api)
         self._networking = client.NetworkingV1Api(api)
@@ -218,6 +224,22 @@ class KubeDrivers:
         _ignore(404, self._core.delete_namespaced_config_map, executor_template_name(pod_name), key.namespace)
         _ignore(404, self._core.delete_namespaced_secret, rpc_secret_name(pod_name), key.namespace)
         _ignore(404, self._networking.delete_namespaced_network_policy, pod_name, key.namespace)
+
+    def release_lease(self, key: JobKey, holder: str) -> bool:
+        lock = KubernetesLeaseLock(
+            self._api,
+            namespace=key.namespace,
+            name=driver_lease_name(key.name),
+            identity=holder,
+            request_timeout=LEASE_REQUEST_SECONDS,
+        )
+        try:
+            return release_for_ended_holder(lock, holder, datetime.datetime.now(datetime.UTC))
+        except LockUnavailableError as error:
+            log.warning(
+                "%s: driver lease of %s not released (the next attempt waits it out): %s", key, holder, error
+            )
+            return False
 
     def request_stop(self, key: JobKey, pod_name: str, term: int, savepoint_id: str = "") -> None:
         request = (

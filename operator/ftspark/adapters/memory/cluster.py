@@ -69,6 +69,7 @@ class MemoryDrivers:
     executor_pods: dict[str, int] = field(default_factory=dict)
     executor_deletions: list[str] = field(default_factory=list)  # uids
     refusals: list[str] = field(default_factory=list)  # kinds to refuse, one each
+    lease_holders: dict[JobKey, str] = field(default_factory=dict)  # each job's driver Lease ("": free)
 
     def refuse(self, kind: Literal["ConfigMap", "Pod", "Service"]) -> None:
         self.refusals.append(kind)
@@ -94,6 +95,12 @@ class MemoryDrivers:
     def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
         self.deleted.append((pod_name, force))
         self.pods.get(key, {}).pop(pod_name, None)
+
+    def release_lease(self, key: JobKey, holder: str) -> bool:
+        if self.lease_holders.get(key) != holder:
+            return False
+        self.lease_holders[key] = ""
+        return True
 
     def request_stop(self, key: JobKey, pod_name: str, term: int, savepoint_id: str = "") -> None:
         self.controls.append((pod_name, savepoint_id or "stop"))
