@@ -83,6 +83,7 @@ dev-cluster: $(VENV)/.installed cluster-bin
 
 bench: $(VENV)/.installed cluster-bin spark-jars local-recovery-jar
 	$(PY) -m ftspark_dev.bench --curve 100,5000
+	$(PY) -m ftspark_dev.recovery --kills 5
 	$(PY) -m ftspark_dev.localrecovery_bench --keys 2000000 --payload 200 --files 8
 	$(PY) -m ftspark_dev.localrecovery_world --keys 2000000 --payload 200 --files 8
 

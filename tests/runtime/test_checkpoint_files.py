@@ -131,6 +131,20 @@ def test_savepoint_copies_what_the_batch_needs_and_restores_verified(store: Obje
         savepoint.restore(store, target, "other", f"s3a://{bucket}/fourth/q")
 
 
+def test_a_savepoint_that_fails_midway_leaves_nothing_on_storage(store: ObjectStore, bucket: str) -> None:
+    """The second query has no committed batch: the first one's copy, done by then, is deleted again (the
+    operator records a failed savepoint nowhere, so nobody would ever dispose of it)."""
+    done, running = f"s3a://{bucket}/ck/done", f"s3a://{bucket}/ck/running"
+    _checkpoint(store, done, 3)
+    store.write(f"{running}/metadata", b'{"id":"r"}')
+    target = f"s3://{bucket}/savepoints/failed"
+
+    with pytest.raises(SavepointError, match="query running has no committed batch"):
+        savepoint.take(store, "failed", target, {"done": done, "running": running}, "ns/job")
+
+    assert store.list(target) == {}
+
+
 def test_termination_message_stays_within_the_kubernetes_limit(tmp_path: Path) -> None:
     ending = Ending()
     assert ending.set(Exit.SCRIPT_FAILED, "ScriptFailed", "x" * 10_000)

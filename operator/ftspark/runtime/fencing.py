@@ -55,7 +55,9 @@ class DriverLease:
         self._thread.daemon = True
         self._thread.start()
         if self._held.wait(timeout):
-            log.info("holding lease %s", self._name)
+            gap = self._elector.takeover_gap
+            how = "free" if not gap else f"taken over {gap:.1f} s after the last renew this driver saw"
+            log.info("holding lease %s (%s)", self._name, how)
             self._watchdog.daemon = True
             self._watchdog.start()
             return True

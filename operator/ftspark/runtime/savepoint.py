@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,7 +24,9 @@ from typing import Any
 
 from ftspark.protocol import SAVEPOINT_MANIFEST
 from ftspark.runtime.checkpoint import CheckpointDir
-from ftspark.runtime.objects import ObjectStore, join
+from ftspark.runtime.objects import ObjectStore, StorageError, join
+
+log = logging.getLogger(__name__)
 
 
 class SavepointError(Exception):
@@ -39,7 +42,25 @@ class Savepoint:
 def take(
     store: ObjectStore, savepoint_id: str, target: str, queries: Mapping[str, str], job: str
 ) -> Savepoint:
-    """Copy every query (name → checkpoint location) at its latest committed batch to target."""
+    """Copy every query (name → checkpoint location) at its latest committed batch to target. One that fails
+    midway deletes what it copied before it raises: the operator records a failed savepoint nowhere, so a half
+    copy would stay on storage for good."""
+    written: list[str] = []
+    try:
+        return _copy(store, savepoint_id, target, queries, job, written)
+    except (SavepointError, StorageError):
+        _remove(store, written)
+        raise
+
+
+def _copy(
+    store: ObjectStore,
+    savepoint_id: str,
+    target: str,
+    queries: Mapping[str, str],
+    job: str,
+    written: list[str],
+) -> Savepoint:
     manifest: dict[str, Any] = {"id": savepoint_id, "job": job, "queries": {}}
     for name, location in sorted(queries.items()):
         checkpoint = CheckpointDir(store, location)
@@ -51,12 +72,22 @@ def take(
             data = store.read(join(location, path))
             if data is None:
                 raise SavepointError(f"{join(location, path)} vanished while copying")
-            store.write(join(target, name, path), data)
+            written.append(join(target, name, path))
+            store.write(written[-1], data)
             files[path] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
         manifest["queries"][name] = {"batchId": batch, "source": location, "files": files}
     manifest["createdAt"] = datetime.now(UTC).isoformat()
     store.write(join(target, SAVEPOINT_MANIFEST), json.dumps(manifest, indent=1, sort_keys=True).encode())
     return Savepoint(target, {name: q["batchId"] for name, q in manifest["queries"].items()})
+
+
+def _remove(store: ObjectStore, uris: list[str]) -> None:
+    """Best effort: storage that just failed may fail again, and the savepoint's own error is what counts."""
+    try:
+        for uri in uris:
+            store.delete(uri)
+    except StorageError as error:
+        log.warning("the failed savepoint's copy is left in part: %s", error)
 
 
 def restore(store: ObjectStore, savepoint: str, name: str, location: str) -> int:

@@ -1,0 +1,371 @@
+"""Driver recovery side by side: plain Spark and ftspark, on the same process-backed nodes and the same job
+(examples/windowed_counts.py, a file of input every FEED_INTERVAL), each driver SIGKILLed `kills` times.
+
+- plain Spark: no operator. A driver pod made by hand as spark-submit's cluster mode makes one (the Spark
+  image's `driver` entrypoint: spark-submit in client mode inside the pod), with the settings ftspark would
+  give the job and a checkpoint directory named on the script's command line (plain Spark resumes only from
+  a named one). Right after the kill the next driver pod is created: the best a supervisor that neither
+  watches nor fences can do.
+- ftspark: the FaultTolerantSparkJob with the default driver-Lease timings (15 s / 10 s / 2 s). The operator
+  sees the driver container end, releases its Lease, and starts the next attempt.
+
+Each kill's timeline is watched from outside, every POLL seconds: the next driver pod created, its container
+started, its first executor pod created (its SparkContext is up and asks for executors), an executor
+running, an executor registered with the driver (its log says so), and the first batch run after the kill (the
+sink's marker of a batch run). Shared by
+e2e/test_recovery.py (a short run) and `make bench` (`python -m ftspark_dev.recovery --kills 5`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import statistics
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubernetes import client
+
+from ftspark.domain.models import JobSpec
+from ftspark.manifests import (
+    AttemptPlan,
+    Manifest,
+    driver_pod,
+    executor_template_config_map,
+    rpc_secret,
+    spark_conf,
+)
+from ftspark.protocol import JOB_LABEL, SPARK_ROLE_LABEL, DriverEnv, driver_pod_name
+from ftspark.runtime.session import spark_settings
+from ftspark_dev.subject import SinkFolder
+from ftspark_dev.tour import FaultTour
+from ftspark_dev.windowed_counts import WindowedCounts
+from ftspark_dev.world import JOBS_NAMESPACE, World, running_world
+
+STEPS = (
+    "driver pod created",
+    "container started",
+    "executors requested",
+    "executor running",
+    "executor registered",
+    "first batch run",
+)
+REGISTERED = "Successfully registered with driver"  # Spark's executor, in its log (INFO)
+POLL = 0.1
+FEED_INTERVAL = 1.0
+RECOVERY_TIMEOUT = 180.0
+# Settled between kills: batches run again after the last recovery (a kill during the first batch of an
+# attempt would measure a start, not a recovery).
+SETTLED_RUNS = 3
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Seconds from the kill to each of STEPS."""
+
+    seconds: tuple[float, ...]
+
+
+def watch_recovery(
+    world: World,
+    is_next_driver: Callable[[client.V1Pod], bool],
+    runs: Callable[[], int],
+    killed_at: float,
+    timeout: float = RECOVERY_TIMEOUT,
+) -> Timeline:
+    """Polls the API server, the executors' logs and the sink until every step is seen after the kill (runs()
+    counted then)."""
+    core, log = client.CoreV1Api(world.api), world.log
+    runs_before = runs()
+    seen: dict[str, float] = {}
+    while len(seen) < len(STEPS):
+        at = time.monotonic() - killed_at
+        if at > timeout:
+            raise TimeoutError(f"recovery not complete {timeout:.0f} s after the kill; seen: {seen}")
+        pods = core.list_namespaced_pod(JOBS_NAMESPACE, label_selector=SPARK_ROLE_LABEL).items
+        driver = next(
+            (p for p in pods if p.metadata.labels[SPARK_ROLE_LABEL] == "driver" and is_next_driver(p)), None
+        )
+        if driver is not None:
+            seen.setdefault(STEPS[0], at)
+            if any(s.state.running for s in driver.status.container_statuses or []):
+                seen.setdefault(STEPS[1], at)
+            executors = [p for p in pods if _owned_by(p, driver.metadata.uid)]
+            if executors:
+                seen.setdefault(STEPS[2], at)
+            running = [p.metadata.name for p in executors if p.status.phase == "Running"]
+            if running:
+                seen.setdefault(STEPS[3], at)
+            if STEPS[4] not in seen and any(REGISTERED in log(name) for name in running):
+                seen.setdefault(STEPS[4], at)
+        if runs() > runs_before:
+            seen.setdefault(STEPS[5], at)
+        time.sleep(POLL)
+    return Timeline(tuple(seen[step] for step in STEPS))
+
+
+def _owned_by(pod: client.V1Pod, uid: str) -> bool:
+    return pod.metadata.labels.get(SPARK_ROLE_LABEL) == "executor" and any(
+        owner.uid == uid for owner in pod.metadata.owner_references or []
+    )
+
+
+def _next_attempt(job: str, killed: str) -> Callable[[client.V1Pod], bool]:
+    return lambda pod: pod.metadata.labels.get(JOB_LABEL) == job and pod.metadata.name != killed
+
+
+def _named(name: str) -> Callable[[client.V1Pod], bool]:
+    return lambda pod: bool(pod.metadata.name == name)
+
+
+def _runs(sink: SinkFolder) -> Callable[[], int]:
+    return lambda: sum(sink.runs().values())
+
+
+def _wait(probe: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not probe():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not within {timeout:.0f} s: {what}")
+        time.sleep(POLL)
+
+
+# -- ftspark -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FtsparkRun:
+    timelines: list[Timeline]
+    leases: list[str]  # how each attempt after a kill got the driver Lease (its runtime's log line)
+    figures: dict[str, int]  # the fault tour's at the end: records in, counted, lost, duplicated, ...
+
+
+def ftspark_recoveries(world: World, work: Path, kills: int) -> FtsparkRun:
+    tour = FaultTour(world, work, feed_interval=FEED_INTERVAL, spec={"short_lease": False})
+    tour.start()
+    runs = _runs(tour.output)
+    timelines, leases = [], []
+    try:
+        for _ in range(kills):
+            _settle(runs)
+            killed = tour.current_driver().metadata.name
+            killed_at = time.monotonic()
+            world.kill_pod(killed)
+            timelines.append(watch_recovery(world, _next_attempt(tour.name, killed), runs, killed_at))
+            log = world.log(tour.current_driver().metadata.name)
+            leases.append(
+                next((line for line in log.splitlines() if "holding lease" in line), "no lease line")
+            )
+        figures = tour.finish()
+    finally:
+        world.delete(tour.name)
+    return FtsparkRun(timelines, leases, figures)
+
+
+def _settle(runs: Callable[[], int]) -> None:
+    target = runs() + SETTLED_RUNS
+    _wait(lambda: runs() >= target, RECOVERY_TIMEOUT, f"{SETTLED_RUNS} batch runs")
+
+
+# -- plain Spark ---------------------------------------------------------------------------------------------
+
+
+class PlainSpark:
+    """The same job as driver pods made by hand: attempt n is the pod plain-n-driver, with its RPC Secret and
+    executor template, owned by nothing (no operator, no job resource)."""
+
+    name = "plain"
+
+    def __init__(self, world: World, work: Path) -> None:
+        self.world, self.core = world, client.CoreV1Api(world.api)
+        self.subject = WindowedCounts()
+        self.source, self.sink = work / "plain" / "in", SinkFolder(work / "plain" / "out")
+        checkpoint = f"s3a://{world.bucket}/plain/checkpoint"
+        manifest = world.job(
+            self.name,
+            self.source,
+            self.sink.folder,
+            self.subject.example,
+            arguments=[str(self.source), str(self.sink.folder), checkpoint],
+        )
+        self.spec = JobSpec.model_validate(manifest["spec"])
+        self.uid, self.attempt, self.fed = str(uuid.uuid4()), 0, 0
+        self._stop = threading.Event()
+        self._feeder = threading.Thread(target=self._feed, daemon=True)
+
+    def start(self) -> None:
+        self.subject.write_input(self.source, 5)
+        self.fed = 5
+        pod = self.next_driver()
+        try:
+            _wait(lambda: bool(self.sink.batches()), RECOVERY_TIMEOUT, "the plain driver's first batch")
+        except TimeoutError as error:
+            status = self.core.read_namespaced_pod(pod, JOBS_NAMESPACE).status
+            raise TimeoutError(f"{error}\n{status}\n{self.world.log(pod)[-4000:]}") from None
+        self._feeder.start()
+
+    def next_driver(self) -> str:
+        self.attempt += 1
+        plan = AttemptPlan(
+            namespace=JOBS_NAMESPACE,
+            job_name=self.name,
+            job_uid=self.uid,
+            attempt=self.attempt,
+            spec=self.spec,
+            checkpoint_location=f"s3://{self.world.bucket}/plain/root",
+            restore_from="latest-checkpoint",
+        )
+        for body in (rpc_secret(plan, secrets.token_bytes(32)), executor_template_config_map(plan)):
+            self._create(body)
+        self._create(plain_driver_pod(plan, self.world.jars))
+        return driver_pod_name(self.name, self.attempt)
+
+    def kill_and_replace(self) -> tuple[str, float]:
+        """SIGKILL the driver, create the next one at once, then delete the dead one's pod."""
+        killed = driver_pod_name(self.name, self.attempt)
+        killed_at = time.monotonic()
+        self.world.kill_pod(killed)
+        following = self.next_driver()
+        self.core.delete_namespaced_pod(killed, JOBS_NAMESPACE, grace_period_seconds=0)
+        return following, killed_at
+
+    def stop(self) -> None:
+        self._stop.set()
+        selector = f"{JOB_LABEL}={self.name}"  # its drivers, executors, Secrets and templates
+        self.core.delete_collection_namespaced_pod(JOBS_NAMESPACE, label_selector=selector)
+        self.core.delete_collection_namespaced_secret(JOBS_NAMESPACE, label_selector=selector)
+        self.core.delete_collection_namespaced_config_map(JOBS_NAMESPACE, label_selector=selector)
+
+    def _create(self, body: Manifest) -> None:
+        """Owned by nothing: there is no job resource (the garbage collector deletes what a missing owner
+        owns)."""
+        body["metadata"].pop("ownerReferences", None)
+        kind = body["kind"]
+        create = {
+            "Secret": self.core.create_namespaced_secret,
+            "ConfigMap": self.core.create_namespaced_config_map,
+            "Pod": self.core.create_namespaced_pod,
+        }[kind]
+        create(JOBS_NAMESPACE, body)
+
+    def _feed(self) -> None:
+        while not self._stop.wait(FEED_INTERVAL):
+            self.subject.write_input(self.source, 1, first_file=self.fed)
+            self.fed += 1
+
+
+def plain_driver_pod(plan: AttemptPlan, jars: Path) -> Manifest:
+    """ftspark's driver pod for the attempt, running spark-submit on the user's script instead of the ftspark
+    runtime, with the Spark settings the runtime would build (expanded by the kubelet: the pod IP and the API
+    server's address are the pod's own)."""
+    env = {
+        DriverEnv.BIND_ADDRESS: f"$({DriverEnv.BIND_ADDRESS})",
+        "KUBERNETES_SERVICE_HOST": "$(KUBERNETES_SERVICE_HOST)",
+        "KUBERNETES_SERVICE_PORT": "$(KUBERNETES_SERVICE_PORT)",
+    }
+    conf = spark_conf(plan)
+    settings = spark_settings(conf, conf["spark.sql.streaming.checkpointLocation"], jars, env)
+    pod = driver_pod(plan)
+    (container,) = pod["spec"]["containers"]
+    main_file = plan.spec.main_application_file.removeprefix("local://")
+    container.pop("command")
+    container["args"] = [
+        "driver",
+        *(part for key, value in settings.items() for part in ("--conf", f"{key}={value}")),
+        main_file,
+        *plan.spec.arguments,
+    ]
+    container.pop("livenessProbe", None)  # the runtime's health endpoint: plain Spark has none
+    return pod
+
+
+def plain_recoveries(world: World, work: Path, kills: int) -> list[Timeline]:
+    plain = PlainSpark(world, work)
+    plain.start()
+    runs = _runs(plain.sink)
+    timelines = []
+    try:
+        for _ in range(kills):
+            _settle(runs)
+            following, killed_at = plain.kill_and_replace()
+            timelines.append(watch_recovery(world, _named(following), runs, killed_at))
+    finally:
+        plain.stop()
+    return timelines
+
+
+# -- the table -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SideBySide:
+    plain: list[Timeline]
+    ftspark_run: FtsparkRun
+
+    @property
+    def ftspark(self) -> list[Timeline]:
+        return self.ftspark_run.timelines
+
+    @staticmethod
+    def medians(timelines: list[Timeline]) -> tuple[float, ...]:
+        return tuple(
+            statistics.median(column) for column in zip(*(t.seconds for t in timelines), strict=True)
+        )
+
+    @property
+    def ratio(self) -> float:
+        """ftspark's median kill → first batch over plain Spark's."""
+        return self.medians(self.ftspark)[-1] / self.medians(self.plain)[-1]
+
+    def table(self) -> str:
+        header = "| driver SIGKILL → | " + " | ".join(STEPS) + " |"
+        lines = [header, "|---|" + "---|" * len(STEPS)]
+        for label, timelines in (("plain Spark", self.plain), ("ftspark", self.ftspark)):
+            medians = self.medians(timelines)
+            lines.append(
+                f"| {label} (median of {len(timelines)}) | "
+                + " | ".join(f"{s:.1f} s" for s in medians)
+                + " |"
+            )
+        lines.append(f"\nftspark / plain Spark, kill → first batch run: {self.ratio:.2f} times")
+        return "\n".join(lines)
+
+
+def side_by_side(world: World, work: Path, kills: int) -> SideBySide:
+    """ftspark first: its run makes the driver ServiceAccount that the plain pods use too."""
+    ftspark = ftspark_recoveries(world, work, kills)
+    return SideBySide(plain_recoveries(world, work, kills), ftspark)
+
+
+@contextmanager
+def _work() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="ftspark-recovery-") as work:
+        yield Path(work)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--kills", type=int, default=5, help="driver kills per side (medians are printed)")
+    args = parser.parse_args()
+    with running_world() as world, _work() as work:
+        compared = side_by_side(world, work, args.kills)
+    print(compared.table())
+    run = compared.ftspark_run
+    print("ftspark's job after its kills: " + ", ".join(f"{k} {v}" for k, v in run.figures.items()))
+    for n, line in enumerate(run.leases, 1):
+        print(f"ftspark attempt after kill {n}: {line}")
+    for label, timelines in (("plain Spark", compared.plain), ("ftspark", compared.ftspark)):
+        for n, timeline in enumerate(timelines, 1):
+            print(f"{label} kill {n}: " + ", ".join(f"{s:.1f}" for s in timeline.seconds))
+
+
+if __name__ == "__main__":
+    main()
