@@ -143,6 +143,7 @@ def test_a_missing_or_unreadable_object_is_named_with_the_reason(
     empty = f"s3://{bucket}/apps/empty.py"
     objects.write(empty, b"")
     assert _refusal(fetch, objects, empty, [], tmp_path) == f"{empty}: the object is empty"
+    assert not list(tmp_path.glob("ftspark-app-*")), "a refused fetch leaves no folder behind"
 
 
 def test_aws_environment_credentials_serve_when_the_spark_conf_has_none(

@@ -8,6 +8,7 @@ are.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -85,7 +86,11 @@ def fetch(
     local: dict[str, str] = {}
     if wanted:
         folder = Path(tempfile.mkdtemp(prefix="ftspark-app-", dir=parent))  # mode 0700: only ours
-        local = {uri: str(download(objects, uri, folder / place)) for uri, place in wanted.items()}
+        try:
+            local = {uri: str(download(objects, uri, folder / place)) for uri, place in wanted.items()}
+        except ApplicationFileError:
+            shutil.rmtree(folder)  # nothing half fetched is left behind (the driver ends here)
+            raise
     # local:// is Spark's name for a file inside the image.
     return Application(
         local.get(main_file, main_file.removeprefix("local://")),
