@@ -25,8 +25,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -343,20 +342,14 @@ def side_by_side(world: World, work: Path, kills: int) -> SideBySide:
     return SideBySide(plain_recoveries(world, work, kills), ftspark)
 
 
-@contextmanager
-def _work() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="ftspark-recovery-") as work:
-        yield Path(work)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--kills", type=int, default=5, help="driver kills per side (medians are printed)")
     args = parser.parse_args()
-    with running_world() as world, _work() as work:
-        compared = side_by_side(world, work, args.kills)
+    with running_world() as world, tempfile.TemporaryDirectory(prefix="ftspark-recovery-") as work:
+        compared = side_by_side(world, Path(work), args.kills)
     print(compared.table())
     run = compared.ftspark_run
     print("ftspark's job after its kills: " + ", ".join(f"{k} {v}" for k, v in run.figures.items()))
