@@ -96,7 +96,12 @@ def test_spec_upgrades_in_each_mode_and_a_fork_from_a_savepoint(world: World, tm
     # Update mode over the savepoint's state: every group the new files touched, with its whole count.
     before_fork = expected_counts(files - 2)
     expected_new = {g: c for g, c in expected_counts(files).items() if before_fork.get(g) != c}
-    eventually(lambda: fork.folder.exists() and fork.counts() == expected_new, timeout=300, what="the fork")
+    eventually(
+        lambda: fork.folder.exists() and fork.counts() == expected_new,
+        timeout=300,
+        what=lambda: f"the fork: {fork.counts() if fork.folder.exists() else None} != {expected_new}\n"
+        + world.explain("forked"),
+    )
     assert min(fork.batches()) == saved["batchId"] + 1, "the fork goes on after the savepoint's batch"
     assert "Submitted" in world.events("forked")
     world.delete("forked")

@@ -23,8 +23,10 @@ from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.processes import ManagedProcess, free_port
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
+OPERATOR_LEASE = "ftspark-operator"  # the operator's default --lease-name
 
-def lease_holder(api: client.ApiClient, namespace: str, lease: str = "ftspark-operator") -> str | None:
+
+def lease_holder(api: client.ApiClient, namespace: str, lease: str = OPERATOR_LEASE) -> str | None:
     """Who holds the operator Lease, if anyone."""
     try:
         found = client.CoordinationV1Api(api).read_namespaced_lease(lease, namespace)

@@ -33,12 +33,12 @@ from statistics import quantiles
 from kubernetes import client
 
 from ftspark.protocol import JOB_LABEL, SPARK_ROLE_LABEL
+from ftspark_dev.operators import OPERATOR_LEASE
 from ftspark_dev.sessions import Sessions
 from ftspark_dev.tour import ProcessFaultTour
 from ftspark_dev.windowed_counts import WindowedCounts
 from ftspark_dev.world import JOBS_NAMESPACE, OPERATOR_NAMESPACE, World, running_world
 
-OPERATOR_LEASE = "ftspark-operator"
 # A hung driver is restarted after 60 s without progress (the default, 300 s, would make a long soak longer).
 # Not less: a batch is silent until it ends, and on a busy machine (2 cores, a restore after a fault) one has
 # lasted over 30 s, so a shorter timeout replaces drivers that are only slow.

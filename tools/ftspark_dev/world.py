@@ -35,11 +35,12 @@ from ftspark.protocol import (
     ROLE_LABEL,
     SPARK_APP_SELECTOR_LABEL,
     spark_app_id,
+    term_floor_name,
 )
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.netproxy import ApiProxy
 from ftspark_dev.nodes import NodeAgent
-from ftspark_dev.operators import OperatorFleet, job_manifest, leading
+from ftspark_dev.operators import OPERATOR_LEASE, OperatorFleet, job_manifest, leading
 from ftspark_dev.s3server import ACCESS_KEY, SECRET_KEY, S3Server
 from ftspark_dev.windowed_counts import EXAMPLE
 
@@ -60,6 +61,9 @@ DRIVER_USER = f"system:serviceaccount:{JOBS_NAMESPACE}:{DRIVER_SERVICE_ACCOUNT}"
 # The API server's audit log records what drivers (Spark's Kubernetes client and our runtime) ask of it: the
 # measure of their Role (docs/architecture.md, "The driver's rights"); and every other write but the noisy
 # ones (Lease renewals, pod status, Events): who wrote what, when (the soak's check that one writer acts).
+# The operator's election is no acting either: its Lease, and the term floor beside it, which a contender
+# raises the moment it re-creates a deleted Lease (while the old holder may act until its next renew: the
+# raised floor is what fences that holder out; the contender itself holds off a lease duration).
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -71,6 +75,11 @@ AUDIT_POLICY = {
             "resources": [
                 {"group": "", "resources": ["pods/status", "nodes", "nodes/status", "events"]},
                 {"group": "coordination.k8s.io", "resources": ["leases"]},
+                {
+                    "group": "",
+                    "resources": ["configmaps"],
+                    "resourceNames": [term_floor_name(OPERATOR_LEASE)],
+                },
             ],
         },
         {"level": "Metadata", "verbs": ["create", "update", "patch", "delete", "deletecollection"]},
@@ -251,6 +260,13 @@ class World(JobsClient):
             return self.nodes.log(JOBS_NAMESPACE, pod)
         except KeyError as missing:  # the pod never started
             return str(missing)
+
+    def explain(self, name: str, log_tail: int = 4000) -> str:
+        """For a failed wait: the job's status, its Events, and the end of its newest driver's log."""
+        drivers = self.drivers(name)
+        newest = max(drivers, key=lambda p: p.metadata.creation_timestamp).metadata.name if drivers else None
+        log = self.log(newest)[-log_tail:] if newest else "(no driver pod)"
+        return f"{name}: status {self.status(name)}\nevents {self.events(name)}\n{newest} log:\n{log}"
 
     def kill_pod(self, pod: str) -> None:
         self.nodes.kill_pod(JOBS_NAMESPACE, pod)
