@@ -71,6 +71,7 @@ class DriverEnv(StrEnum):
     HA_S3_ROOT = "FTSPARK_HA_S3_ROOT"
     TERM_FLOOR = "FTSPARK_TERM_FLOOR"  # <namespace>/<name> of the operator's term floor ConfigMap
     HEALTH_PORT = "FTSPARK_HEALTH_PORT"
+    STANDBY = "FTSPARK_STANDBY"  # "1": a standby, started before it is needed, that waits to be promoted
     BIND_ADDRESS = "SPARK_DRIVER_BIND_ADDRESS"
 
 
@@ -129,7 +130,7 @@ class Exit(IntEnum):
     NO_PROGRESS = 4  # a query showed no sign of life for the progress timeout: hung, so restarted
 
 
-ControlAction = Literal["stop", "savepoint", "stop-savepoint"]
+ControlAction = Literal["stop", "savepoint", "stop-savepoint", "promote"]
 _CONTROL_ACTIONS: tuple[ControlAction, ...] = get_args(ControlAction)
 
 
@@ -146,6 +147,7 @@ class ControlRequest:
     stop@<iso time>       stop with a final checkpoint: let the running batch commit, stop, exit 0
     savepoint@<id>        copy the latest committed batch of every query to <storage>/savepoints/<id>/
     stop-savepoint@<id>   both: stop at the batch boundary, take the savepoint, exit 0
+    promote@<batch>       a standby driver takes over, restoring batch <batch> (empty: the latest)
 
     term: the fencing term of the operator leader that wrote it. The driver obeys only a request whose term
     is at least the operator's term floor (a deposed leader's is older); one without a term (the format
@@ -175,7 +177,7 @@ def _names_a_savepoint(action: ControlAction) -> bool:
     match action:
         case "savepoint" | "stop-savepoint":
             return True
-        case "stop":
+        case "stop" | "promote":
             return False
         case _:
             assert_never(action)

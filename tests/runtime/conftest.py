@@ -112,11 +112,15 @@ class RuntimeJob:
             **self.s3.spark_conf(),
         }
 
-    def start(self, *, pod: bool = True, **extra_env: str) -> subprocess.Popen[bytes]:
+    def start(self, *, pod: bool = True, standby: bool = False, **extra_env: str) -> subprocess.Popen[bytes]:
         """The next attempt: fence the previous ones out (as the operator does), create its pod object (the
-        runtime reads control requests from it), start the driver."""
+        runtime reads control requests from it), start the driver. A standby is fenced in only when promoted:
+        the attempt before it goes on meanwhile."""
         self.attempt += 1
-        self.stores().checkpoints.advance_fence(self.key, Epoch("driver", self.attempt, self.pod), OPERATOR)
+        if standby:
+            extra_env = {"FTSPARK_STANDBY": "1", **extra_env}
+        else:
+            self.advance_fence()
         if pod:
             body = {
                 "metadata": {"name": self.pod},
@@ -187,9 +191,17 @@ class RuntimeJob:
         result: dict[str, Any] = json.loads(self.termination_log.read_text())
         return result
 
-    def log(self, lines: int = 60) -> str:
-        text = (self.work / f"driver-{self.attempt}.log").read_text(errors="replace")
+    def log(self, lines: int = 60, attempt: int | None = None) -> str:
+        text = (self.work / f"driver-{attempt or self.attempt}.log").read_text(errors="replace")
         return "\n".join(text.splitlines()[-lines:])
+
+    def advance_fence(self) -> None:
+        self.stores().checkpoints.advance_fence(self.key, Epoch("driver", self.attempt, self.pod), OPERATOR)
+
+    def promote(self, restore_batch: int | None = None) -> None:
+        """What the operator does once the active driver ended: the fence first, then the request."""
+        self.advance_fence()
+        self.request("promote", "" if restore_batch is None else str(restore_batch))
 
     def request(self, action: ControlAction, argument: str, term: int | None = OPERATOR.term) -> None:
         """A control request as the operator leader of that term writes it (None: the format before terms)."""

@@ -16,6 +16,8 @@ def test_a_request_round_trips_with_its_term() -> None:
         ControlRequest("stop", "2026-01-01T00:00:00+00:00", 7),
         ControlRequest("savepoint", "sp-3-a1", 0),
         ControlRequest("stop-savepoint", "upgrade-a2", 123456789012345678),
+        ControlRequest("promote", "", 3),  # a standby restores the latest checkpoint
+        ControlRequest("promote", "41", 3),  # or the batch the operator names
     ):
         assert ControlRequest.parse(str(request)) == request
     assert str(ControlRequest("savepoint", "sp-3-a1", 4)) == "savepoint@sp-3-a1;term=4"

@@ -200,6 +200,41 @@ def test_a_changed_record_restarts_the_wait() -> None:
     assert 25.0 <= took_over <= 25.0 + 2 * MAX_RETRY_WAIT
 
 
+def test_a_contender_that_watched_a_lease_lapse_takes_it_at_its_first_attempt() -> None:
+    """A standby driver reads the Lease while it waits, and writes nothing: promoted after the holder died,
+    it takes the Lease at once instead of a lease duration after its first read."""
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    write(lease, "job-1-driver@1", clock.wall(), transitions=1)
+    standby = elector(InMemoryLeaseLock(lease, "job-2-driver@2"), clock, recorder)
+    before = lease.get()
+    standby.observe()
+    assert lease.get() == before, "observing writes nothing"
+    clock.sleep(20.0, threading.Event())  # the holder died at 0; the standby is promoted at 20
+    clock.at(30.0, stop.set)
+
+    standby.run(stop)
+
+    assert recorder.times("started") == [20.0]
+    assert standby.takeover_gap == 20.0
+
+
+def test_a_renew_after_the_last_observation_restarts_the_wait() -> None:
+    clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
+    recorder = Recorder(clock)
+    write(lease, "job-1-driver@1", clock.wall(), transitions=1)
+    standby = elector(InMemoryLeaseLock(lease, "job-2-driver@2"), clock, recorder)
+    standby.observe()
+    clock.at(10.0, lambda: write(lease, "job-1-driver@1", clock.wall(), transitions=1))
+    clock.sleep(20.0, threading.Event())
+    clock.at(60.0, stop.set)
+
+    standby.run(stop)
+
+    [took_over] = recorder.times("started")
+    assert 35.0 <= took_over <= 35.0 + MAX_RETRY_WAIT, "15 s after it saw the renew, at 20"
+
+
 def test_a_released_lease_is_taken_at_the_next_retry_with_the_next_term() -> None:
     clock, lease, stop = FakeClock(), InMemoryLease(), threading.Event()
     recorder = Recorder(clock)

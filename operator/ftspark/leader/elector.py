@@ -204,6 +204,19 @@ class LeaderElector:
         if still_held:
             self._release()
 
+    def observe(self) -> None:
+        """Read the lock, writing nothing: its observation clock starts at the first read and restarts only
+        when the record changes, so a contender that watched a lease lapse takes it at its first attempt
+        instead of a lease duration after it. Not while run() runs. LockUnavailableError if unreadable."""
+        current = self._lock.get()
+        if current is None:
+            return
+        observed, version = current
+        if observed != self._observed:
+            self._observe(observed, version)
+        else:
+            self._version = version
+
     # -- the loops ---------------------------------------------------------------------------------------
 
     def _acquire(self, stop: threading.Event) -> bool:

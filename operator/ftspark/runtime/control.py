@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, assert_never
+from typing import Any, Literal, assert_never, get_args
 
 import urllib3
 from kubernetes import client
@@ -24,7 +24,7 @@ from kubernetes.client.rest import ApiException
 from pyspark import SparkContext
 
 from ftspark.adapters.k8s import request_timeout
-from ftspark.protocol import CONTROL_ANNOTATION, CONTROL_REFUSED_ANNOTATION, ControlRequest
+from ftspark.protocol import CONTROL_ANNOTATION, CONTROL_REFUSED_ANNOTATION, ControlAction, ControlRequest
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class ControlWatcher:
             if request is None:
                 handled = value
                 log.error(
-                    "ignoring control request %r: not one of %s@...", value, "stop|savepoint|stop-savepoint"
+                    "ignoring control request %r: not one of %s@...", value, "|".join(get_args(ControlAction))
                 )
                 continue
             verdict, why = judge(request, self._floor() if request.term is not None else None)

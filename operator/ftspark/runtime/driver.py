@@ -3,26 +3,33 @@
 Order matters (docs/driver-runtime.md, "Order of a driver's life"): first fetch and check the inputs (the
 application files, the checkpoint bucket), so bad input fails at once, without waiting for a Lease; then hold
 the driver Lease, before anything of this attempt can write; only then build the session and run the user's
-script. Each query's checkpoint directory is prepared (savepoint restore, rollback) just before it starts.
+script. A standby (FTSPARK_STANDBY) builds its session, with no executors, before the Lease, and waits for the
+operator to promote it. Each query's checkpoint directory is prepared (savepoint restore, rollback) just
+before it starts.
 Whatever happens, the driver ends with one termination message and the exit code of termination.Exit.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
+import queue
 import runpy
 import subprocess
 import sys
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import assert_never
 
 from kubernetes import client, config
+from py4j.protocol import Py4JError
 from pyspark import SparkContext
+from pyspark.sql import SparkSession
 
 from ftspark.adapters.ha import ha_stores
 from ftspark.domain.fencing import Epoch
@@ -48,10 +55,13 @@ from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog
 from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
 from ftspark.runtime.reporting import PointerReporter, ProgressListener
 from ftspark.runtime.savepoint import SavepointError
-from ftspark.runtime.session import Queries, build_session, spark_settings, spark_uri
+from ftspark.runtime.session import EXECUTOR_INSTANCES, Queries, build_session, spark_settings, spark_uri
 from ftspark.runtime.termination import Ending, write
 
 log = logging.getLogger("ftspark.runtime")
+
+# Spark's number of executors on Kubernetes when spark.executor.instances is not set.
+SPARK_DEFAULT_EXECUTORS = 2
 
 # After a stop the script normally returns at once (its queries stopped); one that does not (it waits for
 # something else, or starts new queries) is cut off.
@@ -105,6 +115,11 @@ class Driver:
             return
         api = kube_client(cfg.kubeconfig, cfg.pod_name)
         lease = DriverLease(api, cfg, on_lost=lambda why: self.fence_out("LeaseLost", why))
+        spark = None
+        if cfg.standby:
+            with lease.followed():
+                spark = self._stand_by(api, app)
+            cfg = self.config  # with the restore batch its promotion named
         if not lease.acquire(cfg.lease_acquire_timeout):
             self.ending.set(
                 Exit.FENCED_OUT,
@@ -132,7 +147,7 @@ class Driver:
             self._watcher = ControlWatcher(
                 api, cfg.job.namespace, cfg.pod_name, cfg.control_interval, self._control, cfg.term_floor
             )
-            self._run_script(app, args)
+            self._run_script(app, args, spark)
         finally:
             if self._watcher is not None:
                 self._watcher.stop()
@@ -142,13 +157,78 @@ class Driver:
                 self.report_final()
             lease.release()
 
-    def _run_script(self, app: Application, args: list[str]) -> None:
+    def _stand_by(self, api: client.ApiClient, app: Application) -> SparkSession:
+        """Build the session now, with no executors, then wait for the operator's promote request, writing
+        nothing. A Lease that merely expired never promotes a standby: only the operator knows that the
+        active driver ended, and it advances the checkpoint fence before it promotes."""
+        started = time.monotonic()
+        spark = self._session(app, standing_by=True)
+        self._open_storage(spark)
+        log.info(
+            "standing by: spark session ready in %.1f s, waiting to be promoted", time.monotonic() - started
+        )
+        promotions: queue.Queue[int | None] = queue.Queue()
+
+        def on_request(request: ControlRequest) -> None:
+            if request.action != "promote":
+                log.warning("standing by: %s ignored (a standby runs no query)", request)
+            elif request.argument and not request.argument.isdigit():
+                log.error("standing by: %s ignored: the restore batch is not a number", request)
+            else:
+                promotions.put(int(request.argument) if request.argument else None)
+
+        cfg = self.config
+        watcher = ControlWatcher(
+            api, cfg.job.namespace, cfg.pod_name, cfg.control_interval, on_request, cfg.term_floor
+        )
+        watcher.start()
+        try:
+            restore_batch = promotions.get()
+        finally:
+            watcher.stop()
+        self.config = dataclasses.replace(cfg, restore_batch=restore_batch)
+        log.info(
+            "promoted after %.1f s standing by (restore batch: %s)", time.monotonic() - started, restore_batch
+        )
+        return spark
+
+    def _open_storage(self, spark: SparkSession) -> None:
+        """The checkpoint root read once through the JVM's Hadoop FileSystem (a read: a standby writes
+        nothing), so that S3A has started before the queries restart."""
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        root = jvm.org.apache.hadoop.fs.Path(spark_uri(self.config.checkpoint_root))
+        try:
+            root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(root)
+        except Py4JError as error:  # only a head start: the queries' own start reports a real failure
+            log.warning("standing by: the checkpoint storage could not be read yet: %s", error)
+
+    def _session(self, app: Application, *, standing_by: bool = False) -> SparkSession:
+        conf = app.spark_conf(self.config.spark_conf)
+        settings = spark_settings(conf, self.config.checkpoint_root, self._jars())
+        # With dynamic allocation Spark's allocation manager asks for executors as tasks come: none before.
+        return build_session(settings, executors=not standing_by or _dynamic_allocation(settings))
+
+    def _request_executors(self, spark: SparkSession, app: Application) -> None:
+        """A promoted standby's executors: the job's number, asked for now that the Lease is held."""
+        conf = app.spark_conf(self.config.spark_conf)
+        if _dynamic_allocation(conf):
+            return  # Spark's allocation manager asks for them as tasks come
+        wanted = int(conf.get(EXECUTOR_INSTANCES, SPARK_DEFAULT_EXECUTORS))
+        granted = spark.sparkContext._jsc.sc().requestExecutors(wanted)
+        log.info(
+            "asked for %d executors: %s", wanted, "requested" if granted else "not supported by this master"
+        )
+
+    def _run_script(self, app: Application, args: list[str], spark: SparkSession | None) -> None:
         assert self._reporter is not None and self._watcher is not None
         self.queries.install()
-        started = time.monotonic()
-        conf = app.spark_conf(self.config.spark_conf)
-        spark = build_session(spark_settings(conf, self.config.checkpoint_root, self._jars()))
-        log.info("spark session ready in %.1f s", time.monotonic() - started)
+        if spark is None:
+            started = time.monotonic()
+            spark = self._session(app)
+            log.info("spark session ready in %.1f s", time.monotonic() - started)
+        else:
+            self._request_executors(spark, app)
         signs = SignsOfLife()
         spark.streams.addListener(ProgressListener(self.queries, self._reporter, signs))
         self._watch_progress(signs, spark.conf.get(NO_DATA_INTERVAL_KEY))
@@ -317,6 +397,8 @@ class Driver:
                 self._stop(savepoint_id="")
             case "stop-savepoint":
                 self._stop(savepoint_id=request.argument)
+            case "promote":
+                log.info("%s: promoted already", request)
             case unknown:
                 assert_never(unknown)
 
@@ -352,6 +434,10 @@ class Driver:
         log.info("savepoint %s at %s: batches %s", savepoint_id, taken.location, dict(taken.batches))
         result = {"id": savepoint_id, "location": taken.location, "batches": dict(taken.batches)}
         self._watcher.annotate(SAVEPOINT_ANNOTATION, json.dumps(result))
+
+
+def _dynamic_allocation(conf: Mapping[str, str]) -> bool:
+    return conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true"
 
 
 def bad_input_reason(error: CheckpointError | SavepointError | StorageError) -> str:

@@ -5,14 +5,16 @@ the driver at once (on_lost); its renew watchdog tells it too when a renew call 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from kubernetes import client
 
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.leader.elector import LeaderElectionConfig, LeaderElector
+from ftspark.ports.leadership import LockUnavailableError
 from ftspark.protocol import driver_lease_name
 from ftspark.runtime.config import RuntimeConfig
 
@@ -49,6 +51,31 @@ class DriverLease:
         )
         self._lost = threading.Lock()  # on_lost once, from the elector or the watchdog
         self._told = False
+        self._retry_period = config.retry_period
+
+    @contextlib.contextmanager
+    def followed(self) -> Iterator[None]:
+        """While a standby waits: the Lease read every retry period, never written, so that a Lease which
+        lapsed meanwhile (its holder's node lost) is taken at the first try once the standby may take it."""
+        done = threading.Event()
+        follower = threading.Thread(target=self._follow, args=(done,), name="lease-follower", daemon=True)
+        follower.start()
+        try:
+            yield
+        finally:
+            done.set()
+            follower.join()  # before acquire(): the elector is not shared between threads
+
+    def _follow(self, done: threading.Event) -> None:
+        failure = ""
+        while not done.is_set():
+            try:
+                self._elector.observe()
+            except LockUnavailableError as error:
+                if str(error) != failure:  # once per kind of failure
+                    failure = str(error)
+                    log.warning("cannot read the driver lease %s: %s", self._name, error)
+            done.wait(self._retry_period)
 
     def acquire(self, timeout: float) -> bool:
         """Wait until the Lease is ours (the previous attempt's must expire first); False after timeout."""

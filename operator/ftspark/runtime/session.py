@@ -19,12 +19,15 @@ from pathlib import Path
 from typing import Any
 
 import pyspark
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from ftspark.protocol import IN_CLUSTER_MASTER, DriverEnv
 
 CHECKPOINT_OPTION = "checkpointlocation"
+EXECUTOR_INSTANCES = "spark.executor.instances"
 
 
 def spark_uri(uri: str) -> str:
@@ -75,7 +78,14 @@ def spark_settings(
     return settings
 
 
-def build_session(settings: Mapping[str, str]) -> SparkSession:
+def build_session(settings: Mapping[str, str], *, executors: bool = True) -> SparkSession:
+    """executors=False: a standby's session, which asks for no executor until it is told to. spark-submit
+    refuses spark.executor.instances=0, so the JVM is launched without that setting and the SparkContext,
+    created on it, gets 0; the builder then finds that context."""
+    if not executors:
+        launched = SparkConf().setAll([(k, v) for k, v in settings.items() if k != EXECUTOR_INSTANCES])
+        standing_by = SparkConf().setAll([*settings.items(), (EXECUTOR_INSTANCES, "0")])
+        SparkContext(conf=standing_by, gateway=launch_gateway(launched))  # type: ignore[no-untyped-call]
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
