@@ -131,7 +131,7 @@ class Exit(IntEnum):
 
 
 ControlAction = Literal["stop", "savepoint", "stop-savepoint", "promote"]
-_CONTROL_ACTIONS: tuple[ControlAction, ...] = get_args(ControlAction)
+CONTROL_ACTIONS: tuple[ControlAction, ...] = get_args(ControlAction)
 
 
 # <action>@<argument>;term=<operator term>: no ';' or '@' in an argument (times and savepoint ids have none);
@@ -165,7 +165,7 @@ class ControlRequest:
     @staticmethod
     def parse(value: str) -> ControlRequest | None:
         matched = _CONTROL_REQUEST.fullmatch(value)
-        if matched is None or matched["action"] not in _CONTROL_ACTIONS:
+        if matched is None or matched["action"] not in CONTROL_ACTIONS:
             return None
         known, argument = cast(ControlAction, matched["action"]), matched["argument"]
         term = None if matched["term"] is None else int(matched["term"])

@@ -209,13 +209,8 @@ class LeaderElector:
         when the record changes, so a contender that watched a lease lapse takes it at its first attempt
         instead of a lease duration after it. Not while run() runs. LockUnavailableError if unreadable."""
         current = self._lock.get()
-        if current is None:
-            return
-        observed, version = current
-        if observed != self._observed:
-            self._observe(observed, version)
-        else:
-            self._version = version
+        if current is not None:
+            self._note(*current)
 
     # -- the loops ---------------------------------------------------------------------------------------
 
@@ -304,10 +299,7 @@ class LeaderElector:
         observed, version = current
 
         # 3. Restart the observation clock only when the record changed since we last saw it.
-        if observed != self._observed:
-            self._observe(observed, version)
-        else:
-            self._version = version
+        self._note(observed, version)
         if observed.holder_identity and self._lease_valid(now) and not self._is_leader():
             return False
 
@@ -368,6 +360,13 @@ class LeaderElector:
         self._observed = record
         self._version = version
         self._observed_time = self._clock.now()
+
+    def _note(self, observed: LeaderElectionRecord, version: str) -> None:
+        """A record read: the observation clock restarts only if it changed since the last read."""
+        if observed != self._observed:
+            self._observe(observed, version)
+        else:
+            self._version = version
 
     def _lease_valid(self, now: float) -> bool:
         assert self._observed is not None

@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, assert_never, get_args
+from typing import Any, Literal, assert_never
 
 import urllib3
 from kubernetes import client
@@ -24,7 +24,7 @@ from kubernetes.client.rest import ApiException
 from pyspark import SparkContext
 
 from ftspark.adapters.k8s import request_timeout
-from ftspark.protocol import CONTROL_ANNOTATION, CONTROL_REFUSED_ANNOTATION, ControlAction, ControlRequest
+from ftspark.protocol import CONTROL_ACTIONS, CONTROL_ANNOTATION, CONTROL_REFUSED_ANNOTATION, ControlRequest
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +108,7 @@ class ControlWatcher:
             request = ControlRequest.parse(value)
             if request is None:
                 handled = value
-                log.error(
-                    "ignoring control request %r: not one of %s@...", value, "|".join(get_args(ControlAction))
-                )
+                log.error("ignoring control request %r: not one of %s@...", value, "|".join(CONTROL_ACTIONS))
                 continue
             verdict, why = judge(request, self._floor() if request.term is not None else None)
             match verdict:
