@@ -25,9 +25,12 @@ from ftspark.protocol import (
     HEALTH_PORT,
     IN_CLUSTER_MASTER,
     JOB_LABEL,
+    READY_PATH,
     ROLE_LABEL,
     SPARK_APP_SELECTOR_LABEL,
     SPARK_ROLE_LABEL,
+    SPEC_HASH_LABEL,
+    STANDBY_LABEL,
     UI_PORT,
     DriverEnv,
     HaStoreConfig,
@@ -87,6 +90,14 @@ DRIVER_LIVENESS_PROBE: Manifest = {
     "failureThreshold": 3,
     "terminationGracePeriodSeconds": 1,
 }
+# A standby's readiness: its SparkSession is up (runtime/liveness.py). Checked often, as a promotion waits
+# for it; a failure only keeps the standby from being promoted.
+STANDBY_READINESS_PROBE: Manifest = {
+    "httpGet": {"path": READY_PATH, "port": HEALTH_PORT},
+    "periodSeconds": 2,
+    "timeoutSeconds": 2,
+    "failureThreshold": 1,
+}
 RPC_SECRET_VOLUME = "ftspark-rpc"
 RPC_SECRET_DIR = "/etc/ftspark/rpc"
 RPC_SECRET_FILE, RPC_SECRET_KEY = "secret", "key"
@@ -112,6 +123,10 @@ class AttemptPlan:
     # <namespace>/<name> of the operator's term floor ConfigMap: the driver obeys no control request of an
     # older term (a deposed leader's).
     term_floor: str = ""
+    # A hot standby for this attempt (docs/hot-standby.md): started before it is needed, promoted by a control
+    # request; made for the spec of spec_hash (lifecycle.spec_hash), never promoted for another.
+    standby: bool = False
+    spec_hash: str = ""
 
 
 def _owner(plan: AttemptPlan) -> Manifest:
@@ -419,6 +434,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
     mounts.append({"name": RPC_SECRET_VOLUME, "mountPath": RPC_SECRET_DIR, "readOnly": True})
     memory = f"{_driver_memory_mib(conf)}Mi"  # also the limit: eviction under node pressure takes it last
     probed = spec.liveness.progress_timeout_seconds > 0  # 0 turns the job's liveness checks off, both
+    served = probed or plan.standby  # the runtime's health endpoint: liveness, a standby's readiness
     env: list[dict[str, Any]] = [
         {"name": DriverEnv.JOB, "value": f"{plan.namespace}/{plan.job_name}"},
         {"name": DriverEnv.JOB_UID, "value": plan.job_uid},
@@ -439,7 +455,8 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         {"name": DriverEnv.HA_STORE, "value": plan.ha_store.kind},
         {"name": DriverEnv.HA_S3_ROOT, "value": plan.ha_store.s3_root},
         {"name": DriverEnv.TERM_FLOOR, "value": plan.term_floor},
-        *([{"name": DriverEnv.HEALTH_PORT, "value": str(HEALTH_PORT)}] if probed else []),
+        *([{"name": DriverEnv.HEALTH_PORT, "value": str(HEALTH_PORT)}] if served else []),
+        *([{"name": DriverEnv.STANDBY, "value": "1"}] if plan.standby else []),
         # Executors reach the driver at its pod IP: works without cluster DNS, and on every cluster.
         {"name": DriverEnv.BIND_ADDRESS, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": DriverEnv.POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
@@ -461,9 +478,10 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
             {"name": "driver", "containerPort": DRIVER_PORT},
             {"name": "block-manager", "containerPort": BLOCK_MANAGER_PORT},
             {"name": "ui", "containerPort": UI_PORT},
-            *([{"name": "health", "containerPort": HEALTH_PORT}] if probed else []),
+            *([{"name": "health", "containerPort": HEALTH_PORT}] if served else []),
         ],
         **({"livenessProbe": copy.deepcopy(DRIVER_LIVENESS_PROBE)} if probed else {}),
+        **({"readinessProbe": copy.deepcopy(STANDBY_READINESS_PROBE)} if plan.standby else {}),
         "resources": {
             "requests": {"cpu": str(spec.driver.cores), "memory": memory},
             "limits": {"memory": memory},
@@ -481,7 +499,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "labels": {**_labels(plan), SPARK_ROLE_LABEL: "driver"},
+            "labels": {**_labels(plan), SPARK_ROLE_LABEL: "driver", **_standby_labels(plan)},
             "ownerReferences": [_owner(plan)],
         },
         "spec": {
@@ -493,9 +511,29 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
                 {"name": "executor-template", "configMap": {"name": _executor_template_name(plan)}},
                 *volumes,
             ],
+            **({"affinity": _away_from_the_driver(plan)} if plan.standby else {}),
         },
     }
     return merge_template(pod, spec.driver.pod_template)
+
+
+def _standby_labels(plan: AttemptPlan) -> dict[str, str]:
+    return {STANDBY_LABEL: "true", SPEC_HASH_LABEL: plan.spec_hash} if plan.standby else {}
+
+
+def _away_from_the_driver(plan: AttemptPlan) -> Manifest:
+    """A standby never shares a node with the job's driver: it would be lost with it."""
+    active = {
+        "matchLabels": {JOB_LABEL: plan.job_name, ROLE_LABEL: "driver"},
+        "matchExpressions": [{"key": STANDBY_LABEL, "operator": "DoesNotExist"}],
+    }
+    return {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": active, "topologyKey": HOSTNAME_LABEL}
+            ]
+        }
+    }
 
 
 def merge_template(base: Manifest, template: Manifest) -> Manifest:

@@ -24,6 +24,10 @@ from pydantic.alias_generators import to_camel
 JOB_LABEL = "ftspark.io/job"
 ATTEMPT_LABEL = "ftspark.io/attempt"
 ROLE_LABEL = "ftspark.io/role"
+# A hot standby driver (docs/hot-standby.md) carries both while it stands by: it is not the job's driver until
+# the operator's promotion removes the first, and the second says which spec it was made for.
+STANDBY_LABEL = "ftspark.io/standby"
+SPEC_HASH_LABEL = "ftspark.io/spec-hash"
 # Spark's own executor labels: every executor pod of an application carries both.
 SPARK_APP_SELECTOR_LABEL = "spark-app-selector"
 SPARK_ROLE_LABEL = "spark-role"
@@ -45,6 +49,7 @@ UI_PORT = 4040
 # driver container (ftspark/manifests.py).
 HEALTH_PORT = 7070
 HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"  # 200 once the SparkSession is up: a standby's readiness probe
 IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"  # the runtime prefers KUBERNETES_SERVICE_HOST/PORT
 
 RestoreFrom = Literal["nothing", "latest-checkpoint", "initial-savepoint"]

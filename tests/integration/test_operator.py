@@ -16,7 +16,7 @@ from kubernetes import client, config
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
-from ftspark.domain.fencing import Epoch, RetiredRecordError
+from ftspark.domain.fencing import Epoch, FencedOutError, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
 from ftspark.protocol import (
@@ -969,3 +969,94 @@ def test_a_job_recreated_under_the_same_name_starts_afresh(
     assert status["attempt"] == 1
     assert "latestCheckpoint" not in status
     assert uid[:8] in _env(core, ns, "again-1-driver")["FTSPARK_CHECKPOINT_LOCATION"]
+
+
+def _labels(core: client.CoreV1Api, namespace: str, pod: str) -> dict[str, str]:
+    return dict(core.read_namespaced_pod(pod, namespace).metadata.labels or {})
+
+
+def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
+    fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
+) -> None:
+    ns, core, job = fleet.watch_namespace, client.CoreV1Api(api_client), "hot"
+    fleet.start()
+    _start_running(api_client, ns, job, bucket, driver={"standby": 1})
+    eventually(
+        lambda: pod_names(api_client, ns, job) == ["hot-1-driver", "hot-2-driver"], timeout=30, what="standby"
+    )
+    assert _labels(core, ns, "hot-2-driver")["ftspark.io/standby"] == "true"
+    assert _env(core, ns, "hot-2-driver")["FTSPARK_STANDBY"] == "1"
+    eventually(  # the attempt's objects come with it: the session it starts needs them
+        lambda: core.list_namespaced_secret(ns, field_selector="metadata.name=hot-2-driver-rpc").items,
+        timeout=30,
+        what="the standby's RPC Secret",
+    )
+    assert job_status(api_client, ns, job)["attempt"] == 1, "a standby is no attempt"
+    assert condition(job_status(api_client, ns, job), "StandbyReady")["status"] == "False"
+
+    # Its node stops reporting: it is removed at once and made again; the job is not restarted.
+    set_driver_running(core, ns, "hot-2-driver", node_lost=True)
+    lost_uid = core.read_namespaced_pod("hot-2-driver", ns).metadata.uid
+
+    def replaced() -> bool:
+        pods = core.list_namespaced_pod(ns, field_selector="metadata.name=hot-2-driver").items
+        return bool(pods) and pods[0].metadata.uid != lost_uid
+
+    eventually(replaced, timeout=30, what="the lost standby replaced")
+    assert "StandbyReplaced" in event_reasons(api_client, ns, job)
+    status = job_status(api_client, ns, job)
+    assert (status["attempt"], status["phase"], status["restarts"].get("count", 0)) == (1, "Running", 0)
+
+    set_driver_running(core, ns, "hot-2-driver", ready=True)
+    eventually(
+        lambda: condition(job_status(api_client, ns, job), "StandbyReady").get("status") == "True",
+        timeout=30,
+        what="StandbyReady",
+    )
+    stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
+    key = JobKey(namespace=ns, name=job)
+    graph = stores.job_graphs.get(key)
+    assert graph is not None
+
+    location = graph.checkpoint_location
+    s3_server.client().put_object(
+        Bucket=bucket, Key=f"{location.removeprefix(f's3://{bucket}/')}/commits/4", Body=b"v1\n{}"
+    )
+
+    def commit(attempt: int, checkpoint_id: int) -> None:
+        pointer = CheckpointPointer(
+            checkpoint_id=checkpoint_id,
+            batch_id=checkpoint_id,
+            location=location,
+            completed_at=datetime.datetime.now(datetime.UTC),
+            attempt=attempt,
+        )
+        stores.checkpoints.add(key, pointer, Epoch("driver", attempt, f"hot-{attempt}-driver"), retained=3)
+
+    commit(1, 4)  # attempt 1 still commits: the standby changed no fence
+    set_driver_exited(core, ns, "hot-1-driver", 137, "killed")
+
+    def promoted() -> str | None:
+        pod = core.read_namespaced_pod("hot-2-driver", ns)
+        if "ftspark.io/standby" in (pod.metadata.labels or {}):
+            return None
+        return str((pod.metadata.annotations or {}).get("ftspark.io/control", "")) or None
+
+    request = ControlRequest.parse(eventually(promoted, timeout=30, what="the standby promoted"))
+    assert request is not None and (request.action, request.argument) == ("promote", "4")
+    assert request.term is not None, "fenced by the leader's term"
+    # The checkpoint storage goes to attempt 2 before it is asked to take over: attempt 1 is fenced out.
+    with pytest.raises(FencedOutError):
+        commit(1, 5)
+    eventually(lambda: job_status(api_client, ns, job).get("attempt") == 2, timeout=30, what="attempt 2")
+    assert "hot-1-driver" not in pod_names(api_client, ns, job)
+    assert "StandbyPromoted" in event_reasons(api_client, ns, job)
+
+    set_driver_running(core, ns, "hot-2-driver")
+    eventually(lambda: _phase(api_client, ns, job) == "Running", timeout=30, what="attempt 2 Running")
+    eventually(
+        lambda: pod_names(api_client, ns, job) == ["hot-2-driver", "hot-3-driver"],
+        timeout=30,
+        what="the next standby",
+    )
+    assert job_status(api_client, ns, job)["restarts"]["count"] == 1, "a promotion is a restart"

@@ -20,9 +20,9 @@ from pydantic import ValidationError
 from ftspark.domain.liveness import Stuck, shortest_timeout, spark_duration_seconds, stuck
 from ftspark.domain.models import JobSpec
 from ftspark.manifests import AttemptPlan, driver_pod
-from ftspark.protocol import HEALTH_PATH, HEALTH_PORT, DriverEnv
+from ftspark.protocol import HEALTH_PATH, HEALTH_PORT, READY_PATH, DriverEnv
 from ftspark.runtime.config import RuntimeConfig
-from ftspark.runtime.liveness import SignsOfLife, Watchdog
+from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog
 
 BASE = {"image": "img", "mainApplicationFile": "local:///job.py", "checkpoint": {"storage": "s3://bkt/j"}}
 IDLE_KEY = "spark.sql.streaming.noDataProgressEventInterval"
@@ -148,6 +148,20 @@ def _get(url: str) -> int:
             return int(answer.status)
     except urllib.error.HTTPError as error:
         return error.code
+
+
+def test_the_readiness_path_answers_once_the_session_is_up() -> None:
+    ready = threading.Event()
+    endpoint = HealthEndpoint("127.0.0.1", 0, ready)
+    endpoint.start()
+    try:
+        base = f"http://127.0.0.1:{endpoint.port}"
+        assert _get(base + READY_PATH) == 503
+        assert _get(base + HEALTH_PATH) == 200, "alive while not ready"
+        ready.set()
+        assert _get(base + READY_PATH) == 200
+    finally:
+        endpoint.stop()
 
 
 def test_the_health_endpoint_answers_until_its_process_is_frozen() -> None:

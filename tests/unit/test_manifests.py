@@ -23,6 +23,7 @@ from ftspark.manifests import (
     rpc_secret,
     spark_conf,
 )
+from ftspark.protocol import HEALTH_PORT, READY_PATH, SPEC_HASH_LABEL, STANDBY_LABEL, DriverEnv
 
 
 def plan(**spec: object) -> AttemptPlan:
@@ -340,3 +341,30 @@ def test_a_spark_conf_too_big_for_the_drivers_environment_is_refused_by_validati
     largest = plan(sparkConf={"spark.app.blob": "x" * 64_000})
     env = {e["name"]: e.get("value", "") for e in driver_pod(largest)["spec"]["containers"][0]["env"]}
     assert len(f"FTSPARK_SPARK_CONF={env['FTSPARK_SPARK_CONF']}".encode()) < 128 * 1024
+
+
+def test_a_standby_is_the_attempts_driver_pod_kept_off_the_drivers_node_and_probed_for_its_session() -> None:
+    liveness_off = {"liveness": {"progressTimeoutSeconds": 0}}
+    active, standby = (
+        driver_pod(plan(**liveness_off)),
+        driver_pod(replace(plan(**liveness_off), standby=True, spec_hash="abc123")),
+    )
+    labels = standby["metadata"]["labels"]
+    assert labels == {**active["metadata"]["labels"], STANDBY_LABEL: "true", SPEC_HASH_LABEL: "abc123"}
+    # Covered by the attempt's NetworkPolicy from the start, as the active driver is.
+    selector = driver_network_policy(plan())["spec"]["podSelector"]["matchLabels"]
+    assert labels.items() >= selector.items()
+    (container,) = standby["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env[DriverEnv.STANDBY] == "1" and env[DriverEnv.HEALTH_PORT] == str(HEALTH_PORT)
+    assert container["readinessProbe"]["httpGet"] == {"path": READY_PATH, "port": HEALTH_PORT}
+    assert "livenessProbe" not in container, "liveness stays the job's choice"
+    (active_container,) = active["spec"]["containers"]
+    assert DriverEnv.STANDBY not in {e["name"] for e in active_container["env"]}
+    assert "readinessProbe" not in active_container and "affinity" not in active["spec"]
+    (term,) = standby["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"] == {
+        "matchLabels": {"ftspark.io/job": "job", "ftspark.io/role": "driver"},
+        "matchExpressions": [{"key": STANDBY_LABEL, "operator": "DoesNotExist"}],
+    }

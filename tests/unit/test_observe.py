@@ -19,6 +19,8 @@ from ftspark.protocol import (
     ROLE_LABEL,
     ROLLBACK_ANNOTATION,
     SAVEPOINT_ANNOTATION,
+    SPEC_HASH_LABEL,
+    STANDBY_LABEL,
     Exit,
     TerminationMessage,
 )
@@ -140,7 +142,7 @@ EVICTED = "The node was low on resource: memory. Container driver was using 3Gi,
         pytest.param(
             running(),
             False,
-            seen(DriverPhase.RUNNING, started_at=datetime(2026, 1, 1, tzinfo=UTC)),
+            seen(DriverPhase.RUNNING, started_at=datetime(2026, 1, 1, tzinfo=UTC), ready=True),
             id="running",
         ),
         pytest.param(
@@ -261,7 +263,7 @@ EVICTED = "The node was low on resource: memory. Container driver was using 3Gi,
             seen(DriverPhase.TERMINATING, reason=NODE_LOST, node_lost=True),
             id="node-lost-while-deleting",
         ),
-        pytest.param(running(), True, seen(DriverPhase.TERMINATING), id="deleting"),
+        pytest.param(running(), True, seen(DriverPhase.TERMINATING, ready=True), id="deleting"),
         pytest.param(
             exited(0, "Completed"), True, seen(DriverPhase.TERMINATING, ended=True), id="deleting-after-exit"
         ),
@@ -294,6 +296,25 @@ EVICTED = "The node was low on resource: memory. Container driver was using 3Gi,
 )
 def test_phase(status: Pod | None, deleting: bool, expected: DriverObservation) -> None:
     assert observe_driver(pod(status, deleting=deleting)) == expected
+
+
+@pytest.mark.parametrize(
+    ("labels", "condition", "standby", "spec_hash", "is_ready"),
+    [
+        pytest.param({STANDBY_LABEL: "true", SPEC_HASH_LABEL: "abc"}, "True", True, "abc", True, id="ready"),
+        pytest.param({STANDBY_LABEL: "true"}, "False", True, "", False, id="session-not-up"),
+        pytest.param({SPEC_HASH_LABEL: "abc"}, "True", False, "abc", True, id="promoted"),
+    ],
+)
+def test_a_standby_is_told_by_its_label_and_its_readiness(
+    labels: dict[str, str], condition: str, standby: bool, spec_hash: str, is_ready: bool
+) -> None:
+    body = pod(running(condition=condition, containers_ready=is_ready))
+    body["metadata"]["labels"] |= labels
+    observed = observe_driver(body)
+    assert observed is not None
+    assert (observed.standby, observed.spec_hash, observed.ready) == (standby, spec_hash, is_ready)
+    assert observed.phase == DriverPhase.RUNNING and not observed.node_lost
 
 
 @pytest.mark.parametrize(

@@ -153,8 +153,13 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def set_driver_running(core: client.CoreV1Api, namespace: str, pod: str) -> None:
+def set_driver_running(
+    core: client.CoreV1Api, namespace: str, pod: str, *, ready: bool = True, node_lost: bool = False
+) -> None:
+    """As a kubelet reports a running driver; ready: its readiness (a standby's session is up). node_lost: as
+    the node controller leaves it when its node stops reporting (Ready=False, containers still ready)."""
     started = _now()
+    pod_ready = "True" if ready and not node_lost else "False"
     core.patch_namespaced_pod_status(
         pod,
         namespace,
@@ -162,12 +167,13 @@ def set_driver_running(core: client.CoreV1Api, namespace: str, pod: str) -> None
             "status": {
                 "phase": "Running",
                 "startTime": started,
+                "conditions": [{"type": "Ready", "status": pod_ready, "lastTransitionTime": started}],
                 "containerStatuses": [
                     {
                         "name": "driver",
                         "image": "ftspark/spark-py:4.0.5",
                         "imageID": "",
-                        "ready": True,
+                        "ready": ready,
                         "restartCount": 0,
                         "state": {"running": {"startedAt": started}},
                     }

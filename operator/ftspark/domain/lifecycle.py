@@ -72,6 +72,7 @@ NODE_LOST = "NodeLost"  # the failure reason of a driver pod whose node stopped 
 _POLL_SECONDS = 300.0
 _SOON = 0.05  # seconds: look again at once, after this decision's status write
 _DISPOSAL_RECHECK = 10.0  # seconds: a disposal's deletes leave the status as it was: no write wakes the job
+_STANDBY_RECHECK = 1.0  # seconds: a standby being deleted is made again once its pod is gone
 _SIGNALLED = 128
 
 
@@ -112,6 +113,11 @@ class DriverObservation:
     # Nothing of the driver runs any more, on its kubelet's word (ftspark.reconcile.observe says when that
     # word is enough): its driver Lease can be released for it, and the next attempt need not wait it out.
     ended: bool = False
+    # A hot standby for the next attempt (docs/hot-standby.md), not the job's driver until it is promoted;
+    # made for the spec of this hash, Ready once its SparkSession is up.
+    standby: bool = False
+    spec_hash: str = ""
+    ready: bool = False
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,27 @@ class SubmitAttempt:
     checkpoint_location: str
     restore_batch_id: int | None = None  # the newest verified checkpoint; later batches are rolled back
     local_state_nodes: tuple[str, ...] = ()  # localRecovery: where the previous executors kept state
+
+
+@dataclass(frozen=True)
+class CreateStandby:
+    """Create the next attempt's driver pod and objects as a hot standby (docs/hot-standby.md): no job graph
+    and no fence, as it writes nothing until it is promoted. It restores the latest checkpoint then."""
+
+    attempt: int
+    checkpoint_location: str
+    local_state_nodes: tuple[str, ...] = ()  # the running attempt's placement, known when it was made
+
+
+@dataclass(frozen=True)
+class PromoteStandby:
+    """Like SubmitAttempt, write the job graph and fence older drivers out; then, in one patch, make the
+    standby the job's driver and ask it to take over, restoring restore_batch_id (None: the latest)."""
+
+    pod_name: str
+    attempt: int
+    checkpoint_location: str
+    restore_batch_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -252,6 +279,8 @@ class EmitEvent:
 Action = (
     DiscardPreviousJob
     | SubmitAttempt
+    | CreateStandby
+    | PromoteStandby
     | ReleaseDriverLease
     | DeleteDriver
     | DeleteLeftoverExecutors
@@ -275,7 +304,12 @@ def spec_hash(spec: JobSpec) -> str:
     """What a change of triggers an upgrade: every field but those of rollback.NOT_UPGRADED (the desired
     state, the savepoints' nonce and policy, the timeouts: the next attempt gets them). Values equal to their
     default are left out, so an operator version that adds a field with a default restarts no running job."""
-    relevant = spec.model_dump_json(exclude=dict(NOT_UPGRADED), exclude_defaults=True)
+    excluded = dict(NOT_UPGRADED)
+    for name, fields in NOT_UPGRADED.items():
+        # A part holding only such fields goes whole: an empty {} of it would change the hash.
+        if fields is not True and not getattr(spec, name).model_dump(exclude=fields, exclude_defaults=True):
+            excluded[name] = True
+    relevant = spec.model_dump_json(exclude=excluded, exclude_defaults=True)
     return hashlib.sha256(relevant.encode()).hexdigest()[:16]
 
 
@@ -347,12 +381,16 @@ class _Context:
         # Disposals an earlier pass recorded: only these delete (a choice is in the status before any delete).
         self.disposing = tuple(status.savepoints_disposing)
         self.actions: list[Action] = []
-        newest = max((d.attempt for d in observation.drivers), default=0)
+        # A standby is the next attempt's pod, not yet the job's driver: it counts only once promoted.
+        self.standbys = [d for d in observation.drivers if d.standby]
+        self.settled: set[str] = set()  # standby pods this decision promoted or deleted already
+        drivers = [d for d in observation.drivers if not d.standby]
+        newest = max((d.attempt for d in drivers), default=0)
         if newest > status.attempt:
             # A driver of a later attempt than recorded: we crashed between creating it and recording status.
             self.status = status.model_copy(update={"attempt": newest, "phase": "Submitting"})
-        self.current = next((d for d in observation.drivers if d.attempt == self.status.attempt), None)
-        self.stale = [d for d in observation.drivers if d.attempt < self.status.attempt]
+        self.current = next((d for d in drivers if d.attempt == self.status.attempt), None)
+        self.stale = [d for d in drivers if d.attempt < self.status.attempt]
 
     # status helpers
     def _update(self, **changes: object) -> None:
@@ -379,6 +417,8 @@ class _Context:
         shows as phase Upgrading)."""
         if observed:
             self._update(observed_generation=self.obs.generation)
+        if self._tend_standbys():
+            requeue_after = min(requeue_after or _STANDBY_RECHECK, _STANDBY_RECHECK)
         if self._finish_disposals():
             requeue_after = min(requeue_after or _DISPOSAL_RECHECK, _DISPOSAL_RECHECK)
         newest = self.obs.latest_checkpoint
@@ -458,13 +498,37 @@ class _Context:
             if point.skipped:
                 self.actions.append(EmitEvent("Warning", "CheckpointSkipped", point.why_skipped))
             restore_batch = point.pointer.batch_id if point.pointer else None
-        placement = self.status.placement
-        nodes = (
-            tuple(placement.nodes)
-            if placement and self.spec.local_recovery.enabled and restore_from == "latest-checkpoint"
-            else ()
-        )
-        self.actions.append(SubmitAttempt(attempt, restore_from, location, restore_batch, nodes))
+        standby = self._promotable(attempt, restore_from, graph, recovered)
+        return self._start(attempt, restore_from, location, restore_batch, standby, reason, message)
+
+    def _start(
+        self,
+        attempt: int,
+        restore_from: RestoreFrom,
+        location: str,
+        restore_batch: int | None,
+        standby: DriverObservation | None,
+        reason: str,
+        message: str,
+    ) -> Decision:
+        """The attempt: the standby promoted, else a new pod once no standby holds its name."""
+        if standby is not None:
+            self.settled.add(standby.pod_name)
+            self.actions.append(PromoteStandby(standby.pod_name, attempt, location, restore_batch))
+            reason, message = "StandbyPromoted", f"{message}: standby {standby.pod_name} promoted"
+        elif waiting := [s for s in self.standbys if s.pod_name not in self.settled]:
+            for late in waiting:  # it would hold this attempt's pod name
+                self._delete(late, "a standby that cannot be promoted")
+                self.settled.add(late.pod_name)
+            return self._done(1.0)
+        else:
+            placement = self.status.placement
+            nodes = (
+                tuple(placement.nodes)
+                if placement and self.spec.local_recovery.enabled and restore_from == "latest-checkpoint"
+                else ()
+            )
+            self.actions.append(SubmitAttempt(attempt, restore_from, location, restore_batch, nodes))
         self._update(
             attempt=attempt,
             checkpoint_directory=location,
@@ -477,6 +541,113 @@ class _Context:
         self._phase("Submitting", reason, message)
         self._condition("Progressing", "True", reason, message)
         return self._done(_POLL_SECONDS)
+
+    # -- the hot standby (docs/hot-standby.md) --
+
+    def _promotable(
+        self, attempt: int, restore_from: RestoreFrom, graph: SubmittedGraph | None, recovered: str | None
+    ) -> DriverObservation | None:
+        """The standby this submission can promote instead of starting a pod: only for a restart after a
+        failure, from the latest checkpoint of the job graph it was made with, and only a Ready one made for
+        this attempt and this spec."""
+        if self.status.phase != "Restarting" or restore_from != "latest-checkpoint":
+            return None
+        if graph is None or recovered is not None:
+            return None
+        return next(
+            (
+                s
+                for s in self.standbys
+                if s.attempt == attempt
+                and s.phase == DriverPhase.RUNNING
+                and s.ready
+                and not s.node_lost
+                and s.spec_hash == self.obs.spec_hash
+            ),
+            None,
+        )
+
+    def _standby_unwanted(self) -> str:
+        """Why the job has no use for a standby now ("" when it has)."""
+        graph = self.obs.own_graph
+        if not self.spec.driver.standby:
+            return "spec.driver.standby is 0"
+        if self.spec.desired_state != "running" or self.obs.result or self.status.result:
+            return "the job is not to run"
+        if self.status.phase not in {"Running", "Restarting", "Submitting"}:
+            return f"the job is {self.status.phase}"
+        if graph is None or graph.spec_hash != self.obs.spec_hash:
+            return "the job's spec is changing"
+        return ""
+
+    def _tend_standbys(self) -> bool:
+        """Delete each standby the job cannot promote (not wanted, outdated, failed, on a lost node), make
+        one when the running attempt has none, and say so in the StandbyReady condition. Whether to look
+        again soon."""
+        unwanted = self._standby_unwanted()
+        kept: list[DriverObservation] = []
+        for standby in self.standbys:
+            if standby.pod_name in self.settled:
+                continue
+            why = unwanted or self._standby_outdated(standby)
+            if not why:
+                kept.append(standby)
+                continue
+            if standby.phase == DriverPhase.FAILED or standby.node_lost:
+                message = f"standby {standby.pod_name} lost ({why}); another one is made"
+                self.actions.append(EmitEvent("Warning", "StandbyReplaced", message))
+            self._delete(standby, why)
+            self.settled.add(standby.pod_name)
+        if not self.spec.driver.standby:
+            self._update(conditions=[c for c in self.status.conditions if c.type != "StandbyReady"])
+            return False
+        if unwanted:
+            self._condition("StandbyReady", "False", "NotNeeded", unwanted)
+            return bool(self.settled)
+        if kept:
+            standby = kept[0]
+            if standby.ready and standby.phase == DriverPhase.RUNNING:
+                self._condition("StandbyReady", "True", "Ready", f"{standby.pod_name} is ready to take over")
+                return False
+            why = standby.reason or f"{standby.phase.lower()}, its SparkSession not up yet"
+            self._condition("StandbyReady", "False", "Starting", f"{standby.pod_name}: {why}")
+            return False
+        if self.standbys:
+            self._condition("StandbyReady", "False", "Replacing", "the previous standby is being deleted")
+            return True
+        if not self._may_make_standby():
+            self._condition("StandbyReady", "False", "Waiting", "waiting for the attempt to run")
+            return False
+        attempt = self.status.attempt + 1
+        location = self.status.checkpoint_directory
+        assert location is not None, "a running attempt has its checkpoint directory"
+        placement = self.status.placement
+        nodes = tuple(placement.nodes) if placement and self.spec.local_recovery.enabled else ()
+        self.actions.append(CreateStandby(attempt, location, nodes))
+        self._condition("StandbyReady", "False", "Creating", f"the standby for attempt {attempt} is made")
+        return True
+
+    def _standby_outdated(self, standby: DriverObservation) -> str:
+        if standby.attempt != self.status.attempt + 1:
+            return f"a standby for attempt {standby.attempt}, the next one is {self.status.attempt + 1}"
+        if standby.spec_hash != self.obs.spec_hash:
+            return "made for an earlier spec"
+        if standby.phase in {DriverPhase.FAILED, DriverPhase.SUCCEEDED}:
+            return f"it ended ({standby.reason or standby.phase})"
+        if standby.node_lost:
+            return "its node stopped reporting"
+        return ""
+
+    def _may_make_standby(self) -> bool:
+        """Only beside a running driver (its node is what the standby avoids) and, with localRecovery, once
+        its executors' nodes are known (the standby's executors are placed there)."""
+        current = self.current
+        if self.status.phase != "Running" or current is None or current.phase != DriverPhase.RUNNING:
+            return False
+        placement = self.status.placement
+        return not self.spec.local_recovery.enabled or (
+            placement is not None and placement.attempt == self.status.attempt
+        )
 
     def _retiring(self, new: str) -> list[str]:
         """The directories to delete once the fresh run at `new` is under way: those already waiting, and the
@@ -790,7 +961,12 @@ class _Context:
 
     def _running(self, current: DriverObservation) -> Decision:
         if self.status.phase != "Running":
-            self._update(attempt_started_at=current.started_at or self.now, driver_pod=current.pod_name)
+            # A promoted standby's container started long before its attempt was submitted.
+            submitted, started = self.status.attempt_submitted_at, current.started_at or self.now
+            self._update(
+                attempt_started_at=max(started, submitted) if submitted else started,
+                driver_pod=current.pod_name,
+            )
             self._phase("Running", "Running", f"attempt {current.attempt} is running")
             self._condition("Ready", "True", "Running", f"attempt {current.attempt} is running")
             self._condition("Progressing", "False", "Running", "")

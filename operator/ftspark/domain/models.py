@@ -76,6 +76,14 @@ class DriverSpec(_Model):
         description="A partial Pod merged into the driver pod the operator creates "
         "(labels, annotations, tolerations, volumes, sidecars).",
     )
+    standby: int = Field(
+        default=0,
+        ge=0,
+        le=1,
+        description="1: keep a hot standby driver on another node, its SparkSession up with no executors, "
+        "promoted when the driver ends instead of a new pod being started (docs/hot-standby.md). Changing "
+        "it restarts nothing.",
+    )
 
 
 class ExecutorSpec(_Model):
@@ -439,11 +447,11 @@ Phase = Literal[
     "Succeeded",
     "Failed",
 ]
-ConditionType = Literal["Ready", "Progressing", "Degraded"]
+ConditionType = Literal["Ready", "Progressing", "Degraded", "StandbyReady"]
 
 
 class Condition(_Model):
-    type: ConditionType = Field(description="Ready, Progressing or Degraded.")
+    type: ConditionType = Field(description="Ready, Progressing, Degraded or StandbyReady.")
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(description="A CamelCase word for machines.")
     message: str = Field(default="", description="What happened, for people.")

@@ -79,6 +79,11 @@ class Drivers(Protocol):
     def request_savepoint(self, key: JobKey, pod_name: str, term: int, savepoint_id: str) -> None:
         """Ask the driver runtime for a savepoint; it answers on its pod (DriverObservation.savepoint)."""
 
+    def promote(self, key: JobKey, pod_name: str, term: int, restore_batch_id: int | None) -> None:
+        """Make a standby the job's driver and ask it to take over, restoring that batch (None: the latest),
+        in one write of its pod: it is never the driver without having been asked, nor asked without being
+        the driver."""
+
     def count_executors(self, key: JobKey, uid: str) -> int:
         """Executor pods of any attempt of the job with that uid, terminating ones included."""
 

@@ -3,7 +3,8 @@
 The input is the pod exactly as the API server serves it (`kubectl get pod -o json`: camelCase keys, empty
 fields left out). Only what is read is parsed, each shape by a small pydantic model that ignores the rest:
 
-    metadata.labels        ftspark.io/attempt: which attempt the pod runs (without it, not one of ours)
+    metadata.labels        ftspark.io/attempt: which attempt the pod runs (without it, not one of ours);
+                           ftspark.io/standby and ftspark.io/spec-hash: a standby, and for which spec
     metadata.annotations   the runtime's answers: the savepoint outcome and the rollbacks at start
     metadata.deletionTimestamp
                            being deleted: whatever it reports, the driver is going (Terminating)
@@ -12,7 +13,7 @@ fields left out). Only what is read is parsed, each shape by a small pydantic mo
                            whether a terminated driver container proves its processes gone (ended)
     status.phase, reason, message
                            the kubelet's (or the eviction's) verdict on the pod as a whole
-    status.conditions      Ready, for the lost-node check below
+    status.conditions      Ready: a standby's readiness, and the lost-node check below
     status.containerStatuses
                            every container's ready flag (the lost-node check); the state of the driver's
                            (the one named "driver", else the first): waiting (reason, message), running
@@ -45,6 +46,8 @@ from ftspark.protocol import (
     DRIVER_CONTAINER,
     ROLLBACK_ANNOTATION,
     SAVEPOINT_ANNOTATION,
+    SPEC_HASH_LABEL,
+    STANDBY_LABEL,
     TerminationMessage,
 )
 
@@ -154,13 +157,16 @@ def observe_driver(pod: Mapping[str, Any]) -> DriverObservation | None:
             "ignoring pod %s: label %s=%r is no attempt number", view.metadata.name, ATTEMPT_LABEL, label
         )
         return None
-    annotations = view.metadata.annotations
+    annotations, labels = view.metadata.annotations, view.metadata.labels
     return dataclasses.replace(
         _phase(view, int(label)),
         savepoint=_savepoint(annotations.get(SAVEPOINT_ANNOTATION, "")),
         rollbacks=_rollbacks(annotations.get(ROLLBACK_ANNOTATION, "")),
         request_refused=_refused(annotations),
         ended=_ended(view),
+        standby=STANDBY_LABEL in labels,
+        spec_hash=labels.get(SPEC_HASH_LABEL, ""),
+        ready=_condition(view.status, "Ready") == "True",
     )
 
 
@@ -219,11 +225,14 @@ def _last_words(message: str) -> TerminationMessage | None:
         return None
 
 
+def _condition(status: PodStatus, kind: str) -> str | None:
+    return next((c.status for c in status.conditions if c.type == kind), None)
+
+
 def _on_lost_node(status: PodStatus) -> bool:
     """Ready=False while every container still reports ready (the module docstring says why)."""
-    ready = next((c.status for c in status.conditions if c.type == "Ready"), None)
     statuses = status.container_statuses
-    return ready == "False" and bool(statuses) and all(s.ready for s in statuses)
+    return _condition(status, "Ready") == "False" and bool(statuses) and all(s.ready for s in statuses)
 
 
 def _savepoint(raw: str) -> SavepointReport | None:

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
+    CreateStandby,
     Decision,
     DeleteCheckpointDirectory,
     DeleteDriver,
@@ -23,6 +24,7 @@ from ftspark.domain.lifecycle import (
     DriverPhase,
     EmitEvent,
     Observation,
+    PromoteStandby,
     RecordResult,
     ReleaseDriverLease,
     RequestSavepoint,
@@ -55,6 +57,7 @@ from ftspark.ports.stores import (
 from ftspark.protocol import (
     SAVEPOINT_MANIFEST,
     HaStoreConfig,
+    RestoreFrom,
     driver_lease_holder,
     driver_pod_name,
     spark_app_id,
@@ -277,9 +280,9 @@ class Reconciler:
         own = stored if stored is not None and stored.uid == job.uid else None
         pointers = self._checkpoints.pointers(key) if own else []
         result = self._results.get(job.uid)
-        # A submission is decided only when no driver pod exists and the job has no result: only then is S3
-        # inspected.
-        can_submit = not drivers and result is None
+        # A submission is decided only when no driver pod exists (a standby is no driver yet) and the job has
+        # no result: only then is S3 inspected.
+        can_submit = all(d.standby for d in drivers) and result is None
         restore_point = self._restore_point(job, spec, own, pointers) if can_submit else None
         return Observation(
             job_uid=job.uid,
@@ -368,9 +371,9 @@ class Reconciler:
             match action:
                 case DiscardPreviousJob():
                     self._forget(key)
-                case SubmitAttempt():
+                case SubmitAttempt() | CreateStandby() | PromoteStandby():
                     assert spec is not None, "an invalid spec is never submitted"
-                    self._submit(job, spec, action)
+                    self._start(job, spec, action)
                 case ReleaseDriverLease():
                     self._release_lease(key, action)
                 case DeleteDriver(pod_name=pod, force=force):
@@ -405,9 +408,57 @@ class Reconciler:
             case RequestSavepoint(pod_name=pod, savepoint_id=savepoint_id):
                 self._drivers.request_savepoint(key, pod, term, savepoint_id)
 
+    def _start(
+        self, job: JobResource, spec: JobSpec, action: SubmitAttempt | CreateStandby | PromoteStandby
+    ) -> None:
+        match action:
+            case SubmitAttempt():
+                self._submit(job, spec, action)
+            case CreateStandby():
+                self._create_standby(job, spec, action)
+            case PromoteStandby():
+                self._promote(job, spec, action)
+            case _:
+                assert_never(action)
+
     def _submit(self, job: JobResource, spec: JobSpec, action: SubmitAttempt) -> None:
+        self._launch(job, spec, action.attempt, action.checkpoint_location)
+        self._drivers.create(
+            self._plan(
+                job,
+                spec,
+                action.attempt,
+                action.checkpoint_location,
+                restore_from=action.restore_from,
+                restore_batch_id=action.restore_batch_id,
+                local_state_nodes=action.local_state_nodes,
+            )
+        )
+
+    def _create_standby(self, job: JobResource, spec: JobSpec, action: CreateStandby) -> None:
+        """Neither a job graph nor a fence: a standby writes nothing before its promotion (_promote)."""
+        self._epoch()  # still leading (raises otherwise)
+        plan = self._plan(
+            job,
+            spec,
+            action.attempt,
+            action.checkpoint_location,
+            restore_from="latest-checkpoint",
+            local_state_nodes=action.local_state_nodes,
+            standby=True,
+        )
+        self._drivers.create(plan)
+
+    def _promote(self, job: JobResource, spec: JobSpec, action: PromoteStandby) -> None:
+        """What a submission does before its pod, then the promotion request instead of a pod: the standby
+        takes over only once earlier drivers are fenced out."""
+        self._launch(job, spec, action.attempt, action.checkpoint_location)
+        term = self._epoch().term  # the driver refuses a request of a deposed leader's term
+        self._drivers.promote(job.key, action.pod_name, term, action.restore_batch_id)
+
+    def _launch(self, job: JobResource, spec: JobSpec, attempt: int, checkpoint_location: str) -> None:
         key, epoch = job.key, self._epoch()
-        # The job graph is persisted before any pod exists (a new leader knows what was launched) ...
+        # The job graph is persisted before any pod runs the attempt (a new leader knows what it launched) ...
         self._graphs.put(
             JobGraph(
                 job=key,
@@ -415,28 +466,41 @@ class Reconciler:
                 generation=job.generation,
                 spec_hash=spec_hash(spec),
                 spec=spec,
-                checkpoint_location=action.checkpoint_location,
+                checkpoint_location=checkpoint_location,
                 submitted_at=self._clock(),
             ),
             epoch,
         )
         # ... and drivers of earlier attempts are fenced out of the checkpoint store before this one starts.
-        pod = driver_pod_name(key.name, action.attempt)
-        self._checkpoints.advance_fence(key, Epoch("driver", action.attempt, pod), epoch)
-        self._drivers.create(
-            AttemptPlan(
-                namespace=key.namespace,
-                job_name=key.name,
-                job_uid=job.uid,
-                attempt=action.attempt,
-                spec=spec,
-                checkpoint_location=action.checkpoint_location,
-                restore_from=action.restore_from,
-                restore_batch_id=action.restore_batch_id,
-                local_state_nodes=action.local_state_nodes,
-                ha_store=self._ha_store,
-                term_floor=self._term_floor,
-            )
+        pod = driver_pod_name(key.name, attempt)
+        self._checkpoints.advance_fence(key, Epoch("driver", attempt, pod), epoch)
+
+    def _plan(
+        self,
+        job: JobResource,
+        spec: JobSpec,
+        attempt: int,
+        checkpoint_location: str,
+        *,
+        restore_from: RestoreFrom,
+        restore_batch_id: int | None = None,
+        local_state_nodes: tuple[str, ...] = (),
+        standby: bool = False,
+    ) -> AttemptPlan:
+        return AttemptPlan(
+            namespace=job.key.namespace,
+            job_name=job.key.name,
+            job_uid=job.uid,
+            attempt=attempt,
+            spec=spec,
+            checkpoint_location=checkpoint_location,
+            restore_from=restore_from,
+            restore_batch_id=restore_batch_id,
+            local_state_nodes=local_state_nodes,
+            ha_store=self._ha_store,
+            term_floor=self._term_floor,
+            standby=standby,
+            spec_hash=spec_hash(spec),
         )
 
     def _dispose(self, job: JobResource, action: DisposeSavepoint) -> None:

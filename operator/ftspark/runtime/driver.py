@@ -94,6 +94,7 @@ class Driver:
         self._watcher: ControlWatcher | None = None
         self._watchdog: Watchdog | None = None
         self._stopping = threading.Lock()  # held while a requested stop runs
+        self.session_ready = threading.Event()  # the SparkSession is up (GET /readyz)
 
     # -- the run -----------------------------------------------------------------------------------------
 
@@ -207,7 +208,9 @@ class Driver:
         conf = app.spark_conf(self.config.spark_conf)
         settings = spark_settings(conf, self.config.checkpoint_root, self._jars())
         # With dynamic allocation Spark's allocation manager asks for executors as tasks come: none before.
-        return build_session(settings, executors=not standing_by or _dynamic_allocation(settings))
+        spark = build_session(settings, executors=not standing_by or _dynamic_allocation(settings))
+        self.session_ready.set()
+        return spark
 
     def _request_executors(self, spark: SparkSession, app: Application) -> None:
         """A promoted standby's executors: the job's number, asked for now that the Lease is held."""
@@ -447,12 +450,13 @@ def bad_input_reason(error: CheckpointError | SavepointError | StorageError) -> 
     return type(error).__name__.removesuffix("Error")
 
 
-def serve_health(cfg: RuntimeConfig) -> None:
-    """The liveness probe's endpoint, first: the probe starts counting while Spark still starts."""
+def serve_health(cfg: RuntimeConfig, ready: threading.Event) -> None:
+    """The probes' endpoint, first: the liveness probe starts counting while Spark still starts. ready: set
+    once the SparkSession is up (the readiness probe's answer)."""
     if cfg.health_port is None:
         return
     try:
-        HealthEndpoint(cfg.bind_address, cfg.health_port).start()
+        HealthEndpoint(cfg.bind_address, cfg.health_port, ready).start()
     except OSError as error:
         # Only where pods share a network (process-backed test nodes, which run no probes). In a pod of its
         # own, the probe then fails and the kubelet restarts the driver, with this line in its log.
@@ -472,8 +476,8 @@ def main(argv: list[str]) -> int:
         ending.set(Exit.BAD_INPUT, "BadConfig", str(error))
         write(Path(os.environ.get("FTSPARK_TERMINATION_LOG") or "/dev/termination-log"), ending, {})
         return int(ending.code)
-    serve_health(cfg)
     driver = Driver(cfg, ending)
+    serve_health(cfg, driver.session_ready)
     try:
         driver.run(argv[1], argv[2:])
     except (CheckpointError, SavepointError, StorageError) as error:

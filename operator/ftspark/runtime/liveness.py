@@ -21,7 +21,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from ftspark.domain.liveness import Stuck, stuck
-from ftspark.protocol import HEALTH_PATH
+from ftspark.protocol import HEALTH_PATH, READY_PATH
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +78,22 @@ class Watchdog:
                 return
 
 
+class _HealthServer(ThreadingHTTPServer):
+    ready: threading.Event
+
+
 class _Health(BaseHTTPRequestHandler):
+    server: _HealthServer
+
     def do_GET(self) -> None:
-        found = self.path == HEALTH_PATH
-        body = b"ok\n" if found else b"not found\n"
-        self.send_response(200 if found else 404)
+        if self.path == HEALTH_PATH:
+            code, body = 200, b"ok\n"
+        elif self.path == READY_PATH:
+            ready = self.server.ready.is_set()
+            code, body = (200, b"ready\n") if ready else (503, b"the spark session is not up yet\n")
+        else:
+            code, body = 404, b"not found\n"
+        self.send_response(code)
         self.send_header("Content-Type", "text/plain")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -93,10 +104,13 @@ class _Health(BaseHTTPRequestHandler):
 
 
 class HealthEndpoint:
-    """GET /healthz -> 200 from a daemon thread: this process is not frozen (see the module's doc)."""
+    """GET /healthz -> 200 from a daemon thread: this process is not frozen (see the module's doc). GET
+    /readyz -> 200 once `ready` is set (the SparkSession is up), else 503: a standby's readiness probe, so
+    that the operator promotes only a standby that saves the session's start."""
 
-    def __init__(self, host: str, port: int) -> None:
-        self._server = ThreadingHTTPServer((host, port), _Health)
+    def __init__(self, host: str, port: int, ready: threading.Event | None = None) -> None:
+        self._server = _HealthServer((host, port), _Health)
+        self._server.ready = ready if ready is not None else threading.Event()
         self._server.daemon_threads = True
 
     @property

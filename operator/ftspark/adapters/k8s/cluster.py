@@ -38,6 +38,7 @@ from ftspark.protocol import (
     ROLE_LABEL,
     SPARK_APP_SELECTOR_LABEL,
     SPARK_ROLE_LABEL,
+    STANDBY_LABEL,
     ControlRequest,
     driver_lease_name,
     executor_selector,
@@ -252,9 +253,18 @@ class KubeDrivers:
     def request_savepoint(self, key: JobKey, pod_name: str, term: int, savepoint_id: str) -> None:
         self._control(key, pod_name, ControlRequest("savepoint", savepoint_id, term))
 
-    def _control(self, key: JobKey, pod_name: str, request: ControlRequest) -> None:
-        body = {"metadata": {"annotations": {CONTROL_ANNOTATION: str(request)}}}
-        _ignore(404, self._core.patch_namespaced_pod, pod_name, key.namespace, body)
+    def promote(self, key: JobKey, pod_name: str, term: int, restore_batch_id: int | None) -> None:
+        batch = "" if restore_batch_id is None else str(restore_batch_id)
+        # null removes the label (a merge patch); the spec-hash label stays, for whoever reads the pod.
+        self._control(key, pod_name, ControlRequest("promote", batch, term), labels={STANDBY_LABEL: None})
+
+    def _control(
+        self, key: JobKey, pod_name: str, request: ControlRequest, labels: Mapping[str, None] | None = None
+    ) -> None:
+        metadata: dict[str, Any] = {"annotations": {CONTROL_ANNOTATION: str(request)}}
+        if labels:
+            metadata["labels"] = dict(labels)
+        _ignore(404, self._core.patch_namespaced_pod, pod_name, key.namespace, {"metadata": metadata})
 
     def count_executors(self, key: JobKey, uid: str) -> int:
         return len(self._executors(key, uid))

@@ -88,7 +88,10 @@ class MemoryDrivers:
         key = JobKey(namespace=plan.namespace, name=plan.job_name)
         name = driver_pod_name(plan.job_name, plan.attempt)
         self.pods.setdefault(key, {}).setdefault(
-            name, DriverObservation(plan.attempt, name, DriverPhase.PENDING)
+            name,
+            DriverObservation(
+                plan.attempt, name, DriverPhase.PENDING, standby=plan.standby, spec_hash=plan.spec_hash
+            ),
         )
         self.plans.append(plan)
 
@@ -109,6 +112,13 @@ class MemoryDrivers:
     def request_savepoint(self, key: JobKey, pod_name: str, term: int, savepoint_id: str) -> None:
         self.controls.append((pod_name, savepoint_id))
         self.control_terms.append(term)
+
+    def promote(self, key: JobKey, pod_name: str, term: int, restore_batch_id: int | None) -> None:
+        self.controls.append((pod_name, f"promote@{'' if restore_batch_id is None else restore_batch_id}"))
+        self.control_terms.append(term)
+        pods = self.pods.get(key, {})
+        if pod_name in pods:
+            pods[pod_name] = replace(pods[pod_name], standby=False)
 
     def count_executors(self, key: JobKey, uid: str) -> int:
         return self.executor_pods.get(uid, 0)

@@ -1,0 +1,218 @@
+"""The operator's part of the hot standby (docs/hot-standby.md), on the in-memory cluster: when a standby is
+made, promoted, replaced and deleted, and that it is fenced like any attempt. The runtime's part, with real
+PySpark and a real API server, is tests/runtime/test_standby.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ftspark.domain.fencing import FencedOutError
+from ftspark.domain.lifecycle import DriverPhase
+from ftspark.domain.models import Condition
+from ftspark.protocol import driver_pod_name
+from tests.unit.test_reconciler import KEY, SPEC, UID, Cluster, run_dir
+
+WITH_STANDBY: dict[str, Any] = {**SPEC, "driver": {"standby": 1}}
+STANDBY_2 = driver_pod_name(KEY.name, 2)
+
+
+def standby_ready(cluster: Cluster) -> Condition | None:
+    return next((c for c in cluster.status().conditions if c.type == "StandbyReady"), None)
+
+
+def running_with_standby(cluster: Cluster, spec: dict[str, Any] = WITH_STANDBY) -> None:
+    """Attempt 1 runs, a checkpoint committed, and its standby (attempt 2) stands by, Ready."""
+    cluster.jobs.apply(KEY, spec, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.commit(1, 7)
+    cluster.reconcile()
+    standby = cluster.drivers.pods[KEY][STANDBY_2]
+    cluster.drivers.set_driver(
+        KEY,
+        2,
+        DriverPhase.RUNNING,
+        started_at=cluster.now,
+        standby=True,
+        spec_hash=standby.spec_hash,
+        ready=True,
+    )
+    cluster.reconcile(after=30)
+
+
+def fail_driver(cluster: Cluster, attempt: int = 1) -> None:
+    """The active driver fails; its pod is gone once deleted (the standby stays)."""
+    cluster.drivers.set_driver(KEY, attempt, DriverPhase.FAILED, exit_code=137, ended=True)
+    cluster.reconcile()
+    cluster.reconcile()  # Restarting: the failed pod is deleted
+    cluster.drivers.pods[KEY].pop(driver_pod_name(KEY.name, attempt), None)
+
+
+def test_a_running_attempt_gets_a_standby_for_the_next_one_that_is_not_launched() -> None:
+    cluster = Cluster()
+    cluster.jobs.apply(KEY, WITH_STANDBY, uid=UID)
+    cluster.reconcile()
+    assert len(cluster.drivers.plans) == 1, "no standby before the driver runs: nothing to stand away from"
+    cluster.running()
+    first, standby = cluster.drivers.plans
+    assert (standby.attempt, standby.standby, standby.restore_from) == (2, True, "latest-checkpoint")
+    assert standby.checkpoint_location == run_dir(UID, 1)
+    assert standby.spec_hash and not first.standby
+    condition = standby_ready(cluster)
+    assert condition is not None
+    assert (condition.status, condition.reason) == ("False", "Creating")
+    # Made, not launched: attempt 1 still commits (the fence is not advanced), the status still says 1.
+    cluster.commit(1, 3)
+    assert (cluster.status().attempt, cluster.status().phase) == (1, "Running")
+    graph = cluster.stores.job_graphs.get(KEY)
+    assert graph is not None
+    assert graph.checkpoint_location == run_dir(UID, 1)
+    cluster.reconcile(after=1)
+    assert len(cluster.drivers.plans) == 2, "one standby"
+
+
+def test_the_condition_says_when_the_standby_is_ready() -> None:
+    cluster = Cluster()
+    cluster.jobs.apply(KEY, WITH_STANDBY, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    spec_hash = cluster.drivers.pods[KEY][STANDBY_2].spec_hash
+    cluster.drivers.set_driver(KEY, 2, DriverPhase.RUNNING, standby=True, spec_hash=spec_hash)
+    cluster.reconcile(after=1)
+    condition = standby_ready(cluster)
+    assert condition is not None
+    assert (condition.status, condition.reason) == ("False", "Starting")
+    cluster.drivers.set_driver(KEY, 2, DriverPhase.RUNNING, standby=True, spec_hash=spec_hash, ready=True)
+    cluster.reconcile(after=1)
+    condition = standby_ready(cluster)
+    assert condition is not None
+    assert (condition.status, condition.reason) == ("True", "Ready")
+    assert cluster.status().attempt == 1, "a standby of attempt 2 is no crashed submission of it"
+
+
+def test_a_failed_driver_is_replaced_by_promoting_its_ready_standby_after_the_fence() -> None:
+    cluster = Cluster()
+    running_with_standby(cluster)
+    plans = len(cluster.drivers.plans)
+    fail_driver(cluster)
+    cluster.reconcile(after=5)  # the restart delay (fixed-delay, 5 s)
+    assert len(cluster.drivers.plans) == plans, "no new pod: the standby takes over"
+    assert cluster.drivers.controls[-1] == (STANDBY_2, "promote@7")
+    assert cluster.drivers.control_terms[-1] == 1, "the leader's term, as every control request"
+    with pytest.raises(FencedOutError):  # attempt 1 is fenced out before the standby is asked
+        cluster.commit(1, 8)
+    status = cluster.status()
+    assert (status.attempt, status.phase) == (2, "Submitting")
+    assert "StandbyPromoted" in cluster.events.reasons()
+    promoted_at = cluster.now
+    assert not cluster.drivers.pods[KEY][STANDBY_2].standby
+    cluster.reconcile(after=1)
+    assert len([c for c in cluster.drivers.controls if c[1].startswith("promote")]) == 1, "promoted once"
+    # The promoted pod runs: its attempt started at the promotion, not when its container did.
+    cluster.drivers.set_driver(KEY, 2, DriverPhase.RUNNING, started_at=promoted_at.replace(year=2025))
+    cluster.reconcile(after=1)
+    assert cluster.status().phase == "Running"
+    assert cluster.status().attempt_started_at == promoted_at
+    standby_3 = cluster.drivers.plans[-1]
+    assert (standby_3.attempt, standby_3.standby) == (3, True), "the next standby"
+
+
+def test_a_standby_that_is_not_ready_is_deleted_and_a_new_pod_started() -> None:
+    cluster = Cluster()
+    running_with_standby(cluster)
+    spec_hash = cluster.drivers.pods[KEY][STANDBY_2].spec_hash
+    cluster.drivers.set_driver(
+        KEY, 2, DriverPhase.PENDING, standby=True, spec_hash=spec_hash, reason="Unschedulable"
+    )
+    fail_driver(cluster)
+    assert cluster.drivers.deleted[-1][0] != STANDBY_2, "kept while it may still become ready"
+    cluster.reconcile(after=5)
+    assert (STANDBY_2, False) in cluster.drivers.deleted
+    assert not any(c[1].startswith("promote") for c in cluster.drivers.controls)
+    assert cluster.status().attempt == 1, "nothing started while the standby still holds the name"
+    cluster.reconcile(after=1)
+    plan = cluster.drivers.plans[-1]
+    assert (plan.attempt, plan.standby, plan.restore_batch_id) == (2, False, 7)
+
+
+@pytest.mark.parametrize(
+    ("phase", "fields", "force"),
+    [
+        pytest.param(DriverPhase.FAILED, {"reason": "OOMKilled"}, False, id="failed"),
+        pytest.param(DriverPhase.FAILED, {"reason": "NodeLost", "node_lost": True}, True, id="node-lost"),
+    ],
+)
+def test_a_lost_standby_is_replaced_without_a_restart(
+    phase: DriverPhase, fields: dict[str, Any], force: bool
+) -> None:
+    cluster = Cluster()
+    running_with_standby(cluster)
+    spec_hash = cluster.drivers.pods[KEY][STANDBY_2].spec_hash
+    cluster.drivers.set_driver(KEY, 2, phase, standby=True, spec_hash=spec_hash, **fields)
+    cluster.reconcile(after=1)
+    assert (STANDBY_2, force) in cluster.drivers.deleted
+    assert "StandbyReplaced" in cluster.events.reasons()
+    status = cluster.status()
+    assert (status.attempt, status.phase, status.restarts.count) == (1, "Running", 0), "the job runs on"
+    cluster.drivers.pods[KEY].pop(STANDBY_2, None)  # gone
+    cluster.reconcile(after=1)
+    replacement = cluster.drivers.plans[-1]
+    assert (replacement.attempt, replacement.standby) == (2, True)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"driver": {"standby": 0}}, id="turned-off"),
+        pytest.param({"desiredState": "stopped"}, id="stopped"),
+        pytest.param({"desiredState": "cancelled"}, id="cancelled"),
+        pytest.param({"image": "img:2"}, id="spec-changed"),
+    ],
+)
+def test_a_standby_goes_when_the_job_has_no_use_for_it(change: dict[str, Any]) -> None:
+    cluster = Cluster()
+    running_with_standby(cluster)
+    cluster.jobs.apply(KEY, {**WITH_STANDBY, **change}, uid=UID)
+    cluster.reconcile(after=1)
+    assert (STANDBY_2, False) in cluster.drivers.deleted
+    assert not any(c[1].startswith("promote") for c in cluster.drivers.controls)
+    if change == {"driver": {"standby": 0}}:
+        assert standby_ready(cluster) is None
+        assert cluster.status().phase == "Running", "turning the standby off restarts nothing"
+
+
+def test_turning_the_standby_on_restarts_nothing() -> None:
+    cluster = Cluster()
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.jobs.apply(KEY, WITH_STANDBY, uid=UID)
+    cluster.reconcile(after=1)
+    assert cluster.status().phase == "Running"
+    assert [(p.attempt, p.standby) for p in cluster.drivers.plans] == [(1, False), (2, True)]
+
+
+def test_a_standby_made_for_an_earlier_spec_is_never_promoted() -> None:
+    cluster = Cluster()
+    running_with_standby(cluster)
+    cluster.drivers.set_driver(
+        KEY, 2, DriverPhase.RUNNING, standby=True, spec_hash="an-earlier-spec", ready=True
+    )
+    fail_driver(cluster)
+    cluster.reconcile(after=5)
+    assert not any(c[1].startswith("promote") for c in cluster.drivers.controls)
+    assert (STANDBY_2, False) in cluster.drivers.deleted
+
+
+def test_a_deposed_leader_promotes_nothing() -> None:
+    cluster = Cluster()
+    running_with_standby(cluster)
+    fail_driver(cluster)
+    cluster.leading = False
+    with pytest.raises(Exception, match="deposed"):
+        cluster.reconcile(after=5)
+    assert not any(c[1].startswith("promote") for c in cluster.drivers.controls)
+    cluster.commit(1, 8)  # not fenced: nothing of the promotion happened
+    assert cluster.stores.checkpoints.pointers(KEY)[0].checkpoint_id == 8
