@@ -16,16 +16,22 @@ def _in_order(timeline: Timeline) -> bool:
 
 
 @pytest.mark.timeout(1500)
-def test_a_killed_driver_comes_back_through_every_step_and_ftspark_fences_and_goes(
+def test_a_killed_driver_comes_back_through_every_step_and_ftspark_fences_and_goes_or_promotes_its_standby(
     world: World, tmp_path: Path
 ) -> None:
     compared = side_by_side(world, tmp_path, kills=1)
     print(f"\n{compared.table()}")
 
-    for timeline in compared.plain + compared.ftspark:
-        assert len(timeline.seconds) == len(STEPS)
-        assert _in_order(timeline), timeline
-    run = compared.ftspark_run
-    assert (run.figures["lost"], run.figures["duplicated"], run.figures["wrong"]) == (0, 0, 0), run.figures
-    # The operator released each killed driver's Lease: no attempt waited for it to expire (15 s here).
-    assert all(line.endswith("(free)") for line in run.leases), run.leases
+    for _, timelines in compared.rows():
+        for timeline in timelines:
+            assert len(timeline.seconds) == len(STEPS)
+            assert _in_order(timeline), timeline
+    standby = compared.standby_run
+    assert standby is not None
+    for run in (compared.ftspark_run, standby):
+        assert (run.figures["lost"], run.figures["duplicated"], run.figures["wrong"]) == (0, 0, 0), (
+            run.figures
+        )
+        # The operator released each killed driver's Lease: no attempt waited for it to expire (15 s here).
+        assert all(line.endswith("(free)") for line in run.leases), run.leases
+    assert (compared.ftspark_run.promotions, standby.promotions) == (0, 1), "the standby took over"

@@ -34,25 +34,13 @@ from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.protocol import ROLE_LABEL
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.operators import OperatorFleet, job_manifest, set_driver_exited, set_driver_running
+from ftspark_dev.processes import cpu_seconds, memory_mib
 from ftspark_dev.s3server import S3Server
 
-_TICKS = 100  # os.sysconf("SC_CLK_TCK") on Linux
 _RESTART_DELAY = 1.0  # job_manifest's fixed delay
 _BURST_FAILURES = 3
 _SETTLE = 10.0  # seconds for the reconciles a burst of events started to end
 _IDLE_WINDOW = 60.0
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
-
-
-def _peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmHWM")
 
 
 def _driver_pods(core: client.CoreV1Api, namespace: str) -> set[str]:
@@ -140,7 +128,7 @@ class Burst:
 def _burst(bench: Installation, count: int) -> Burst:
     objects, core, ns = client.CustomObjectsApi(bench.api), client.CoreV1Api(bench.api), bench.namespace
     pid = bench.fleet.replicas[bench.leader].pid
-    cpu_before, started = _cpu_seconds(pid), time.monotonic()
+    cpu_before, started = cpu_seconds(pid), time.monotonic()
     calls_before = _api_requests(bench.fleet, bench.leader)
 
     def create(index: int) -> None:
@@ -155,10 +143,10 @@ def _burst(bench: Installation, count: int) -> Burst:
     pods_left = count - len(_driver_pods(core, ns))
     _wait(lambda: len(_driver_pods(core, ns)) >= count, 1200, interval=0.5)
     all_pods = time.monotonic() - started
-    cores = (_cpu_seconds(pid) - cpu_before) / all_pods
+    cores = (cpu_seconds(pid) - cpu_before) / all_pods
     time.sleep(_SETTLE)  # the last pods' events: their jobs' status writes
     calls = _api_requests(bench.fleet, bench.leader) - calls_before
-    return Burst(count, created, all_pods, answers, pods_left, cores, _peak_rss_mib(pid), calls)
+    return Burst(count, created, all_pods, answers, pods_left, cores, memory_mib(pid, "VmHWM"), calls)
 
 
 def _running(bench: Installation, count: int) -> list[Row]:

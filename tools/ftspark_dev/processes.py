@@ -19,6 +19,23 @@ from ssl import SSLContext
 _DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "KILL", "--")
 
 
+_TICKS = 100  # os.sysconf("SC_CLK_TCK") on Linux
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def memory_mib(pid: int, field: str = "VmRSS") -> float:
+    """From /proc/<pid>/status: VmRSS (resident now) or VmHWM (its peak)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} for process {pid}")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))

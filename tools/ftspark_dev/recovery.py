@@ -8,6 +8,8 @@
   watches nor fences can do.
 - ftspark: the FaultTolerantSparkJob with the default driver-Lease timings (15 s / 10 s / 2 s). The operator
   sees the driver container end, releases its Lease, and starts the next attempt.
+- ftspark with a standby (driver.standby: 1): the same, but the next attempt is the standby, its SparkSession
+  up before the kill, promoted instead of started. Each kill waits for the new standby's session first.
 
 Each kill's timeline is watched from outside, every POLL seconds: the next driver pod created, its container
 started, its first executor pod created (its SparkContext is up and asks for executors), an executor
@@ -40,8 +42,9 @@ from ftspark.manifests import (
     rpc_secret,
     spark_conf,
 )
-from ftspark.protocol import JOB_LABEL, SPARK_ROLE_LABEL, DriverEnv, driver_pod_name
+from ftspark.protocol import DRIVER_CONTAINER, JOB_LABEL, SPARK_ROLE_LABEL, DriverEnv, driver_pod_name
 from ftspark.runtime.session import spark_settings
+from ftspark_dev.processes import cpu_seconds, memory_mib
 from ftspark_dev.subject import SinkFolder
 from ftspark_dev.tour import FaultTour
 from ftspark_dev.windowed_counts import WindowedCounts
@@ -62,6 +65,9 @@ RECOVERY_TIMEOUT = 180.0
 # Settled between kills: batches run again after the last recovery (a kill during the first batch of an
 # attempt would measure a start, not a recovery).
 SETTLED_RUNS = 3
+STANDING_BY = "standing by: spark session ready"  # the standby runtime's log, once it can take over
+PROMOTED = "promoted after"  # ... and once it did
+COST_WINDOW = 10.0  # seconds of a standby's CPU time, sampled while it waits
 
 
 @dataclass(frozen=True)
@@ -115,10 +121,6 @@ def _owned_by(pod: client.V1Pod, uid: str) -> bool:
     )
 
 
-def _next_attempt(job: str, killed: str) -> Callable[[client.V1Pod], bool]:
-    return lambda pod: pod.metadata.labels.get(JOB_LABEL) == job and pod.metadata.name != killed
-
-
 def _named(name: str) -> Callable[[client.V1Pod], bool]:
     return lambda pod: bool(pod.metadata.name == name)
 
@@ -143,28 +145,65 @@ class FtsparkRun:
     timelines: list[Timeline]
     leases: list[str]  # how each attempt after a kill got the driver Lease (its runtime's log line)
     figures: dict[str, int]  # the fault tour's at the end: records in, counted, lost, duplicated, ...
+    promotions: int = 0  # attempts after a kill that were a promoted standby (their runtime's log says so)
+    standby_cost: StandbyCost | None = None  # the first standby's, once its session was up
 
 
-def ftspark_recoveries(world: World, work: Path, kills: int) -> FtsparkRun:
-    tour = FaultTour(world, work, feed_interval=FEED_INTERVAL, spec={"short_lease": False})
+@dataclass(frozen=True)
+class StandbyCost:
+    """What a standby costs while it waits: its container's processes (the runtime and its JVM)."""
+
+    rss_mib: float
+    cores: float  # CPU time over wall time, sampled over COST_WINDOW
+
+    def __str__(self) -> str:
+        return f"RSS {self.rss_mib:.0f} MiB, CPU {self.cores * 100:.1f} % of a core"
+
+
+def standby_cost(world: World, pod: str, window: float) -> StandbyCost:
+    pids = world.nodes.container_pids(JOBS_NAMESPACE, pod, DRIVER_CONTAINER)
+    before, started = sum(cpu_seconds(pid) for pid in pids), time.monotonic()
+    time.sleep(window)
+    used = sum(cpu_seconds(pid) for pid in pids) - before
+    return StandbyCost(sum(memory_mib(pid) for pid in pids), used / (time.monotonic() - started))
+
+
+def ftspark_recoveries(world: World, work: Path, kills: int, *, standby: bool = False) -> FtsparkRun:
+    spec: dict[str, object] = {"short_lease": False}
+    if standby:
+        spec["driver"] = {"memory": "768m", "standby": 1}
+    tour = FaultTour(world, work, feed_interval=FEED_INTERVAL, spec=spec)
     tour.start()
     runs = _runs(tour.output)
-    timelines, leases = [], []
+    timelines, leases, promotions, cost = [], [], 0, None
     try:
         for _ in range(kills):
             _settle(runs)
+            if standby:
+                _wait(
+                    lambda: _standing_by(world, tour.name), RECOVERY_TIMEOUT, "a standby with its session up"
+                )
+                if cost is None:
+                    (waiting,) = world.standbys(tour.name)
+                    cost = standby_cost(world, waiting.metadata.name, COST_WINDOW)
             killed = tour.current_driver().metadata.name
+            successor = driver_pod_name(tour.name, tour.attempt() + 1)
             killed_at = time.monotonic()
             world.kill_pod(killed)
-            timelines.append(watch_recovery(world, _next_attempt(tour.name, killed), runs, killed_at))
-            log = world.log(tour.current_driver().metadata.name)
+            timelines.append(watch_recovery(world, _named(successor), runs, killed_at))
+            log = world.log(successor)
             leases.append(
                 next((line for line in log.splitlines() if "holding lease" in line), "no lease line")
             )
+            promotions += PROMOTED in log
         figures = tour.finish()
     finally:
         world.delete(tour.name)
-    return FtsparkRun(timelines, leases, figures)
+    return FtsparkRun(timelines, leases, figures, promotions, cost)
+
+
+def _standing_by(world: World, job: str) -> bool:
+    return any(STANDING_BY in world.log(pod.metadata.name) for pod in world.standbys(job))
 
 
 def _settle(runs: Callable[[], int]) -> None:
@@ -306,6 +345,7 @@ def plain_recoveries(world: World, work: Path, kills: int) -> list[Timeline]:
 class SideBySide:
     plain: list[Timeline]
     ftspark_run: FtsparkRun
+    standby_run: FtsparkRun | None = None
 
     @property
     def ftspark(self) -> list[Timeline]:
@@ -317,29 +357,39 @@ class SideBySide:
             statistics.median(column) for column in zip(*(t.seconds for t in timelines), strict=True)
         )
 
-    @property
-    def ratio(self) -> float:
-        """ftspark's median kill → first batch over plain Spark's."""
-        return self.medians(self.ftspark)[-1] / self.medians(self.plain)[-1]
+    def rows(self) -> list[tuple[str, list[Timeline]]]:
+        rows = [("plain Spark", self.plain), ("ftspark", self.ftspark)]
+        if self.standby_run is not None:
+            rows.append(("ftspark with a standby", self.standby_run.timelines))
+        return rows
+
+    def ratio(self, timelines: list[Timeline]) -> float:
+        """The median kill → first batch of timelines over plain Spark's."""
+        return self.medians(timelines)[-1] / self.medians(self.plain)[-1]
 
     def table(self) -> str:
         header = "| driver SIGKILL → | " + " | ".join(STEPS) + " |"
         lines = [header, "|---|" + "---|" * len(STEPS)]
-        for label, timelines in (("plain Spark", self.plain), ("ftspark", self.ftspark)):
+        for label, timelines in self.rows():
             medians = self.medians(timelines)
             lines.append(
                 f"| {label} (median of {len(timelines)}) | "
                 + " | ".join(f"{s:.1f} s" for s in medians)
                 + " |"
             )
-        lines.append(f"\nftspark / plain Spark, kill → first batch run: {self.ratio:.2f} times")
+        lines.append("")
+        if self.standby_run is not None and self.standby_run.standby_cost is not None:
+            lines.append(f"a standby's cost while it waits: {self.standby_run.standby_cost}")
+        for label, timelines in self.rows()[1:]:
+            lines.append(f"{label} / plain Spark, kill → first batch run: {self.ratio(timelines):.2f} times")
         return "\n".join(lines)
 
 
-def side_by_side(world: World, work: Path, kills: int) -> SideBySide:
+def side_by_side(world: World, work: Path, kills: int, *, standby: bool = True) -> SideBySide:
     """ftspark first: its run makes the driver ServiceAccount that the plain pods use too."""
     ftspark = ftspark_recoveries(world, work, kills)
-    return SideBySide(plain_recoveries(world, work, kills), ftspark)
+    with_standby = ftspark_recoveries(world, work, kills, standby=True) if standby else None
+    return SideBySide(plain_recoveries(world, work, kills), ftspark, with_standby)
 
 
 def main() -> None:
@@ -351,11 +401,13 @@ def main() -> None:
     with running_world() as world, tempfile.TemporaryDirectory(prefix="ftspark-recovery-") as work:
         compared = side_by_side(world, Path(work), args.kills)
     print(compared.table())
-    run = compared.ftspark_run
-    print("ftspark's job after its kills: " + ", ".join(f"{k} {v}" for k, v in run.figures.items()))
-    for n, line in enumerate(run.leases, 1):
-        print(f"ftspark attempt after kill {n}: {line}")
-    for label, timelines in (("plain Spark", compared.plain), ("ftspark", compared.ftspark)):
+    runs = [("ftspark", compared.ftspark_run), ("ftspark with a standby", compared.standby_run)]
+    for label, run in runs:
+        assert run is not None
+        print(f"{label}: the job after its kills: " + ", ".join(f"{k} {v}" for k, v in run.figures.items()))
+        for n, line in enumerate(run.leases, 1):
+            print(f"{label}: attempt after kill {n}: {line}")
+    for label, timelines in compared.rows():
         for n, timeline in enumerate(timelines, 1):
             print(f"{label} kill {n}: " + ", ".join(f"{s:.1f}" for s in timeline.seconds))
 

@@ -34,6 +34,7 @@ from ftspark.protocol import (
     JOB_LABEL,
     ROLE_LABEL,
     SPARK_APP_SELECTOR_LABEL,
+    STANDBY_LABEL,
     spark_app_id,
     term_floor_name,
 )
@@ -147,10 +148,16 @@ class JobsClient:
         return status
 
     def drivers(self, name: str) -> list[client.V1Pod]:
-        pods = client.CoreV1Api(self.api).list_namespaced_pod(
-            JOBS_NAMESPACE, label_selector=f"{JOB_LABEL}={name},{ROLE_LABEL}=driver"
-        )
+        """The job's driver pods, not its standby (which is no driver until promoted)."""
+        selector = f"{JOB_LABEL}={name},{ROLE_LABEL}=driver,!{STANDBY_LABEL}"
+        pods = client.CoreV1Api(self.api).list_namespaced_pod(JOBS_NAMESPACE, label_selector=selector)
         return sorted(pods.items, key=lambda p: p.metadata.name)
+
+    def standbys(self, name: str) -> list[client.V1Pod]:
+        selector = f"{JOB_LABEL}={name},{STANDBY_LABEL}"
+        return list(
+            client.CoreV1Api(self.api).list_namespaced_pod(JOBS_NAMESPACE, label_selector=selector).items
+        )
 
     def events(self, name: str) -> list[str]:
         found = client.CoreV1Api(self.api).list_namespaced_event(

@@ -481,8 +481,7 @@ class NodeAgent:
         """SIGSTOP the JVMs of a pod's container (found among its processes, which all carry its marker) for
         the block: the container still runs as far as Kubernetes can tell, its JVM does nothing. Afterwards
         every process of the container left gets SIGCONT, so nothing stays stopped whatever the block did."""
-        runner = self.runner(namespace, name)
-        prefix = f"{runner.node.marker}{runner.uid}/{container}"
+        prefix = self._container_marker(namespace, name, container)
         jvms = [pid for pid in marked_pids(prefix) if _command(pid) == "java"]
         if not jvms:
             raise KeyError(f"no JVM runs in container {container} of pod {namespace}/{name}")
@@ -492,6 +491,14 @@ class NodeAgent:
             yield jvms
         finally:
             signal_marked(prefix, signal.SIGCONT)
+
+    def container_pids(self, namespace: str, name: str, container: str) -> list[int]:
+        """Every process of a pod's container (they all carry its marker)."""
+        return marked_pids(self._container_marker(namespace, name, container))
+
+    def _container_marker(self, namespace: str, name: str, container: str) -> str:
+        runner = self.runner(namespace, name)
+        return f"{runner.node.marker}{runner.uid}/{container}"
 
     def restart_node(self, name: str) -> None:
         self.node(name).restart()
