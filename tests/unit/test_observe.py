@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
+from ftspark.domain.lifecycle import (
+    NODE_LOST,
+    DriverObservation,
+    DriverPhase,
+    RefusedPromotion,
+    SavepointReport,
+)
 from ftspark.protocol import (
     ATTEMPT_LABEL,
     CONTROL_ANNOTATION,
@@ -412,6 +418,26 @@ def test_a_refused_request(annotations: dict[str, str], refused: bool) -> None:
     observed = observe_driver(pod(running(), annotations=annotations))
     assert observed is not None
     assert observed.request_refused is refused
+
+
+@pytest.mark.parametrize(
+    ("request_", "refused", "expected"),
+    [
+        pytest.param("promote@7;term=3", True, RefusedPromotion(7), id="a batch"),
+        pytest.param("promote@;term=3", True, RefusedPromotion(None), id="the latest"),
+        pytest.param("promote@7;term=3", False, None, id="not refused"),
+        pytest.param("stop@x;term=3", True, None, id="no promotion"),
+    ],
+)
+def test_a_refused_promotion_names_its_batch(
+    request_: str, refused: bool, expected: RefusedPromotion | None
+) -> None:
+    annotations = {CONTROL_ANNOTATION: request_}
+    if refused:
+        annotations[CONTROL_REFUSED_ANNOTATION] = json.dumps({"request": request_})
+    observed = observe_driver(pod(running(), annotations=annotations))
+    assert observed is not None
+    assert observed.refused_promotion == expected
 
 
 def test_attempt_comes_from_the_label() -> None:

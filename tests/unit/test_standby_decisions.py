@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from ftspark.domain.fencing import FencedOutError
-from ftspark.domain.lifecycle import DriverPhase
+from ftspark.domain.lifecycle import DriverPhase, RefusedPromotion
 from ftspark.domain.models import Condition
 from ftspark.protocol import driver_pod_name
 from tests.unit.test_reconciler import KEY, SPEC, UID, Cluster, run_dir
@@ -117,6 +117,23 @@ def test_a_failed_driver_is_replaced_by_promoting_its_ready_standby_after_the_fe
     assert cluster.status().attempt_started_at == promoted_at
     standby_3 = cluster.drivers.plans[-1]
     assert (standby_3.attempt, standby_3.standby) == (3, True), "the next standby"
+
+
+def test_a_promotion_the_standby_refused_is_asked_again_with_this_leaders_term() -> None:
+    cluster = Cluster()
+    running_with_standby(cluster)
+    fail_driver(cluster)
+    cluster.reconcile(after=5)
+    # The promotion came from a leader deposed since: the pod is the driver now, but it refused to take over.
+    cluster.drivers.set_driver(
+        KEY, 2, DriverPhase.RUNNING, started_at=cluster.now, refused_promotion=RefusedPromotion(7)
+    )
+    cluster.reconcile(after=1)
+    assert cluster.drivers.controls[-2:] == [(STANDBY_2, "promote@7"), (STANDBY_2, "promote@7")]
+    assert cluster.status().phase == "Submitting", "not running before it took over"
+    cluster.drivers.set_driver(KEY, 2, DriverPhase.RUNNING, started_at=cluster.now)
+    cluster.reconcile(after=1)
+    assert cluster.status().phase == "Running"
 
 
 def test_a_standby_that_is_not_ready_is_deleted_and_a_new_pod_started() -> None:

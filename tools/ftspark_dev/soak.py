@@ -1,6 +1,7 @@
 """`make soak`: two stateful streaming jobs of different shapes (windowed counts, session windows) through a
 seeded, random schedule of faults on the process-backed installation, checked exactly-once against the batch
-computation of their input at the end.
+computation of their input at the end. The session-window job keeps a hot standby driver (driver.standby: 1),
+the other none: the faults land on either, so both ways of recovering meet them.
 
 Each fault is one of FAULTS; the schedule draws them with random.Random(seed), so a seed replays the same
 kinds in the same order (not the same timings: Spark and the API server keep their own). The recovery time of
@@ -52,6 +53,7 @@ SPEC = {
         "failureRate": {"maxFailuresPerInterval": 5, "intervalSeconds": 60, "delaySeconds": 1},
     },
 }
+WITH_STANDBY = SPEC | {"driver": {"memory": "768m", "standby": 1}}  # the world's driver memory, kept
 # Two jobs share 2 cores: a file every 3 s (one per micro-batch) lets them catch up after each fault.
 FEED_INTERVAL = 3.0
 OVERLAP_WINDOW = 0.5  # seconds; below the gap a correct handover leaves (lease duration - renew deadline)
@@ -73,8 +75,8 @@ class Soak:
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
         self.tours = [
-            ProcessFaultTour(self.world, self.work, subject=subject, spec=SPEC, feed_interval=FEED_INTERVAL)
-            for subject in (WindowedCounts(), Sessions())
+            ProcessFaultTour(self.world, self.work, subject=subject, spec=spec, feed_interval=FEED_INTERVAL)
+            for subject, spec in ((WindowedCounts(), SPEC), (Sessions(), WITH_STANDBY))
         ]
 
     # -- the run -------------------------------------------------------------------------------------------

@@ -95,6 +95,11 @@ class SavepointReport:
 
 
 @dataclass(frozen=True)
+class RefusedPromotion:
+    restore_batch_id: int | None  # the batch the promotion named, None for the latest
+
+
+@dataclass(frozen=True)
 class DriverObservation:
     attempt: int
     pod_name: str
@@ -118,6 +123,9 @@ class DriverObservation:
     standby: bool = False
     spec_hash: str = ""
     ready: bool = False
+    # It refused its promotion (written by a leader deposed since): it stands by until asked again, with this
+    # leader's term.
+    refused_promotion: RefusedPromotion | None = None
 
 
 @dataclass(frozen=True)
@@ -930,6 +938,14 @@ class _Context:
         current = self.current
         if current is None:
             return self._failed(None)
+        refused = current.refused_promotion
+        if refused is not None and current.phase == DriverPhase.RUNNING:
+            # A standby made the driver by a deposed leader's promotion, which it refused: it runs nothing.
+            location = self.status.checkpoint_directory
+            assert location is not None, "a promotion names the checkpoint directory in the status"
+            batch = refused.restore_batch_id
+            self.actions.append(PromoteStandby(current.pod_name, current.attempt, location, batch))
+            return self._done(1.0)
         match current.phase:
             case DriverPhase.FAILED:
                 return self._failed(current)

@@ -38,7 +38,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 
-from ftspark.domain.lifecycle import NODE_LOST, DriverObservation, DriverPhase, SavepointReport
+from ftspark.domain.lifecycle import (
+    NODE_LOST,
+    DriverObservation,
+    DriverPhase,
+    RefusedPromotion,
+    SavepointReport,
+)
 from ftspark.protocol import (
     ATTEMPT_LABEL,
     CONTROL_ANNOTATION,
@@ -48,6 +54,7 @@ from ftspark.protocol import (
     SAVEPOINT_ANNOTATION,
     SPEC_HASH_LABEL,
     STANDBY_LABEL,
+    ControlRequest,
     TerminationMessage,
 )
 
@@ -158,11 +165,13 @@ def observe_driver(pod: Mapping[str, Any]) -> DriverObservation | None:
         )
         return None
     annotations, labels = view.metadata.annotations, view.metadata.labels
+    refused = _refused(annotations)
     return dataclasses.replace(
         _phase(view, int(label)),
         savepoint=_savepoint(annotations.get(SAVEPOINT_ANNOTATION, "")),
         rollbacks=_rollbacks(annotations.get(ROLLBACK_ANNOTATION, "")),
-        request_refused=_refused(annotations),
+        request_refused=refused,
+        refused_promotion=_refused_promotion(annotations) if refused else None,
         ended=_ended(view),
         standby=STANDBY_LABEL in labels,
         spec_hash=labels.get(SPEC_HASH_LABEL, ""),
@@ -256,6 +265,15 @@ def _refused(annotations: Mapping[str, str]) -> bool:
         return RefusedRequest.model_validate_json(raw).request == request
     except ValidationError:
         return False
+
+
+def _refused_promotion(annotations: Mapping[str, str]) -> RefusedPromotion | None:
+    """The refused request, if it is a promotion: the batch it named."""
+    request = ControlRequest.parse(annotations.get(CONTROL_ANNOTATION, ""))
+    if request is None or request.action != "promote":
+        return None
+    batch = request.argument
+    return RefusedPromotion(int(batch) if batch.isascii() and batch.isdigit() else None)
 
 
 def _rollbacks(raw: str) -> tuple[str, ...]:
