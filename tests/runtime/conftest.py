@@ -127,8 +127,14 @@ class RuntimeJob:
                 "spec": {"containers": [{"name": "driver", "image": "ftspark/driver"}]},
             }
             client.CoreV1Api(self.api).create_namespaced_pod(self.namespace, body)
+        # Python's and the JVM's temporary files in the test's folder: a killed driver's JVM never removes its
+        # own (Spark's local dirs, its artifacts folder), and the test kills drivers.
+        scratch = self.work / "tmp"
+        scratch.mkdir(exist_ok=True)
         env = {
             **os.environ,
+            "TMPDIR": str(scratch),
+            "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={scratch}",
             "KUBECONFIG": str(self.kubeconfig),
             "PYSPARK_PYTHON": sys.executable,
             "FTSPARK_JOB": f"{self.namespace}/{self.name}",

@@ -8,7 +8,6 @@ range their kube-proxy serves (`service_cidr`).
 
 from __future__ import annotations
 
-import base64
 import ipaddress
 import json
 import os
@@ -42,22 +41,24 @@ def binaries_dir() -> Path:
 
 
 def write_kubeconfig(path: Path, server: str, ca_pem: bytes, credentials: pki.KeyPair, user: str) -> Path:
-    def b64(data: bytes) -> str:
-        return base64.b64encode(data).decode()
-
+    """The certificates go in files beside it, named in it: with them inline, the Python client copies them
+    to temporary files it deletes only at a clean exit, so every SIGKILLed process (a killed operator replica,
+    a driver) would leave a private key in /tmp."""
+    files = {"ca": ca_pem, "crt": credentials.cert_pem, "key": credentials.key_pem}
+    paths = {kind: path.with_name(f"{path.name}.{kind}.pem") for kind in files}
+    for kind, data in files.items():
+        paths[kind].write_bytes(data)
+        paths[kind].chmod(0o600)
     document = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [
-            {"name": "local", "cluster": {"server": server, "certificate-authority-data": b64(ca_pem)}}
+            {"name": "local", "cluster": {"server": server, "certificate-authority": str(paths["ca"])}}
         ],
         "users": [
             {
                 "name": user,
-                "user": {
-                    "client-certificate-data": b64(credentials.cert_pem),
-                    "client-key-data": b64(credentials.key_pem),
-                },
+                "user": {"client-certificate": str(paths["crt"]), "client-key": str(paths["key"])},
             }
         ],
         "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],

@@ -644,6 +644,8 @@ class _Context:
             return f"it ended ({standby.reason or standby.phase})"
         if standby.node_lost:
             return "its node stopped reporting"
+        if standby.phase == DriverPhase.TERMINATING:
+            return "being deleted"
         return ""
 
     def _may_make_standby(self) -> bool:
