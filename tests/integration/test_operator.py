@@ -981,6 +981,31 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
     ns, core, job = fleet.watch_namespace, client.CoreV1Api(api_client), "hot"
     fleet.start()
     _start_running(api_client, ns, job, bucket, driver={"standby": 1})
+    stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
+    key = JobKey(namespace=ns, name=job)
+    graph = stores.job_graphs.get(key)
+    assert graph is not None
+
+    location = graph.checkpoint_location
+    s3_server.client().put_object(
+        Bucket=bucket, Key=f"{location.removeprefix(f's3://{bucket}/')}/commits/4", Body=b"v1\n{}"
+    )
+
+    def commit(attempt: int, checkpoint_id: int) -> None:
+        pointer = CheckpointPointer(
+            checkpoint_id=checkpoint_id,
+            batch_id=checkpoint_id,
+            location=location,
+            completed_at=datetime.datetime.now(datetime.UTC),
+            attempt=attempt,
+        )
+        stores.checkpoints.add(key, pointer, Epoch("driver", attempt, f"hot-{attempt}-driver"), retained=3)
+
+    time.sleep(1)
+    assert pod_names(api_client, ns, job) == ["hot-1-driver"], (
+        "no standby before the attempt's first checkpoint"
+    )
+    commit(1, 4)  # the standby comes once the attempt is past its start; it changes no fence
     eventually(
         lambda: pod_names(api_client, ns, job) == ["hot-1-driver", "hot-2-driver"], timeout=30, what="standby"
     )
@@ -1013,27 +1038,6 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
         timeout=30,
         what="StandbyReady",
     )
-    stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
-    key = JobKey(namespace=ns, name=job)
-    graph = stores.job_graphs.get(key)
-    assert graph is not None
-
-    location = graph.checkpoint_location
-    s3_server.client().put_object(
-        Bucket=bucket, Key=f"{location.removeprefix(f's3://{bucket}/')}/commits/4", Body=b"v1\n{}"
-    )
-
-    def commit(attempt: int, checkpoint_id: int) -> None:
-        pointer = CheckpointPointer(
-            checkpoint_id=checkpoint_id,
-            batch_id=checkpoint_id,
-            location=location,
-            completed_at=datetime.datetime.now(datetime.UTC),
-            attempt=attempt,
-        )
-        stores.checkpoints.add(key, pointer, Epoch("driver", attempt, f"hot-{attempt}-driver"), retained=3)
-
-    commit(1, 4)  # attempt 1 still commits: the standby changed no fence
     set_driver_exited(core, ns, "hot-1-driver", 137, "killed")
 
     def promoted() -> str | None:
@@ -1054,6 +1058,7 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
 
     set_driver_running(core, ns, "hot-2-driver")
     eventually(lambda: _phase(api_client, ns, job) == "Running", timeout=30, what="attempt 2 Running")
+    commit(2, 5)
     eventually(
         lambda: pod_names(api_client, ns, job) == ["hot-2-driver", "hot-3-driver"],
         timeout=30,

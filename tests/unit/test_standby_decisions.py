@@ -56,6 +56,13 @@ def test_a_running_attempt_gets_a_standby_for_the_next_one_that_is_not_launched(
     cluster.reconcile()
     assert len(cluster.drivers.plans) == 1, "no standby before the driver runs: nothing to stand away from"
     cluster.running()
+    assert len(cluster.drivers.plans) == 1, "nor before its first checkpoint: it would slow the start down"
+    condition = standby_ready(cluster)
+    assert condition is not None
+    assert (condition.status, condition.reason) == ("False", "Waiting")
+    assert "first checkpoint" in condition.message
+    cluster.commit(1, 2)
+    assert cluster.reconcile(after=5) == 1.0, "a checkpoint wakes nothing: the job looked again"
     first, standby = cluster.drivers.plans
     assert (standby.attempt, standby.standby, standby.restore_from) == (2, True, "latest-checkpoint")
     assert standby.checkpoint_location == run_dir(UID, 1)
@@ -78,6 +85,8 @@ def test_the_condition_says_when_the_standby_is_ready() -> None:
     cluster.jobs.apply(KEY, WITH_STANDBY, uid=UID)
     cluster.reconcile()
     cluster.running()
+    cluster.commit(1, 2)
+    cluster.reconcile(after=5)
     spec_hash = cluster.drivers.pods[KEY][STANDBY_2].spec_hash
     cluster.drivers.set_driver(KEY, 2, DriverPhase.RUNNING, standby=True, spec_hash=spec_hash)
     cluster.reconcile(after=1)
@@ -115,6 +124,8 @@ def test_a_failed_driver_is_replaced_by_promoting_its_ready_standby_after_the_fe
     cluster.reconcile(after=1)
     assert cluster.status().phase == "Running"
     assert cluster.status().attempt_started_at == promoted_at
+    cluster.commit(2, 8)
+    cluster.reconcile(after=5)
     standby_3 = cluster.drivers.plans[-1]
     assert (standby_3.attempt, standby_3.standby) == (3, True), "the next standby"
 
@@ -205,6 +216,7 @@ def test_turning_the_standby_on_restarts_nothing() -> None:
     cluster.jobs.apply(KEY, SPEC, uid=UID)
     cluster.reconcile()
     cluster.running()
+    cluster.commit(1, 2)
     cluster.jobs.apply(KEY, WITH_STANDBY, uid=UID)
     cluster.reconcile(after=1)
     assert cluster.status().phase == "Running"

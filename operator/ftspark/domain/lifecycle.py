@@ -73,6 +73,8 @@ _POLL_SECONDS = 300.0
 _SOON = 0.05  # seconds: look again at once, after this decision's status write
 _DISPOSAL_RECHECK = 10.0  # seconds: a disposal's deletes leave the status as it was: no write wakes the job
 _STANDBY_RECHECK = 1.0  # seconds: a standby being deleted is made again once its pod is gone
+# seconds: a checkpoint wakes no reconcile, so a standby waiting for the attempt's first one looks this often
+_FIRST_COMMIT_RECHECK = 5.0
 _SIGNALLED = 128
 
 
@@ -425,8 +427,8 @@ class _Context:
         shows as phase Upgrading)."""
         if observed:
             self._update(observed_generation=self.obs.generation)
-        if self._tend_standbys():
-            requeue_after = min(requeue_after or _STANDBY_RECHECK, _STANDBY_RECHECK)
+        if (soon := self._tend_standbys()) is not None:
+            requeue_after = min(requeue_after or soon, soon)
         if self._finish_disposals():
             requeue_after = min(requeue_after or _DISPOSAL_RECHECK, _DISPOSAL_RECHECK)
         newest = self.obs.latest_checkpoint
@@ -588,10 +590,10 @@ class _Context:
             return "the job's spec is changing"
         return ""
 
-    def _tend_standbys(self) -> bool:
+    def _tend_standbys(self) -> float | None:
         """Delete each standby the job cannot promote (not wanted, outdated, failed, on a lost node), make
-        one when the running attempt has none, and say so in the StandbyReady condition. Whether to look
-        again soon."""
+        one when the running attempt has none, and say so in the StandbyReady condition. When to look again,
+        if sooner than the rest of the decision says."""
         unwanted = self._standby_unwanted()
         kept: list[DriverObservation] = []
         for standby in self.standbys:
@@ -608,24 +610,29 @@ class _Context:
             self.settled.add(standby.pod_name)
         if not self.spec.driver.standby:
             self._update(conditions=[c for c in self.status.conditions if c.type != "StandbyReady"])
-            return False
+            return None
         if unwanted:
             self._condition("StandbyReady", "False", "NotNeeded", unwanted)
-            return bool(self.settled)
+            return _STANDBY_RECHECK if self.settled else None
         if kept:
             standby = kept[0]
             if standby.ready and standby.phase == DriverPhase.RUNNING:
                 self._condition("StandbyReady", "True", "Ready", f"{standby.pod_name} is ready to take over")
-                return False
+                return None
             why = standby.reason or f"{standby.phase.lower()}, its SparkSession not up yet"
             self._condition("StandbyReady", "False", "Starting", f"{standby.pod_name}: {why}")
-            return False
+            return None
         if self.standbys:
             self._condition("StandbyReady", "False", "Replacing", "the previous standby is being deleted")
-            return True
+            return _STANDBY_RECHECK
         if not self._may_make_standby():
             self._condition("StandbyReady", "False", "Waiting", "waiting for the attempt to run")
-            return False
+            return None
+        if not self._committed():
+            # Its JVM and session would take CPU from the attempt's own start and restore.
+            message = f"waiting for attempt {self.status.attempt}'s first checkpoint"
+            self._condition("StandbyReady", "False", "Waiting", message)
+            return _FIRST_COMMIT_RECHECK
         attempt = self.status.attempt + 1
         location = self.status.checkpoint_directory
         assert location is not None, "a running attempt has its checkpoint directory"
@@ -633,7 +640,12 @@ class _Context:
         nodes = tuple(placement.nodes) if placement and self.spec.local_recovery.enabled else ()
         self.actions.append(CreateStandby(attempt, location, nodes))
         self._condition("StandbyReady", "False", "Creating", f"the standby for attempt {attempt} is made")
-        return True
+        return _STANDBY_RECHECK
+
+    def _committed(self) -> bool:
+        """The running attempt has completed a checkpoint: it is past its start and restore."""
+        newest = self.obs.latest_checkpoint
+        return newest is not None and newest.attempt == self.status.attempt
 
     def _standby_outdated(self, standby: DriverObservation) -> str:
         if standby.attempt != self.status.attempt + 1:
