@@ -121,9 +121,14 @@ def totals(output: Path) -> dict[str, list[int]]:
 
 
 def run_job(spec: JobSpec, log: Path, timeout: float = 600) -> dict[str, Any]:
-    """Runs the child driver to the end and returns its result."""
+    """Runs the child driver to the end and returns its result. Its temporary files (Python's, the JVM's:
+    Spark's local dirs) go beside its log, not to /tmp: a driver killed on purpose never removes its own."""
+    scratch = log.parent / f"{log.stem}-tmp"
+    scratch.mkdir(exist_ok=True)
     env = {
         **os.environ,
+        "TMPDIR": str(scratch),
+        "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={scratch}",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(TOOLS), os.environ.get("PYTHONPATH")])),
         "PYSPARK_PYTHON": sys.executable,
     }

@@ -186,6 +186,9 @@ def ftspark_recoveries(world: World, work: Path, kills: int, *, standby: bool = 
                 if cost is None:
                     (waiting,) = world.standbys(tour.name)
                     cost = standby_cost(world, waiting.metadata.name, COST_WINDOW)
+                # The standby's start slowed the job down: its backlog drains first, so that the kill hits a
+                # batch of the usual size, as on the other rows.
+                _settle(runs)
             killed = tour.current_driver().metadata.name
             successor = driver_pod_name(tour.name, tour.attempt() + 1)
             killed_at = time.monotonic()
