@@ -28,7 +28,7 @@ def test_two_jobs_come_through_a_seeded_fault_schedule_exactly_once(world: World
         assert figure["records counted"] == figure["records in"] > 0, (name, figure)
         assert figure["most drivers alive at once"] == 1, f"never two drivers of {name} at once"
         assert figure["most operator leaders acting at once"] == 1, "never two acting leaders"
-    events = {reason for name in figures for reason in world.events(name)}
+    events = {reason for tour in soak.tours for reason in tour.events()}
     said = {"Cancelled", "Resumed", "CheckpointRolledBack", "NoProgress", "JobGraphRecovered", "Upgraded"}
     assert said <= events, f"the faults' Events: {said - events} missing"
     assert "StateNotFound" not in events, "no job ever started without its state"

@@ -134,7 +134,7 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
     assert figures["most operator leaders acting at once"] == 1, "never two acting leaders"
     faults = sum(step.endswith("-> next batch") for step in tour.recovery)
     assert figures["re-processed by re-run batches"] <= faults * RECORDS_PER_FILE, "at most one batch a fault"
-    events = set(world.events(tour.name))
+    events = set(tour.events())
     assert {"Submitted", "Restarting", "Restarted", "Stopping", "Stopped", "Resumed"} <= events, events
 
 

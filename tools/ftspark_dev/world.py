@@ -159,10 +159,11 @@ class JobsClient:
             client.CoreV1Api(self.api).list_namespaced_pod(JOBS_NAMESPACE, label_selector=selector).items
         )
 
-    def events(self, name: str) -> list[str]:
-        found = client.CoreV1Api(self.api).list_namespaced_event(
-            JOBS_NAMESPACE, field_selector=f"involvedObject.name={name}"
-        )
+    def events(self, name: str, uid: str | None = None) -> list[str]:
+        """The reasons of the Events about the object of that name, oldest first; given its uid, only those of
+        this object (Events outlive it: an earlier test's job of the same name left its own)."""
+        selector = f"involvedObject.name={name}" + (f",involvedObject.uid={uid}" if uid else "")
+        found = client.CoreV1Api(self.api).list_namespaced_event(JOBS_NAMESPACE, field_selector=selector)
         return [e.reason for e in sorted(found.items, key=lambda e: e.metadata.creation_timestamp)]
 
 
