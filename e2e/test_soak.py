@@ -28,6 +28,10 @@ def test_two_jobs_come_through_a_seeded_fault_schedule_exactly_once(world: World
         assert figure["records counted"] == figure["records in"] > 0, (name, figure)
         assert figure["most drivers alive at once"] == 1, f"never two drivers of {name} at once"
         assert figure["most operator leaders acting at once"] == 1, "never two acting leaders"
+    promoted = {name: figure["attempts that were a promoted standby"] for name, figure in figures.items()}
+    assert promoted["counts"] == 0 and promoted["sessions"] >= 1, (
+        f"only the job with a standby promotes: {promoted}"
+    )
     events = {reason for tour in soak.tours for reason in tour.events()}
     said = {"Cancelled", "Resumed", "CheckpointRolledBack", "NoProgress", "JobGraphRecovered", "Upgraded"}
     assert said <= events, f"the faults' Events: {said - events} missing"
