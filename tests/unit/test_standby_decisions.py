@@ -22,12 +22,17 @@ def standby_ready(cluster: Cluster) -> Condition | None:
     return next((c for c in cluster.status().conditions if c.type == "StandbyReady"), None)
 
 
-def running_with_standby(cluster: Cluster, spec: dict[str, Any] = WITH_STANDBY) -> None:
-    """Attempt 1 runs, a checkpoint committed, and its standby (attempt 2) stands by, Ready."""
+def checkpointed(cluster: Cluster, spec: dict[str, Any], checkpoint_id: int) -> None:
+    """Attempt 1 of the job runs and has committed a checkpoint."""
     cluster.jobs.apply(KEY, spec, uid=UID)
     cluster.reconcile()
     cluster.running()
-    cluster.commit(1, 7)
+    cluster.commit(1, checkpoint_id)
+
+
+def running_with_standby(cluster: Cluster, spec: dict[str, Any] = WITH_STANDBY) -> None:
+    """Attempt 1 runs, a checkpoint committed, and its standby (attempt 2) stands by, Ready."""
+    checkpointed(cluster, spec, 7)
     cluster.reconcile()
     standby = cluster.drivers.pods[KEY][STANDBY_2]
     cluster.drivers.set_driver(
@@ -82,10 +87,7 @@ def test_a_running_attempt_gets_a_standby_for_the_next_one_that_is_not_launched(
 
 def test_the_condition_says_when_the_standby_is_ready() -> None:
     cluster = Cluster()
-    cluster.jobs.apply(KEY, WITH_STANDBY, uid=UID)
-    cluster.reconcile()
-    cluster.running()
-    cluster.commit(1, 2)
+    checkpointed(cluster, WITH_STANDBY, 2)
     cluster.reconcile(after=5)
     spec_hash = cluster.drivers.pods[KEY][STANDBY_2].spec_hash
     cluster.drivers.set_driver(KEY, 2, DriverPhase.RUNNING, standby=True, spec_hash=spec_hash)
@@ -213,10 +215,7 @@ def test_a_standby_goes_when_the_job_has_no_use_for_it(change: dict[str, Any]) -
 
 def test_turning_the_standby_on_restarts_nothing() -> None:
     cluster = Cluster()
-    cluster.jobs.apply(KEY, SPEC, uid=UID)
-    cluster.reconcile()
-    cluster.running()
-    cluster.commit(1, 2)
+    checkpointed(cluster, SPEC, 2)
     cluster.jobs.apply(KEY, WITH_STANDBY, uid=UID)
     cluster.reconcile(after=1)
     assert cluster.status().phase == "Running"

@@ -508,7 +508,7 @@ class _Context:
             if point.skipped:
                 self.actions.append(EmitEvent("Warning", "CheckpointSkipped", point.why_skipped))
             restore_batch = point.pointer.batch_id if point.pointer else None
-        standby = self._promotable(attempt, restore_from, graph, recovered)
+        standby = self._promotable(restore_from, graph, recovered)
         return self._start(attempt, restore_from, location, restore_batch, standby, reason, message)
 
     def _start(
@@ -555,7 +555,7 @@ class _Context:
     # -- the hot standby (docs/hot-standby.md) --
 
     def _promotable(
-        self, attempt: int, restore_from: RestoreFrom, graph: SubmittedGraph | None, recovered: str | None
+        self, restore_from: RestoreFrom, graph: SubmittedGraph | None, recovered: str | None
     ) -> DriverObservation | None:
         """The standby this submission can promote instead of starting a pod: only for a restart after a
         failure, from the latest checkpoint of the job graph it was made with, and only a Ready one made for
@@ -568,11 +568,7 @@ class _Context:
             (
                 s
                 for s in self.standbys
-                if s.attempt == attempt
-                and s.phase == DriverPhase.RUNNING
-                and s.ready
-                and not s.node_lost
-                and s.spec_hash == self.obs.spec_hash
+                if s.phase == DriverPhase.RUNNING and s.ready and not self._standby_outdated(s)
             ),
             None,
         )
