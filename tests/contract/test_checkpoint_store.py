@@ -91,6 +91,20 @@ def test_a_stale_driver_is_refused_after_the_fence_advances(backend: Backend) ->
     assert store.pointers(job) == [pointer(2, attempt=2), pointer(1, attempt=1)]
 
 
+def test_a_fence_advance_that_expects_no_record_finds_one_and_is_fenced_all_the_same(
+    backend: Backend,
+) -> None:
+    store, job = backend.stores.checkpoints, backend.job()
+    store.advance_fence(job, driver(1), leader(1), new=True)
+    store.add(job, pointer(1, attempt=1), driver(1), retained=3)
+    store.advance_fence(job, driver(2), leader(1), new=True)  # there after all: its pointers kept
+    assert store.pointers(job) == [pointer(1, attempt=1)]
+    with pytest.raises(StaleEpochError):
+        store.add(job, pointer(2, attempt=1), driver(1), retained=3)
+    with pytest.raises(StaleEpochError):
+        store.advance_fence(job, driver(1), leader(1), new=True)  # never back, read or not
+
+
 def test_a_write_based_on_a_stale_read_is_retried(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another writer lands between our read and our conditional write: ours must fail, re-read and retry."""
     store, job, other = backend.stores.checkpoints, backend.job(), backend.reopen().checkpoints

@@ -52,6 +52,21 @@ def test_a_deposed_leader_changes_nothing(backend: Backend) -> None:
     store.put(backend.graph(generation=3), leader(3))  # a newer leader still writes
 
 
+def test_a_write_that_expects_no_record_finds_one_and_is_fenced_all_the_same(backend: Backend) -> None:
+    """new=True spares a new job's launch the read; a record there after all is read and its fences hold."""
+    store = backend.stores.job_graphs
+    first = backend.graph(generation=1)
+    store.put(first, leader(1), new=True)
+    assert store.get(first.job) == first
+    store.put(backend.graph(generation=2), leader(2), new=True)  # there after all: replaced, by a CAS
+    rid = RecordId.of_job("jobgraph", first.job)
+    before = backend.records.read(rid)
+    with pytest.raises(StaleEpochError):
+        store.put(backend.graph(generation=9), leader(1), new=True)
+    assert backend.records.read(rid) == before
+    assert store.get(first.job) == backend.graph(generation=2)
+
+
 def test_large_graph_keeps_only_a_pointer_and_delete_is_two_phase(
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:

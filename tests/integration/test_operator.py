@@ -19,6 +19,7 @@ from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.fencing import Epoch, FencedOutError, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
+from ftspark.handlers.watch import CHECKPOINT_STATUS_DELAY
 from ftspark.protocol import (
     ControlRequest,
     driver_lease_name,
@@ -181,6 +182,38 @@ def test_an_ended_driver_s_lease_is_released_for_the_next_attempt(
         if released
         else "another holder's Lease is left as it is"
     )
+
+
+def test_the_echoes_of_the_operators_own_writes_wake_no_reconcile(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    """Its status writes, the pods it creates and the fence advances it writes: each comes back as a watch
+    event, which would cost another pass (five requests) and, in a burst of new jobs, another turn."""
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    leader = fleet.start()
+    eventually(lambda: fleet.leader(api_client) == leader, timeout=30, what="a leader")
+
+    def reconciles() -> int:
+        return sum(value for _, value in fleet.counters(leader, "ftspark_reconcile_duration_seconds"))
+
+    before = reconciles()
+    create_job(api_client, ns, job_manifest("bad", bucket, sparkConf={"spark.master": "local[*]"}))
+    eventually(lambda: invalid_spec(api_client, ns, "bad"), timeout=30, what=lambda: fleet.logs())
+    time.sleep(3)
+    assert reconciles() - before == 1, "the job's creation woke one pass, the echo of its status write none"
+
+    create_job(api_client, ns, job_manifest("echo", bucket))
+    eventually(
+        lambda: job_status(api_client, ns, "echo").get("phase") == "Submitting", timeout=30, what="Submitting"
+    )
+    time.sleep(CHECKPOINT_STATUS_DELAY + 2)  # what the fence advance's record change would have woken
+    settled = reconciles()
+    set_driver_running(core, ns, "echo-1-driver")
+    eventually(
+        lambda: job_status(api_client, ns, "echo").get("phase") == "Running", timeout=30, what="Running"
+    )
+    time.sleep(3)
+    assert reconciles() - settled == 1, "the driver's report woke one pass, the echo of its status write none"
 
 
 def test_bad_spec_gets_a_condition_and_an_event_and_no_pods_until_fixed(
@@ -849,14 +882,14 @@ def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
                 ),
             ),
         )
-    set_driver_running(core, ns, "local-1-driver")  # a driver status change wakes the job
+    # Any change of the driver pod wakes the job (in a real run, its checkpoint reports do): a pass then
+    # sees both executors. (The same status again would be no change: no event.)
+    core.patch_namespaced_pod("local-1-driver", ns, {"metadata": {"annotations": {"test/wake": "executors"}}})
 
     def placement() -> list[str] | None:
         nodes: list[str] | None = (job_status(api_client, ns, "local").get("placement") or {}).get("nodes")
         return nodes
 
-    # A reconcile woken by the job's own status write may see the first executor only; the driver's status
-    # change wakes the next one, which adds the second.
     eventually(
         lambda: placement() == ["node-a", "node-b"], timeout=30, what=lambda: f"placement: {placement()}"
     )

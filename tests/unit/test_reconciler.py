@@ -5,6 +5,7 @@ and Spark are in tests/integration and e2e."""
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -145,6 +146,84 @@ def test_the_first_reconcile_persists_the_graph_then_creates_attempt_one(cluster
     assert (graph.uid, graph.checkpoint_location) == (UID, run_dir(UID, 1))
     assert (cluster.status().phase, cluster.status().attempt) == ("Submitting", 1)
     assert cluster.events.reasons() == ["Submitted"]
+
+
+def test_a_new_job_is_spared_the_listing_of_leftover_executors_a_restart_pays(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    assert cluster.drivers.executor_listings == 0, "nothing was launched before, so nothing is left over"
+    cluster.running()
+    cluster.fail()
+    cluster.reconcile(after=5)
+    assert cluster.drivers.executor_listings == 1
+    assert [plan.attempt for plan in cluster.drivers.plans] == [1, 2]
+
+
+def test_the_echo_of_its_own_status_write_is_recognised_once_and_nothing_else_is(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    job = cluster.jobs.get(KEY)
+    assert job is not None and cluster.jobs.status_writes == 1
+    assert not cluster.reconciler.is_own_write(KEY, str(int(job.resource_version) - 1)), "the user's create"
+    assert not cluster.reconciler.is_own_write(
+        JobKey(namespace="team-b", name=KEY.name), job.resource_version
+    )
+    assert cluster.reconciler.is_own_write(KEY, job.resource_version)
+    assert not cluster.reconciler.is_own_write(KEY, job.resource_version), "one echo per write"
+    edited = cluster.jobs.apply(KEY, {**SPEC, "image": "img:2"}, uid=UID)
+    assert not cluster.reconciler.is_own_write(KEY, edited.resource_version), "a user's edit wakes its job"
+
+
+class HeldStatusWrites(MemoryJobs):
+    """Status writes that wait until released, as a slow API server answers: the watch event of the write
+    can arrive before its answer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writing, self.release = threading.Event(), threading.Event()
+
+    def write_status(self, job: JobResource, status: dict[str, Any]) -> str:
+        self.writing.set()
+        assert self.release.wait(10), "released"
+        return super().write_status(job, status)
+
+
+def test_an_echo_that_overtakes_its_writes_answer_is_still_recognised() -> None:
+    jobs = HeldStatusWrites()
+    cluster = Cluster(jobs=jobs)
+    job = jobs.apply(KEY, SPEC, uid=UID)
+    writer = threading.Thread(target=cluster.reconcile)
+    writer.start()
+    assert jobs.writing.wait(10)
+    echo = str(int(job.resource_version) + 1)  # the version the held write makes
+    answers: list[bool] = []
+    checker = threading.Thread(target=lambda: answers.append(cluster.reconciler.is_own_write(KEY, echo)))
+    checker.start()
+    checker.join(0.2)
+    assert checker.is_alive() and not answers, "the check waits for the write in flight"
+    jobs.release.set()
+    writer.join(10)
+    checker.join(10)
+    assert answers == [True]
+
+
+def test_the_result_store_is_read_unless_the_current_attempt_runs() -> None:
+    records = MemoryRecords()
+    cluster = Cluster(stores=memory_stores(records))
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    assert records.reads["result"] == 1, "a new job: a finished job of its uid is never started again"
+    cluster.running()
+    before = records.reads["result"]
+    cluster.commit(1, 1)
+    cluster.reconcile(after=5)
+    assert records.reads["result"] == before, "attempt 1 runs: no result can exist, none is read"
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.SUCCEEDED, exit_code=0)
+    cluster.reconcile(after=1)
+    assert records.reads["result"] > before, "it ended: the result is looked for, then recorded"
+    assert cluster.stores.results.get(UID) is not None
+    cluster.reconcile(after=1)
+    assert cluster.status().phase == "Succeeded"
 
 
 def test_status_is_written_only_when_it_changes(cluster: Cluster) -> None:

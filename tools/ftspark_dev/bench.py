@@ -18,6 +18,7 @@ import contextlib
 import json
 import statistics
 import tempfile
+import threading
 import time
 import uuid
 from collections import Counter as Tally
@@ -26,9 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from kubernetes import client, config
-from prometheus_client.parser import text_string_to_metric_families
+from kubernetes.watch.watch import iter_resp_lines
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.protocol import ROLE_LABEL
@@ -43,10 +45,72 @@ _SETTLE = 10.0  # seconds for the reconciles a burst of events started to end
 _IDLE_WINDOW = 60.0
 
 
-def _driver_pods(core: client.CoreV1Api, namespace: str) -> set[str]:
+def _driver_pods(core: client.CoreV1Api, namespace: str, **options: Any) -> Any:
     # Raw JSON: deserializing a thousand V1Pod models would make the benchmark its own bottleneck.
-    pods = core.list_namespaced_pod(namespace, label_selector=f"{ROLE_LABEL}=driver", _preload_content=False)
-    return {item["metadata"]["name"] for item in json.loads(pods.data)["items"]}
+    return core.list_namespaced_pod(
+        namespace, label_selector=f"{ROLE_LABEL}=driver", _preload_content=False, **options
+    )
+
+
+def _driver_pod_names(core: client.CoreV1Api, namespace: str) -> set[str]:
+    return {item["metadata"]["name"] for item in json.loads(_driver_pods(core, namespace).data)["items"]}
+
+
+class _DriverPodCount:
+    """How many driver pods the namespace holds, kept by a watch. Listing them every half second instead
+    loaded the API server (and this process) more than the operator under test: at 5,000 jobs each listing
+    is some 35 MB of JSON."""
+
+    def __init__(self, core: client.CoreV1Api, namespace: str) -> None:
+        self._core, self._namespace = core, namespace
+        self._names: set[str] = set()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._response: Any = None
+        self._thread = threading.Thread(target=self._follow, name="driver-pod-watch", daemon=True)
+        self._thread.start()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._names)
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._response is not None:
+            self._response.close()
+        self._thread.join(timeout=10)
+
+    def _follow(self) -> None:
+        try:
+            while not self._closed.is_set():
+                listed = json.loads(_driver_pods(self._core, self._namespace).data)
+                with self._lock:
+                    self._names = {item["metadata"]["name"] for item in listed["items"]}
+                version: str | None = listed["metadata"]["resourceVersion"]
+                while version is not None and not self._closed.is_set():
+                    version = self._watch(version)
+        except Exception:
+            if not self._closed.is_set():  # closing ends the watch with an error: that one is expected
+                raise
+
+    def _watch(self, version: str) -> str | None:
+        """Follows from version until the watch times out (returns where it got to) or expires (None: list
+        again)."""
+        self._response = _driver_pods(
+            self._core, self._namespace, watch=True, resource_version=version, timeout_seconds=60
+        )
+        for line in iter_resp_lines(self._response):
+            event = json.loads(line)
+            if event["type"] == "ERROR":
+                return None
+            metadata = event["object"]["metadata"]
+            with self._lock:
+                if event["type"] == "DELETED":
+                    self._names.discard(metadata["name"])
+                else:
+                    self._names.add(metadata["name"])
+            version = metadata["resourceVersion"]
+        return version
 
 
 def _has_driver(core: client.CoreV1Api, namespace: str, pod: str) -> bool:
@@ -75,15 +139,9 @@ Row = tuple[str, str, str]
 
 def _api_requests(fleet: OperatorFleet, identity: str) -> Tally[tuple[str, str]]:
     """The replica's ftspark_api_requests_total, by (verb, resource)."""
-    status, body = fleet.probe(identity, "/metrics")
-    if status != 200:
-        raise RuntimeError(f"/metrics of {identity}: HTTP {status}")
     tally: Tally[tuple[str, str]] = Tally()
-    for family in text_string_to_metric_families(body):
-        if family.name == "ftspark_api_requests":
-            for sample in family.samples:
-                if sample.name.endswith("_total"):
-                    tally[sample.labels["verb"], sample.labels["resource"]] += int(sample.value)
+    for labels, value in fleet.counters(identity, "ftspark_api_requests"):
+        tally[labels["verb"], labels["resource"]] += value
     return tally
 
 
@@ -125,7 +183,7 @@ class Burst:
         ]
 
 
-def _burst(bench: Installation, count: int) -> Burst:
+def burst(bench: Installation, count: int) -> Burst:
     objects, core, ns = client.CustomObjectsApi(bench.api), client.CoreV1Api(bench.api), bench.namespace
     pid = bench.fleet.replicas[bench.leader].pid
     cpu_before, started = cpu_seconds(pid), time.monotonic()
@@ -135,14 +193,18 @@ def _burst(bench: Installation, count: int) -> Burst:
         body = job_manifest(f"job-{index:04d}", bench.bucket)
         objects.create_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, body)
 
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(create, range(count)))
-    created = time.monotonic() - started
-    # While most jobs still wait for their first pod: the failures must not wait behind them.
-    answers = [_answer_failure(core, ns, f"job-{index:04d}") for index in range(_BURST_FAILURES)]
-    pods_left = count - len(_driver_pods(core, ns))
-    _wait(lambda: len(_driver_pods(core, ns)) >= count, 1200, interval=0.5)
-    all_pods = time.monotonic() - started
+    pods = _DriverPodCount(core, ns)
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(create, range(count)))
+        created = time.monotonic() - started
+        # While most jobs still wait for their first pod: the failures must not wait behind them.
+        answers = [_answer_failure(core, ns, f"job-{index:04d}") for index in range(_BURST_FAILURES)]
+        pods_left = count - len(pods)
+        _wait(lambda: len(pods) >= count, 1200, interval=0.1)
+        all_pods = time.monotonic() - started
+    finally:
+        pods.close()
     cores = (cpu_seconds(pid) - cpu_before) / all_pods
     time.sleep(_SETTLE)  # the last pods' events: their jobs' status writes
     calls = _api_requests(bench.fleet, bench.leader) - calls_before
@@ -154,7 +216,7 @@ def _running(bench: Installation, count: int) -> list[Row]:
     core, ns = client.CoreV1Api(bench.api), bench.namespace
     before = _api_requests(bench.fleet, bench.leader)
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda pod: set_driver_running(core, ns, pod), sorted(_driver_pods(core, ns))))
+        list(pool.map(lambda pod: set_driver_running(core, ns, pod), sorted(_driver_pod_names(core, ns))))
     time.sleep(_SETTLE)
     started = _api_requests(bench.fleet, bench.leader)
     time.sleep(_IDLE_WINDOW)
@@ -223,7 +285,7 @@ class Installation:
 
 
 @contextlib.contextmanager
-def _installation() -> Iterator[Installation]:
+def installation() -> Iterator[Installation]:
     """A fresh control plane and S3, the CRD, and one operator replica leading, with a user's defaults."""
     with ControlPlane() as plane, S3Server() as s3:
         plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
@@ -256,7 +318,7 @@ def _installation() -> Iterator[Installation]:
             fleet.stop_all()
 
 
-def _print_table(header: list[str], rows: list[list[str]]) -> None:
+def print_table(header: list[str], rows: list[list[str]]) -> None:
     widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
     print()
     for row in [header, *rows]:
@@ -274,19 +336,19 @@ def main() -> None:
         "printed with --jobs' as the scale curve",
     )
     args = parser.parse_args()
-    with _installation() as bench:
-        burst = _burst(bench, args.jobs)
-        rows = burst.rows()
+    with installation() as bench:
+        first = burst(bench, args.jobs)
+        rows = first.rows()
         rows += _driver_failures(bench, args.restarts)
         rows += _running(bench, args.jobs)
         rows += _failover(bench)
-    bursts = [burst]
+    bursts = [first]
     for count in (int(part) for part in args.curve.split(",") if part):
-        with _installation() as bench:
-            bursts.append(_burst(bench, count))
-    _print_table(["measure", "value", "target"], [list(row) for row in rows])
+        with installation() as bench:
+            bursts.append(burst(bench, count))
+    print_table(["measure", "value", "target"], [list(row) for row in rows])
     if len(bursts) > 1:
-        _print_table(
+        print_table(
             ["jobs", "all pods s", "failure answered s", "API calls/job", "reads/job", "cores", "RSS MiB"],
             [
                 [

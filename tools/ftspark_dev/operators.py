@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.protocol import JOB_LABEL
@@ -114,6 +115,20 @@ class OperatorFleet:
     def probe(self, identity: str, path: str) -> tuple[int, str]:
         """GET /metrics, /healthz or /readyz of one replica: (status, body)."""
         return probe(f"http://127.0.0.1:{self.probe_ports[identity]}{path}")
+
+    def counters(self, identity: str, family: str) -> list[tuple[dict[str, str], int]]:
+        """The samples of one replica's metric family that count (a counter's _total, a histogram's
+        _count), with their labels."""
+        status, body = self.probe(identity, "/metrics")
+        if status != 200:
+            raise RuntimeError(f"/metrics of {identity}: HTTP {status}")
+        return [
+            (sample.labels, int(sample.value))
+            for found in text_string_to_metric_families(body)
+            if found.name == family
+            for sample in found.samples
+            if sample.name.endswith(("_total", "_count"))
+        ]
 
     def pause(self, identity: str, seconds: float) -> threading.Timer:
         """SIGSTOP of a replica, as a long GC pause or a frozen VM would; SIGCONT after seconds (returned

@@ -88,11 +88,15 @@ class Soak:
         self.schedule = self.rng.sample(chosen, len(chosen))[:faults]
         self.schedule += [self.rng.choice(chosen) for _ in range(faults - len(self.schedule))]
         self.started = time.time()
+        for tour in self.tours:  # both at once: their starts share the machine, not the clock
+            tour.submit()
         for tour in self.tours:
-            tour.start()
+            tour.feed_after_first_batch()
         for n, kind in enumerate(self.schedule):
             print(f"[soak] fault {n + 1}/{faults}: {kind}", flush=True)
             self.inject(kind)
+        for tour in self.tours:
+            tour.stop_feeding()
         return {tour.name: tour.finish() for tour in self.tours}
 
     def inject(self, kind: str) -> None:

@@ -113,21 +113,30 @@ class FaultTour:
         self.watch: Watch | None = None
         self.damaged = ""
         self.upgrades = 0
+        self._submitted = 0.0  # monotonic
 
     # -- steps ---------------------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Submit the job, feed it a file every feed_interval; returns once the first batch is committed."""
+        self.submit()
+        self.feed_after_first_batch()
+
+    def submit(self) -> None:
+        """Write the first input files and create the job (start's first half: tours started together)."""
         self.subject.write_input(self.source, 5)
         self.fed = 5
-        started = time.monotonic()
+        self._submitted = time.monotonic()
         manifest = self.world.job(
             self.name, self.source, self.output.folder, example=self.subject.example, **self.spec
         )
         self.world.create(manifest)
         self.watch = Watch(self.world, self.name)
+
+    def feed_after_first_batch(self) -> None:
+        """Start's second half: once the first batch is committed, a file every feed_interval."""
         self.wait_for(self.batches, 300, "the first batch")
-        self._took("submit -> first committed batch", time.monotonic() - started)
+        self._took("submit -> first committed batch", time.monotonic() - self._submitted)
         self._feeder.start()
 
     def kill_executor(self) -> None:
@@ -184,9 +193,7 @@ class FaultTour:
 
     def finish(self) -> dict[str, int]:
         """Stops feeding, flushes, waits until the output is what the batch computation says; the figures."""
-        self._stop_feeding.set()
-        self._feeder.join()
-        self.subject.flush(self.source, self.fed)
+        self.stop_feeding()
         # After many faults a job may be far behind its input (one file per batch): wait while it catches up.
         try:
             self.wait_for(
@@ -210,6 +217,15 @@ class FaultTour:
             "most drivers alive at once": self.watch.most_alive,
             "most operator leaders acting at once": self.watch.most_leaders,
         }
+
+    def stop_feeding(self) -> None:
+        """No more input but the flush (finish's first step; tours finished together each take it first, so
+        none is fed while another catches up). Once only."""
+        if self._stop_feeding.is_set():
+            return
+        self._stop_feeding.set()
+        self._feeder.join()
+        self.subject.flush(self.source, self.fed)
 
     def events(self) -> list[str]:
         """The reasons of this job's Events (not those of an earlier job of the same name)."""

@@ -120,15 +120,19 @@ class FencedRecords:
         current = self.records.read(rid)
         _admit_all(rid, current.fences if current else {}, epochs)
 
-    def update(self, rid: RecordId, epochs: Sequence[Epoch], change: Change) -> Mapping[str, str] | None:
+    def update(
+        self, rid: RecordId, epochs: Sequence[Epoch], change: Change, *, assume_absent: bool = False
+    ) -> Mapping[str, str] | None:
         """Replace the record's data by change(data) (None: absent); returns the data it replaced.
 
         Every round re-reads the record and re-checks the fences, so a writer deposed while it retried is
-        refused too; an exception from change (or a stale epoch) leaves the record as it was.
+        refused too; an exception from change (or a stale epoch) leaves the record as it was. assume_absent:
+        the caller saw no record, so the first round creates without reading; one there after all is a
+        conflict, and the rounds after it read and check its fences as always.
         """
         writer = ", ".join(str(epoch) for epoch in epochs)
-        for _ in range(self._max_conflicts):
-            current = self.records.read(rid)
+        for round_ in range(self._max_conflicts):
+            current = None if assume_absent and round_ == 0 else self.records.read(rid)
             old = current.data if current else None
             fences = _admit_all(rid, current.fences if current else {}, epochs)
             new = change(old)
@@ -179,7 +183,7 @@ class RecordJobGraphStore:
         self._blobs = blobs
         self._threshold = threshold
 
-    def put(self, graph: JobGraph, epoch: Epoch) -> None:
+    def put(self, graph: JobGraph, epoch: Epoch, *, new: bool = False) -> None:
         rid = RecordId.of_job("jobgraph", graph.job)
         payload = graph.model_dump_json()
         uri = None
@@ -190,7 +194,7 @@ class RecordJobGraphStore:
             self._blobs.put(uri, payload.encode())
         data = {JOBGRAPH_POINTER: uri} if uri else {JOBGRAPH: payload}
         try:
-            old = self._fenced.update(rid, [epoch], lambda _: data)
+            old = self._fenced.update(rid, [epoch], lambda _: data, assume_absent=new)
         except StaleEpochError:
             # Certainly not written (unlike StoreUnavailableError, where the pointer may have landed).
             if uri and self._blobs is not None:
@@ -298,11 +302,12 @@ class RecordCheckpointStore:
     def counter(self, job: JobKey) -> int:
         return int(self._data(job).get(COUNTER, "-1"))
 
-    def advance_fence(self, job: JobKey, driver_epoch: Epoch, epoch: Epoch) -> None:
+    def advance_fence(self, job: JobKey, driver_epoch: Epoch, epoch: Epoch, *, new: bool = False) -> None:
         if driver_epoch.scope != "driver":
             raise ValueError(f"advance_fence needs a driver epoch, not {driver_epoch}")
         # Writing the record (even unchanged data) stores the admitted driver term.
-        self._fenced.update(RecordId.of_job("checkpoints", job), [epoch, driver_epoch], lambda d: d or {})
+        rid = RecordId.of_job("checkpoints", job)
+        self._fenced.update(rid, [epoch, driver_epoch], lambda d: d or {}, assume_absent=new)
 
     def delete(self, job: JobKey, epoch: Epoch) -> None:
         self._fenced.update(RecordId.of_job("checkpoints", job), [epoch], lambda _: None)
@@ -371,7 +376,7 @@ class RecordResultStore:
         self._fenced.update(dirty, [epoch], lambda _: None)
 
     def get(self, uid: str) -> JobResultEntry | None:
-        for rid in reversed(self._ids(uid)):
+        for rid in dict.fromkeys(reversed(self._ids(uid))):  # one read where both are one record
             record = self._records.read(rid)
             if record is not None:
                 return JobResultEntry.model_validate_json(record.data[RESULT])

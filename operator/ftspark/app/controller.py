@@ -91,6 +91,7 @@ class Controller:
                         self._api_configuration,
                         watch_checkpoints=self._checkpoint_versions is None,
                         on_deleted=self._reconciler.note_deleted,
+                        is_own_write=self._reconciler.is_own_write,
                     ),
                     standalone=True,  # leadership is ours (Lease), not kopf's peering
                     clusterwide=not self._namespaces,

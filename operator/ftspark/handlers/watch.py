@@ -15,7 +15,7 @@ from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.cluster import job_resource
-from ftspark.adapters.k8s.configmap_stores import STORE_LABEL
+from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, WRITER_ANNOTATION
 from ftspark.domain.ha import JobKey
 from ftspark.ports.cluster import JobResource
 from ftspark.protocol import JOB_LABEL, ROLE_LABEL
@@ -48,9 +48,16 @@ def build_registry(
     *,
     watch_checkpoints: bool,
     on_deleted: Callable[[JobResource], None],
+    is_own_write: Callable[[JobKey, str], bool],
 ) -> kopf.OperatorRegistry:
     """watch_checkpoints: the checkpoint records are ConfigMaps (on S3 the controller polls them instead).
-    on_deleted: a job deleted, in its last state, before its key is queued."""
+    on_deleted: a job deleted, in its last state, before its key is queued.
+    is_own_write: whether a job at that resourceVersion is what the operator's own status write made of it.
+
+    The echoes of the operator's own writes wake nothing: its status writes, the driver pods it creates and
+    the checkpoint records it writes (fence advances). The reconcile that wrote them decided with them in
+    mind; woken again it would read and decide the same, at five requests a pass, which a burst of new jobs
+    would pay two or three times each."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -65,6 +72,8 @@ def build_registry(
         key = JobKey(namespace=namespace or "", name=name)
         if type == "DELETED":
             on_deleted(job_resource(key, body))
+        elif type == "MODIFIED" and is_own_write(key, body.metadata.get("resourceVersion", "")):
+            return
         queue.add(key, urgent=job_event_is_urgent(type, body))
 
     @kopf.on.event(
@@ -73,10 +82,19 @@ def build_registry(
     def driver_changed(
         *, type: str | None, body: kopf.Body, namespace: str | None, labels: Mapping[str, str], **_: Any
     ) -> None:
+        if type == "ADDED":
+            # Only the operator creates driver pods. One made by someone else waits for the job's next look:
+            # it can make the operator delete it, never run it.
+            return
         key = JobKey(namespace=namespace or "", name=labels[JOB_LABEL])
         queue.add(key, urgent=driver_event_is_urgent(type, body))
 
-    def checkpoint_reported(*, namespace: str | None, labels: Mapping[str, str], **_: Any) -> None:
+    def checkpoint_reported(
+        *, namespace: str | None, labels: Mapping[str, str], annotations: Mapping[str, str], **_: Any
+    ) -> None:
+        if annotations.get(WRITER_ANNOTATION, "").startswith("operator"):
+            # A fence advance at a launch, no checkpoint; a forged writer only delays a status refresh.
+            return
         # A driver reports every micro-batch: refresh the job's status (latest checkpoint, its age in metrics)
         # at most every few seconds, not once per batch.
         queue.add_after(JobKey(namespace=namespace or "", name=labels[JOB_LABEL]), CHECKPOINT_STATUS_DELAY)

@@ -42,9 +42,9 @@ class ObjectRejectedError(Exception):
 class Jobs(Protocol):
     def get(self, key: JobKey) -> JobResource | None: ...
 
-    def write_status(self, job: JobResource, status: dict[str, Any]) -> None:
+    def write_status(self, job: JobResource, status: dict[str, Any]) -> str:
         """Replace the status subresource (the operator is its only writer); StaleReadError if the job
-        changed since `job` was read."""
+        changed since `job` was read. Returns the resourceVersion the write gave the job."""
 
     def namespace_labels(self, namespace: str) -> dict[str, str]:
         """The labels of a jobs' namespace: an admin grants allowances of the job policy there."""

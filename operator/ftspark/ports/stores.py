@@ -29,8 +29,9 @@ class UntrustedRecordError(Exception):
 
 
 class JobGraphStore(Protocol):
-    def put(self, graph: JobGraph, epoch: Epoch) -> None:
-        """Write (or replace) the job's graph. Large graphs keep only a pointer in the small store."""
+    def put(self, graph: JobGraph, epoch: Epoch, *, new: bool = False) -> None:
+        """Write (or replace) the job's graph. Large graphs keep only a pointer in the small store.
+        new: the caller found no record; it is created without a read first (fenced all the same)."""
 
     def get(self, job: JobKey) -> JobGraph | None:
         """UntrustedRecordError if the record points at anything but a payload written for this job."""
@@ -56,8 +57,9 @@ class CheckpointStore(Protocol):
     def counter(self, job: JobKey) -> int:
         """The highest checkpoint id ever recorded for the job, -1 if none."""
 
-    def advance_fence(self, job: JobKey, driver_epoch: Epoch, epoch: Epoch) -> None:
-        """Before attempt N's pod exists: refuse every later write from drivers of attempts below N."""
+    def advance_fence(self, job: JobKey, driver_epoch: Epoch, epoch: Epoch, *, new: bool = False) -> None:
+        """Before attempt N's pod exists: refuse every later write from drivers of attempts below N.
+        new: as for JobGraphStore.put, the caller expects no record yet."""
 
     def delete(self, job: JobKey, epoch: Epoch) -> None: ...
 

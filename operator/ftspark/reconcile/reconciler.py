@@ -69,6 +69,9 @@ CONFIGMAP_STORES = HaStoreConfig()
 # this, whatever its job's ttlSeconds (0 included), and no namespace keeps more clean results than this.
 MAX_RESULT_RETENTION_SECONDS = 30 * 24 * 3600
 MAX_RESULTS_PER_NAMESPACE = 1000
+# How long a watch event waits for a status write in flight to say which version it made (is_own_write):
+# longer than the API client's request takes, beyond which the event simply wakes its job.
+_STATUS_WRITE_SECONDS = 30.0
 
 
 def _now() -> datetime:
@@ -115,6 +118,10 @@ class Reconciler:
         self._max_retention, self._max_results = max_result_retention_seconds, max_results_per_namespace
         self._deleted: dict[JobKey, JobResource] = {}  # note_deleted -> reconcile, across threads
         self._deleted_lock = threading.Lock()
+        # The resourceVersion of each job's last status write, and the jobs whose write is in flight.
+        self._written: dict[JobKey, str] = {}
+        self._writing: set[JobKey] = set()
+        self._writes = threading.Condition()
 
     def note_deleted(self, job: JobResource) -> None:
         """The watch saw the job deleted, in its last state: the API server's word for which uid, and so
@@ -123,12 +130,26 @@ class Reconciler:
         with self._deleted_lock:
             self._deleted[job.key] = job
 
+    def is_own_write(self, key: JobKey, resource_version: str) -> bool:
+        """Whether the job at this version is exactly what this replica's last status write made of it: the
+        watch event of that write (its echo) holds nothing the write was not decided on, so it need not wake
+        the job (the decision's own requeue and the other objects' events do). One echo per write."""
+        with self._writes:
+            # The echo can overtake the write's answer: a write in flight is waited for.
+            self._writes.wait_for(lambda: key not in self._writing, timeout=_STATUS_WRITE_SECONDS)
+            if resource_version and self._written.get(key) == resource_version:
+                del self._written[key]
+                return True
+            return False
+
     def reconcile(self, key: JobKey) -> float | None:
         """Returns when to look again (seconds), or None when only a change should wake this job."""
         with self._deleted_lock:
             deleted = self._deleted.pop(key, None)
         job = self._jobs.get(key)
         if job is None:
+            with self._writes:
+                self._written.pop(key, None)
             JOBS.record(key, None)
             if deleted is not None:
                 self._record_deletion(deleted)
@@ -252,9 +273,10 @@ class Reconciler:
         if refused := self._refused_by_policy(job, spec):
             message = "; ".join(violation.message for violation in refused)
             return self._carried_out(job, None, invalid_spec(status, job.generation, "", message, now))
-        decision = decide(spec, status, self._observe(job, spec, status), now, self._uniform)
+        observation = self._observe(job, spec, status)
+        decision = decide(spec, status, observation, now, self._uniform)
         try:
-            return self._carried_out(job, spec, decision)
+            return self._carried_out(job, spec, decision, first=observation.graph is None)
         except ObjectRejectedError as error:
             return self._carried_out(job, None, rejected(status, job.generation, str(error), now))
 
@@ -279,11 +301,18 @@ class Reconciler:
         )
         own = stored if stored is not None and stored.uid == job.uid else None
         pointers = self._checkpoints.pointers(key) if own else []
-        result = self._results.get(job.uid)
+        # A result is recorded once the current attempt's driver has ended or was given up on, and the job's
+        # pods are deleted right after it: while that driver runs, there is no result to find. (One whose
+        # deletions failed is found once the driver is gone; a new leader finishes such cleanups first.)
+        # The read a running job is spared is one of every five its checkpoints wake it for.
+        result = None if running else self._results.get(job.uid)
         # A submission is decided only when no driver pod exists (a standby is no driver yet) and the job has
         # no result: only then is S3 inspected.
         can_submit = all(d.standby for d in drivers) and result is None
         restore_point = self._restore_point(job, spec, own, pointers) if can_submit else None
+        # Executors are left over only from an attempt that was launched: a new job (no graph of its own, no
+        # attempt in its status) is spared the listing, which a burst of new jobs would pay for each.
+        launched = own is not None or status.attempt > 0
         return Observation(
             job_uid=job.uid,
             generation=job.generation,
@@ -294,7 +323,7 @@ class Reconciler:
             executor_nodes=executor_nodes,
             latest_checkpoint=pointers[0] if pointers else None,
             restore_point=restore_point,
-            leftover_executors=self._drivers.count_executors(key, job.uid) if can_submit else 0,
+            leftover_executors=self._drivers.count_executors(key, job.uid) if can_submit and launched else 0,
             disposing=self._disposing(key, spec, status),
             retired_present=self._retired_present(job, spec, status),
         )
@@ -363,9 +392,11 @@ class Reconciler:
             )
             return None
 
-    def _carried_out(self, job: JobResource, spec: JobSpec | None, decision: Decision) -> Decision:
+    def _carried_out(
+        self, job: JobResource, spec: JobSpec | None, decision: Decision, *, first: bool = False
+    ) -> Decision:
         """Acts in order; spec is None only for the decisions that submit nothing (an invalid or refused
-        spec)."""
+        spec). first: no HA record of the job was found (a new job), so a launch creates them unread."""
         key = job.key
         for action in decision.actions:
             match action:
@@ -373,7 +404,7 @@ class Reconciler:
                     self._forget(key)
                 case SubmitAttempt() | CreateStandby() | PromoteStandby():
                     assert spec is not None, "an invalid spec is never submitted"
-                    self._start(job, spec, action)
+                    self._start(job, spec, action, first)
                 case ReleaseDriverLease():
                     self._release_lease(key, action)
                 case DeleteDriver(pod_name=pod, force=force):
@@ -409,11 +440,15 @@ class Reconciler:
                 self._drivers.request_savepoint(key, pod, term, savepoint_id)
 
     def _start(
-        self, job: JobResource, spec: JobSpec, action: SubmitAttempt | CreateStandby | PromoteStandby
+        self,
+        job: JobResource,
+        spec: JobSpec,
+        action: SubmitAttempt | CreateStandby | PromoteStandby,
+        first: bool,
     ) -> None:
         match action:
             case SubmitAttempt():
-                self._submit(job, spec, action)
+                self._submit(job, spec, action, first)
             case CreateStandby():
                 self._create_standby(job, spec, action)
             case PromoteStandby():
@@ -421,8 +456,8 @@ class Reconciler:
             case _:
                 assert_never(action)
 
-    def _submit(self, job: JobResource, spec: JobSpec, action: SubmitAttempt) -> None:
-        self._launch(job, spec, action.attempt, action.checkpoint_location)
+    def _submit(self, job: JobResource, spec: JobSpec, action: SubmitAttempt, first: bool) -> None:
+        self._launch(job, spec, action.attempt, action.checkpoint_location, first=first)
         self._drivers.create(
             self._plan(
                 job,
@@ -456,7 +491,9 @@ class Reconciler:
         term = self._epoch().term  # the driver refuses a request of a deposed leader's term
         self._drivers.promote(job.key, action.pod_name, term, action.restore_batch_id)
 
-    def _launch(self, job: JobResource, spec: JobSpec, attempt: int, checkpoint_location: str) -> None:
+    def _launch(
+        self, job: JobResource, spec: JobSpec, attempt: int, checkpoint_location: str, *, first: bool = False
+    ) -> None:
         key, epoch = job.key, self._epoch()
         # The job graph is persisted before any pod runs the attempt (a new leader knows what it launched) ...
         self._graphs.put(
@@ -470,10 +507,11 @@ class Reconciler:
                 submitted_at=self._clock(),
             ),
             epoch,
+            new=first,
         )
         # ... and drivers of earlier attempts are fenced out of the checkpoint store before this one starts.
         pod = driver_pod_name(key.name, attempt)
-        self._checkpoints.advance_fence(key, Epoch("driver", attempt, pod), epoch)
+        self._checkpoints.advance_fence(key, Epoch("driver", attempt, pod), epoch, new=first)
 
     def _plan(
         self,
@@ -541,4 +579,14 @@ class Reconciler:
         written = decision.status.model_dump(mode="json", by_alias=True, exclude_none=True)
         if written != job.status:  # unchanged: no write, no watch event, no extra reconcile
             self._epoch()  # still leading (raises otherwise): the status is the operator's word
-            self._jobs.write_status(job, written)
+            with self._writes:
+                self._writing.add(job.key)
+            version = ""
+            try:
+                version = self._jobs.write_status(job, written)
+            finally:
+                with self._writes:
+                    self._writing.discard(job.key)
+                    if version:
+                        self._written[job.key] = version
+                    self._writes.notify_all()

@@ -146,14 +146,14 @@ class KubeJobs:
         labels: dict[str, str] | None = self._core.read_namespace(namespace).metadata.labels
         return labels or {}
 
-    def write_status(self, job: JobResource, status: dict[str, Any]) -> None:
+    def write_status(self, job: JobResource, status: dict[str, Any]) -> str:
         # A merge patch of the status subresource; keys we no longer set are nulled explicitly. With the
         # resourceVersion it was read at: a writer who decided on an older read (a deposed leader resumed
         # after a pause) gets 409 Conflict instead of overwriting a newer status.
         patch = {**{key: None for key in job.status if key not in status}, **status}
         body = {"metadata": {"resourceVersion": job.resource_version}, "status": patch}
         try:
-            self._objects.patch_namespaced_custom_object_status(
+            written = self._objects.patch_namespaced_custom_object_status(
                 API_GROUP, API_VERSION, job.key.namespace, PLURAL, job.key.name, body
             )
         except ApiException as error:
@@ -162,6 +162,8 @@ class KubeJobs:
                     f"{job.key} changed since it was read at {job.resource_version}"
                 ) from None
             raise
+        version: str = written["metadata"]["resourceVersion"]
+        return version
 
 
 class KubeDrivers:

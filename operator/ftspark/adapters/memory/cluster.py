@@ -45,12 +45,14 @@ class MemoryJobs:
         self.namespace_reads += 1
         return self.namespaces.get(namespace, {})
 
-    def write_status(self, job: JobResource, status: dict[str, Any]) -> None:
+    def write_status(self, job: JobResource, status: dict[str, Any]) -> str:
         current = self.resources.get(job.key)
         if current is None or current.resource_version != job.resource_version:
             raise StaleReadError(f"{job.key} changed since it was read")
         self.status_writes += 1
-        self.resources[job.key] = replace(current, status=status, resource_version=self._next_version())
+        version = self._next_version()
+        self.resources[job.key] = replace(current, status=status, resource_version=version)
+        return version
 
     def _next_version(self) -> str:
         self._versions += 1
@@ -68,6 +70,7 @@ class MemoryDrivers:
     # Executor pods of a job by uid; a deletion is only asked for (the test says when they are gone).
     executor_pods: dict[str, int] = field(default_factory=dict)
     executor_deletions: list[str] = field(default_factory=list)  # uids
+    executor_listings: int = 0  # count_executors calls
     refusals: list[str] = field(default_factory=list)  # kinds to refuse, one each
     lease_holders: dict[JobKey, str] = field(default_factory=dict)  # each job's driver Lease ("": free)
 
@@ -121,6 +124,7 @@ class MemoryDrivers:
             pods[pod_name] = replace(pods[pod_name], standby=False)
 
     def count_executors(self, key: JobKey, uid: str) -> int:
+        self.executor_listings += 1
         return self.executor_pods.get(uid, 0)
 
     def delete_executors(self, key: JobKey, uid: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections import Counter
 from collections.abc import Mapping
 
 from ftspark.adapters.records import (
@@ -25,9 +26,11 @@ class MemoryRecords:
         self._lock = threading.Lock()
         self._records: dict[RecordId, Record] = {}
         self._versions = itertools.count(1)
+        self.reads: Counter[Kind] = Counter()  # what a reconcile costs, for tests
 
     def read(self, rid: RecordId) -> Record | None:
         with self._lock:
+            self.reads[rid.kind] += 1
             return self._records.get(rid)
 
     def create(self, rid: RecordId, data: Mapping[str, str], fences: Mapping[str, int], writer: str) -> None:
