@@ -13,6 +13,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
+from ftspark.adapters.k8s import without_answer
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation
@@ -73,7 +74,7 @@ LEASE_REQUEST_SECONDS = 10.0  # a driver Lease release is only a shortcut: a slo
 
 def _ignore(status: int, call: Any, *args: Any, **kwargs: Any) -> None:
     try:
-        call(*args, **kwargs)
+        without_answer(call, *args, **kwargs)
     except ApiException as error:
         if error.status != status:
             raise
@@ -92,7 +93,7 @@ def _refused_as_rejected(kind: str, body: Any, call: Any, *args: Any, **kwargs: 
     words (and what to do about a hostPath); 409 (already exists) is fine, other errors (RBAC, outages) are
     raised as they are."""
     try:
-        call(*args, **kwargs)
+        without_answer(call, *args, **kwargs)
     except ApiException as error:
         if error.status == 409:
             return
@@ -406,7 +407,7 @@ class KubeEvents:
             reporting_component=self._component,
         )
         try:
-            self._core.create_namespaced_event(job.key.namespace, event)
+            without_answer(self._core.create_namespaced_event, job.key.namespace, event)
         except ApiException as error:
             # Best effort: an Event the API server refuses (a quota, a namespace being deleted) must not stop
             # the reconcile that acts on the job; the status says the same.

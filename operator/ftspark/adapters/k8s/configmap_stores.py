@@ -23,6 +23,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ftspark.adapters.k8s import request_timeout as k8s_request_timeout
+from ftspark.adapters.k8s import without_answer
 from ftspark.adapters.records import (
     DEFAULT_PAYLOAD_THRESHOLD,
     ConflictError,
@@ -77,7 +78,9 @@ class ConfigMapRecords:
         body = self._body(rid, data, fences, writer, None)
         _call(
             f"create ConfigMap {namespace}/{name}",
-            lambda: self._core.create_namespaced_config_map(namespace, body, _request_timeout=self._timeout),
+            lambda: without_answer(
+                self._core.create_namespaced_config_map, namespace, body, _request_timeout=self._timeout
+            ),
             conflicts=(409,),
         )
 
@@ -88,8 +91,12 @@ class ConfigMapRecords:
         body = self._body(rid, data, fences, writer, version)
         _call(
             f"replace ConfigMap {namespace}/{name}",
-            lambda: self._core.replace_namespaced_config_map(
-                name, namespace, body, _request_timeout=self._timeout
+            lambda: without_answer(
+                self._core.replace_namespaced_config_map,
+                name,
+                namespace,
+                body,
+                _request_timeout=self._timeout,
             ),
             conflicts=(404, 409),
         )
@@ -99,8 +106,12 @@ class ConfigMapRecords:
         options = client.V1DeleteOptions(preconditions=client.V1Preconditions(resource_version=version))
         _call(
             f"delete ConfigMap {namespace}/{name}",
-            lambda: self._core.delete_namespaced_config_map(
-                name, namespace, body=options, _request_timeout=self._timeout
+            lambda: without_answer(
+                self._core.delete_namespaced_config_map,
+                name,
+                namespace,
+                body=options,
+                _request_timeout=self._timeout,
             ),
             conflicts=(409,),
             absent=(404,),
