@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shutil
 import statistics
 import tempfile
 import threading
@@ -316,6 +317,7 @@ def installation() -> Iterator[Installation]:
             yield Installation(fleet, api, bucket, leader)
         finally:
             fleet.stop_all()
+            shutil.rmtree(log_dir, ignore_errors=True)  # the replicas' logs: fleet.logs() while it runs
 
 
 def print_table(header: list[str], rows: list[list[str]]) -> None:
