@@ -53,8 +53,10 @@ def _driver_pods(core: client.CoreV1Api, namespace: str, **options: Any) -> Any:
     )
 
 
-def _driver_pod_names(core: client.CoreV1Api, namespace: str) -> set[str]:
-    return {item["metadata"]["name"] for item in json.loads(_driver_pods(core, namespace).data)["items"]}
+def _driver_pod_names(core: client.CoreV1Api, namespace: str) -> tuple[set[str], str]:
+    """The names of the driver pods and the resourceVersion of the listing."""
+    listed = json.loads(_driver_pods(core, namespace).data)
+    return {item["metadata"]["name"] for item in listed["items"]}, listed["metadata"]["resourceVersion"]
 
 
 class _DriverPodCount:
@@ -84,10 +86,10 @@ class _DriverPodCount:
     def _follow(self) -> None:
         try:
             while not self._closed.is_set():
-                listed = json.loads(_driver_pods(self._core, self._namespace).data)
+                names, listed_at = _driver_pod_names(self._core, self._namespace)
                 with self._lock:
-                    self._names = {item["metadata"]["name"] for item in listed["items"]}
-                version: str | None = listed["metadata"]["resourceVersion"]
+                    self._names = names
+                version: str | None = listed_at
                 while version is not None and not self._closed.is_set():
                     version = self._watch(version)
         except Exception:
@@ -217,7 +219,7 @@ def _running(bench: Installation, count: int) -> list[Row]:
     core, ns = client.CoreV1Api(bench.api), bench.namespace
     before = _api_requests(bench.fleet, bench.leader)
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(lambda pod: set_driver_running(core, ns, pod), sorted(_driver_pod_names(core, ns))))
+        list(pool.map(lambda pod: set_driver_running(core, ns, pod), sorted(_driver_pod_names(core, ns)[0])))
     time.sleep(_SETTLE)
     started = _api_requests(bench.fleet, bench.leader)
     time.sleep(_IDLE_WINDOW)

@@ -15,7 +15,7 @@ from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.cluster import job_resource
-from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, WRITER_ANNOTATION
+from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, written_by_operator
 from ftspark.domain.ha import JobKey
 from ftspark.ports.cluster import JobResource
 from ftspark.protocol import JOB_LABEL, ROLE_LABEL
@@ -92,7 +92,7 @@ def build_registry(
     def checkpoint_reported(
         *, namespace: str | None, labels: Mapping[str, str], annotations: Mapping[str, str], **_: Any
     ) -> None:
-        if annotations.get(WRITER_ANNOTATION, "").startswith("operator"):
+        if written_by_operator(annotations):
             # A fence advance at a launch, no checkpoint; a forged writer only delays a status refresh.
             return
         # A driver reports every micro-batch: refresh the job's status (latest checkpoint, its age in metrics)

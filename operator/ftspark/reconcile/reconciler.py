@@ -78,6 +78,43 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+class _OwnStatusWrites:
+    """The resourceVersion each job's last status write gave it, and the writes still in flight (their
+    echo can overtake their answer), across the reconcile workers and the watch."""
+
+    def __init__(self) -> None:
+        self._written: dict[JobKey, str] = {}
+        self._writing: set[JobKey] = set()
+        self._changed = threading.Condition()
+
+    def write(self, key: JobKey, write: Callable[[], str]) -> None:
+        """Make the write (which returns the version it made), known as in flight until it answered."""
+        with self._changed:
+            self._writing.add(key)
+        version = ""
+        try:
+            version = write()
+        finally:
+            with self._changed:
+                self._writing.discard(key)
+                if version:
+                    self._written[key] = version
+                self._changed.notify_all()
+
+    def is_echo(self, key: JobKey, resource_version: str) -> bool:
+        """Whether the version is the last write's, once (a write in flight is waited for first)."""
+        with self._changed:
+            self._changed.wait_for(lambda: key not in self._writing, timeout=_STATUS_WRITE_SECONDS)
+            if resource_version and self._written.get(key) == resource_version:
+                del self._written[key]
+                return True
+            return False
+
+    def forget(self, key: JobKey) -> None:
+        with self._changed:
+            self._written.pop(key, None)
+
+
 def describe_validation_error(error: ValidationError) -> tuple[str, str]:
     """The first offending field as a dotted path (camelCase, as the user wrote it) and all messages."""
     problems = [(".".join(str(part) for part in e["loc"]), e["msg"]) for e in error.errors()]
@@ -118,10 +155,7 @@ class Reconciler:
         self._max_retention, self._max_results = max_result_retention_seconds, max_results_per_namespace
         self._deleted: dict[JobKey, JobResource] = {}  # note_deleted -> reconcile, across threads
         self._deleted_lock = threading.Lock()
-        # The resourceVersion of each job's last status write, and the jobs whose write is in flight.
-        self._written: dict[JobKey, str] = {}
-        self._writing: set[JobKey] = set()
-        self._writes = threading.Condition()
+        self._status_writes = _OwnStatusWrites()
 
     def note_deleted(self, job: JobResource) -> None:
         """The watch saw the job deleted, in its last state: the API server's word for which uid, and so
@@ -134,13 +168,7 @@ class Reconciler:
         """Whether the job at this version is exactly what this replica's last status write made of it: the
         watch event of that write (its echo) holds nothing the write was not decided on, so it need not wake
         the job (the decision's own requeue and the other objects' events do). One echo per write."""
-        with self._writes:
-            # The echo can overtake the write's answer: a write in flight is waited for.
-            self._writes.wait_for(lambda: key not in self._writing, timeout=_STATUS_WRITE_SECONDS)
-            if resource_version and self._written.get(key) == resource_version:
-                del self._written[key]
-                return True
-            return False
+        return self._status_writes.is_echo(key, resource_version)
 
     def reconcile(self, key: JobKey) -> float | None:
         """Returns when to look again (seconds), or None when only a change should wake this job."""
@@ -148,8 +176,7 @@ class Reconciler:
             deleted = self._deleted.pop(key, None)
         job = self._jobs.get(key)
         if job is None:
-            with self._writes:
-                self._written.pop(key, None)
+            self._status_writes.forget(key)
             JOBS.record(key, None)
             if deleted is not None:
                 self._record_deletion(deleted)
@@ -579,14 +606,4 @@ class Reconciler:
         written = decision.status.model_dump(mode="json", by_alias=True, exclude_none=True)
         if written != job.status:  # unchanged: no write, no watch event, no extra reconcile
             self._epoch()  # still leading (raises otherwise): the status is the operator's word
-            with self._writes:
-                self._writing.add(job.key)
-            version = ""
-            try:
-                version = self._jobs.write_status(job, written)
-            finally:
-                with self._writes:
-                    self._writing.discard(job.key)
-                    if version:
-                        self._written[job.key] = version
-                    self._writes.notify_all()
+            self._status_writes.write(job.key, lambda: self._jobs.write_status(job, written))

@@ -187,6 +187,12 @@ class ConfigMapRecords:
         return client.V1ConfigMap(metadata=metadata, data=dict(data))
 
 
+def written_by_operator(annotations: Mapping[str, str]) -> bool:
+    """Whether a record's last write was the operator's (its epoch comes first in the writer annotation: a
+    fence advance) rather than a driver's (a checkpoint reported)."""
+    return annotations.get(WRITER_ANNOTATION, "").startswith("operator ")
+
+
 def _record(config_map: Any) -> Record:
     annotations: dict[str, str] = config_map.metadata.annotations or {}
     fences = {
