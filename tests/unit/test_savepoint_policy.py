@@ -198,6 +198,11 @@ def test_periodic_savepoints_wait_while_earlier_ones_are_disposed_of() -> None:
     decision = at(job, disposing, 600)
     assert requested(decision) == []
     assert decision.requeue_after == 10, "looked at again for the disposal, not every 50 ms"
+    gone = at(job, disposing, 600, disposing={"sp-old": SavepointData.GONE})
+    assert gone.status.savepoints_disposing == []
+    assert gone.requeue_after == 0.05, "the savepoint that waited is asked for in the next pass"
+    early = at(job, disposing, 450, disposing={"sp-old": SavepointData.GONE})
+    assert early.requeue_after == pytest.approx(150), "or when it is due, not at the 300 s poll"
 
 
 def test_a_nonce_whose_savepoint_id_is_being_disposed_of_waits_for_the_disposal() -> None:
@@ -235,7 +240,7 @@ def test_beyond_max_count_the_oldest_are_chosen_and_nothing_is_deleted_yet() -> 
     assert ids(decision.status) == ids(twelve), "references stay until their data is gone"
     assert disposed(decision) == [], "the choice is written before any delete"
     assert "SavepointDisposing" in events(decision)
-    assert decision.requeue_after == 300, "the status write wakes the job for the deletes"
+    assert decision.requeue_after == 0.05, "the deletes come in the next pass, right after the status write"
 
 
 def test_savepoints_older_than_max_age_are_chosen_but_never_the_newest() -> None:

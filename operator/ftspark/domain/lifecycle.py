@@ -429,8 +429,8 @@ class _Context:
             self._update(observed_generation=self.obs.generation)
         if (soon := self._tend_standbys()) is not None:
             requeue_after = min(requeue_after or soon, soon)
-        if self._finish_disposals():
-            requeue_after = min(requeue_after or _DISPOSAL_RECHECK, _DISPOSAL_RECHECK)
+        if (disposals := self._finish_disposals()) is not None:
+            requeue_after = min(requeue_after or disposals, disposals)
         newest = self.obs.latest_checkpoint
         if newest is not None:
             self._update(
@@ -1191,10 +1191,12 @@ class _Context:
         )
         self.actions.append(EmitEvent("Normal", "SavepointDisposing", message))
 
-    def _finish_disposals(self) -> bool:
+    def _finish_disposals(self) -> float | None:
         """Phase 2 of a disposal, in any phase of the job: delete what storage still holds of each savepoint
-        an earlier pass chose; drop the reference once nothing is left. Whether deletes remain to be seen
-        through."""
+        an earlier pass chose; drop the reference once nothing is left. Seconds until the disposals need the
+        next look (None: they need none). This pass's status write wakes nothing (it is our own), so a
+        choice made in this pass asks for the pass that deletes, and the end of the last disposal for the
+        periodic savepoint that waited for it (_periodic_due)."""
         storage = self.spec.checkpoint.storage
         refs = {ref.id: ref for ref in self.status.savepoints}
         finished: set[str] = set()
@@ -1224,7 +1226,13 @@ class _Context:
                 savepoints=[ref for ref in self.status.savepoints if ref.id not in finished],
                 savepoints_disposing=[i for i in self.status.savepoints_disposing if i not in finished],
             )
-        return len(finished) < len(self.disposing)
+        if set(self.status.savepoints_disposing) - set(self.disposing):
+            return _SOON
+        if len(finished) < len(self.disposing):
+            return _DISPOSAL_RECHECK
+        if finished and self.status.phase == "Running" and (due := self._periodic_due()) is not None:
+            return max(_SOON, (due - self.now).total_seconds())
+        return None
 
     def _savepoint_kept(self, ref: SavepointRef, why: str) -> None:
         message = f"savepoint {ref.id}: {ref.location} {why}; its reference is dropped, its data left alone"
