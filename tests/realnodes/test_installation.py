@@ -3,8 +3,9 @@ containers. In order, on one installation (starting one costs a minute):
 1. `helm install` of the chart: two replicas of the operator image, the Lease, probes, PDB;
 2. the examples with the quickstart's edits (endpoint, credentials Secret, output volume), in a namespace at
    Pod Security `restricted`;
-3. the exactly-once fault tour: executor and driver kills, a frozen driver container (the kubelet's liveness
-   probe kills it), operator-leader and node kills, stop and resume;
+3. the exactly-once fault tour, the job with a hot standby driver: executor and driver kills (the standby
+   takes over), a frozen driver container (the kubelet's liveness probe kills it), operator-leader and node
+   kills, stop and resume;
 4. the plain-manifest install (deploy/ftspark-operator.yaml) in place of the chart's.
 """
 
@@ -114,10 +115,12 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
     operator_installed: RealWorld, tmp_path: Path
 ) -> None:
     world = operator_installed
-    tour = RealFaultTour(world, tmp_path)
+    tour = RealFaultTour(world, tmp_path, spec={"driver": {"standby": 1}})
     tour.start()
     tour.kill_executor()
+    tour.wait_for_standby()
     tour.kill_driver()
+    assert tour.events().count("StandbyPromoted") == 1, "the hot standby took over from the killed driver"
     frozen = tour.freeze_driver()
     assert world.status(tour.name)["lastFailure"]["reason"] == "DriverKilled"
     assert "Unhealthy" in world.events(frozen), "the kubelet's liveness probe found the frozen driver"

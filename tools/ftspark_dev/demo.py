@@ -4,7 +4,8 @@ It starts a Kubernetes control plane built from source (etcd, kube-apiserver, ku
 kube-controller-manager), three real nodes (kubelet, containerd and runc each, pods on a network of their own)
 running the project's images, and an S3-protocol server; installs the operator with `helm install` (two
 replicas electing a leader). Then it runs the example stateful streaming job (windowed counts, checkpoints on
-S3), kills its driver's container, then the node its driver runs on, and prints a report: phases seen,
+S3) with a hot standby driver on another node, kills its driver's container (the standby takes over), then
+the node its driver runs on, and prints a report: phases seen,
 checkpoints, recovery times, records in and out, lost and duplicated. Ctrl-C stops and removes everything,
 and the machine is left as it was found.
 
@@ -65,16 +66,20 @@ def main() -> None:
     started = time.monotonic()
     with installation() as world, tempfile.TemporaryDirectory(prefix="ftspark-demo-") as work:
         print(f"ready in {time.monotonic() - started:.0f} s; operator leader: {world.operator_leader()}")
-        tour = FaultTour(world, Path(work))
+        tour = FaultTour(world, Path(work), spec={"driver": {"standby": 1}})
         _step(
-            "submitting examples/windowed_counts.py as a FaultTolerantSparkJob, feeding it a file every 2 s"
+            "submitting examples/windowed_counts.py as a FaultTolerantSparkJob with a hot standby driver "
+            "(driver.standby: 1), feeding it a file every 2 s"
         )
         tour.start()
+        _step("waiting until the standby driver, on another node, has its SparkSession up")
+        tour.wait_for_standby()
         plane = world.plane
         print(plane.kubectl("get", "pods", "-n", JOBS_NAMESPACE, "-o", "wide").stdout)
 
-        _step("fault 1: SIGKILL the driver")
+        _step("fault 1: SIGKILL the driver (the operator fences it out and promotes the standby)")
         tour.kill_driver()
+        print(f"promoted standby drivers so far: {tour.events().count('StandbyPromoted')}")
         _step("fault 2: kill the node the driver runs on (its kubelet, containerd and containers)")
         tour.kill_node()
         _step("waiting until every record is counted")

@@ -203,6 +203,7 @@ class RealWorld(JobsClient):
             ],
         }
         body["spec"]["sparkConf"] |= {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+        body["spec"]["driver"] |= spec.pop("driver", {})  # e.g. standby: the volumes above are kept
         body["spec"] |= spec
         return body
 

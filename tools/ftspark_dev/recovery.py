@@ -171,7 +171,7 @@ def standby_cost(world: World, pod: str, window: float) -> StandbyCost:
 def ftspark_recoveries(world: World, work: Path, kills: int, *, standby: bool = False) -> FtsparkRun:
     spec: dict[str, object] = {"short_lease": False}
     if standby:
-        spec["driver"] = {"memory": "768m", "standby": 1}
+        spec["driver"] = {"standby": 1}
     tour = FaultTour(world, work, feed_interval=FEED_INTERVAL, spec=spec)
     tour.start()
     runs = _runs(tour.output)

@@ -53,7 +53,7 @@ SPEC = {
         "failureRate": {"maxFailuresPerInterval": 5, "intervalSeconds": 60, "delaySeconds": 1},
     },
 }
-WITH_STANDBY = SPEC | {"driver": {"memory": "768m", "standby": 1}}  # the world's driver memory, kept
+WITH_STANDBY = SPEC | {"driver": {"standby": 1}}
 # Two jobs share 2 cores: a file every 3 s (one per micro-batch) lets them catch up after each fault.
 FEED_INTERVAL = 3.0
 OVERLAP_WINDOW = 0.5  # seconds; below the gap a correct handover leaves (lease duration - renew deadline)

@@ -148,6 +148,16 @@ class FaultTour:
         self.world.kill_pod(self.current_driver().metadata.name)
         self._progress("driver kill", 300)
 
+    def wait_for_standby(self, timeout: float = 300) -> None:
+        """Until the job's hot standby driver (driver.standby: 1) can take over: its StandbyReady condition."""
+        started = time.monotonic()
+        self.wait_for(self._standby_ready, timeout, "the hot standby driver ready to take over")
+        self._took("hot standby driver ready", time.monotonic() - started)
+
+    def _standby_ready(self) -> bool:
+        conditions = self.world.status(self.name).get("conditions", [])
+        return any(c["type"] == "StandbyReady" and c["status"] == "True" for c in conditions)
+
     def kill_leader(self) -> None:
         leader = self.world.operator_leader()
         assert leader is not None

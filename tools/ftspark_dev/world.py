@@ -241,6 +241,7 @@ class World(JobsClient):
                 **self.s3.spark_conf(credentials=False),
             },
         }
+        defaults["driver"] |= spec.pop("driver", {})  # e.g. standby: the memory above is kept
         return job_manifest(name, self.bucket, **(defaults | spec))
 
     def driver_jvm_stopped(self, pod: str) -> contextlib.AbstractContextManager[list[int]]:
