@@ -149,7 +149,7 @@ class FaultTour:
         self._progress("driver kill", 300)
 
     def wait_for_standby(self, timeout: float = 300) -> None:
-        """Until the job's hot standby driver (driver.standby: 1) can take over: its StandbyReady condition."""
+        """Until the hot standby driver (driver.standby: 1) can take over: the StandbyReady condition."""
         started = time.monotonic()
         self.wait_for(self._standby_ready, timeout, "the hot standby driver ready to take over")
         self._took("hot standby driver ready", time.monotonic() - started)
