@@ -73,7 +73,8 @@ _POLL_SECONDS = 300.0
 _SOON = 0.05  # seconds: look again at once, after this decision's status write
 _DISPOSAL_RECHECK = 10.0  # seconds: a disposal's deletes leave the status as it was: no write wakes the job
 _STANDBY_RECHECK = 1.0  # seconds: a standby being deleted is made again once its pod is gone
-# seconds: a checkpoint wakes no reconcile, so a standby waiting for the attempt's first one looks this often
+# seconds: while a standby waits for the attempt's first checkpoint. Its report wakes the job too (within the
+# watch's refresh delay, or the S3 poll's); this look does not depend on that wake arriving.
 _FIRST_COMMIT_RECHECK = 5.0
 _SIGNALLED = 128
 
