@@ -21,6 +21,7 @@ from kubernetes import client
 
 from ftspark.protocol import NO_PROGRESS, SPARK_ROLE_LABEL, DriverEnv, Exit, driver_pod_name
 from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.operators import condition
 from ftspark_dev.realworld import RealWorld
 from ftspark_dev.subject import SinkFolder, Subject, Verdict
 from ftspark_dev.windowed_counts import WindowedCounts
@@ -79,10 +80,10 @@ class Watch:
             phase = status.get("phase")
             if phase and (not self.phases_seen or self.phases_seen[-1] != phase):
                 self.phases_seen.append(phase)
-            for condition in status.get("conditions") or []:
-                degraded = condition["type"] == "Degraded" and condition["status"] == "True"
-                if degraded and condition["reason"] not in self.degraded_seen:
-                    self.degraded_seen.append(condition["reason"])
+            for entry in status.get("conditions") or []:
+                degraded = entry["type"] == "Degraded" and entry["status"] == "True"
+                if degraded and entry["reason"] not in self.degraded_seen:
+                    self.degraded_seen.append(entry["reason"])
             self.most_leaders = max(self.most_leaders, len(self.world.acting_leaders()))
 
     def stop(self) -> None:
@@ -155,8 +156,7 @@ class FaultTour:
         self._took("hot standby driver ready", time.monotonic() - started)
 
     def _standby_ready(self) -> bool:
-        conditions = self.world.status(self.name).get("conditions", [])
-        return any(c["type"] == "StandbyReady" and c["status"] == "True" for c in conditions)
+        return condition(self.world.status(self.name), "StandbyReady").get("status") == "True"
 
     def kill_leader(self) -> None:
         leader = self.world.operator_leader()
