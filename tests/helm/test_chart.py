@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ftspark.adapters.k8s.cluster import DRIVER_RULES
-from ftspark.app.config import parse
+from ftspark.app.config import OperatorConfig, parse
 from ftspark_dev.bundle import render_bundle
 from ftspark_dev.controlplane import REPO_ROOT
 from tests.helm.conftest import CHART, KUBE_VERSION, Render, run_helm
@@ -180,13 +180,36 @@ def test_job_policy_is_enforced_at_apply_time_by_default_and_can_be_turned_off(r
     )
 
 
+def _operator_config(render: Render, monkeypatch: pytest.MonkeyPatch, *values: str) -> OperatorConfig:
+    """What the operator makes of the chart's environment for its container."""
+    container = _kinds(render(*values))["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
+    for variable in container["env"]:
+        if variable["name"].startswith("FTSPARK_") and variable.get("value"):
+            monkeypatch.setenv(variable["name"], variable["value"])
+    return parse([])
+
+
 def test_result_caps_reach_the_operator_as_whole_numbers(
     render: Render, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for values, expected in (([], (2592000, 1000)), (["maxResultRetentionSeconds=864000"], (864000, 1000))):
-        container = _kinds(render(*values))["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
-        for variable in container["env"]:
-            if variable["name"].startswith("FTSPARK_MAX_RESULT"):
-                monkeypatch.setenv(variable["name"], variable["value"])
-        config = parse([])
+        config = _operator_config(render, monkeypatch, *values)
         assert (config.max_result_retention_seconds, config.max_results_per_namespace) == expected
+
+
+def test_the_checkpoint_refresh_budget_reaches_the_operator(
+    helm: Path, render: Render, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _operator_config(render, monkeypatch).checkpoint_refreshes_per_second == 20.0
+    paced = _operator_config(render, monkeypatch, "checkpointRefreshesPerSecond=2.5")
+    assert paced.checkpoint_refreshes_per_second == 2.5
+    zero = run_helm(
+        helm,
+        "template",
+        "x",
+        str(CHART),
+        f"--kube-version={KUBE_VERSION}",
+        "--set=checkpointRefreshesPerSecond=0",
+    )
+    assert zero.returncode != 0
+    assert "checkpointRefreshesPerSecond" in zero.stderr

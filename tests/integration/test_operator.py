@@ -19,7 +19,6 @@ from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.fencing import Epoch, FencedOutError, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
-from ftspark.handlers.watch import CHECKPOINT_STATUS_DELAY
 from ftspark.protocol import (
     ControlRequest,
     driver_lease_name,
@@ -27,6 +26,7 @@ from ftspark.protocol import (
     rpc_secret_name,
     term_floor_name,
 )
+from ftspark.reconcile.pacing import CHECKPOINT_STATUS_DELAY
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import (
     OperatorFleet,
@@ -36,6 +36,7 @@ from ftspark_dev.operators import (
     job_manifest,
     job_status,
     pod_names,
+    report_checkpoint,
     set_driver_exited,
     set_driver_running,
 )
@@ -606,17 +607,9 @@ def _report_checkpoints(
     """What a driver (attempt 1) reports: pointers to committed batches, with ids from the job's counter
     (0, 1, ...: not the batch ids)."""
     stores = configmap_stores(api, S3BlobStore(s3.client()), results_namespace=fleet.namespace)
-    key, epoch = JobKey(namespace=fleet.watch_namespace, name=job), Epoch("driver", 1, f"{job}-1-driver")
+    key = JobKey(namespace=fleet.watch_namespace, name=job)
     for batch in batches:
-        completed = datetime.datetime.now(datetime.UTC)
-        pointer = CheckpointPointer(
-            checkpoint_id=stores.checkpoints.counter(key) + 1,
-            batch_id=batch,
-            location=location,
-            completed_at=completed,
-            attempt=1,
-        )
-        stores.checkpoints.add(key, pointer, epoch, retained=3)
+        report_checkpoint(stores.checkpoints, key, location, batch)
 
 
 def test_restart_restores_the_newest_checkpoint_that_is_really_there(

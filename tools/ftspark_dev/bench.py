@@ -7,7 +7,9 @@
    with the default Lease timings (15 s / 10 s / 2 s).
 3. Driver failure: time from the failed driver's status to the next attempt's pod, beyond the restart delay.
 4. API calls the operator makes per job: submitted, when its driver runs, and while it runs idle.
-5. With --curve: the burst again at other job counts, each on a fresh installation, as one table: how time,
+5. Checkpointing jobs: their drivers report a checkpoint every few seconds (the same store writes as a real
+   driver's); what the status refreshes they cause cost, and how far the statuses trail the store.
+6. With --curve: the burst again at other job counts, each on a fresh installation, as one table: how time,
    API calls per job, CPU and memory grow with the number of jobs.
 """
 
@@ -26,6 +28,7 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,9 +37,19 @@ from kubernetes import client, config
 from kubernetes.watch.watch import iter_resp_lines
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.adapters.k8s.configmap_stores import configmap_stores
+from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.domain.ha import JobKey
 from ftspark.protocol import ROLE_LABEL
+from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND, CHECKPOINT_STATUS_DELAY
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
-from ftspark_dev.operators import OperatorFleet, job_manifest, set_driver_exited, set_driver_running
+from ftspark_dev.operators import (
+    OperatorFleet,
+    job_manifest,
+    report_checkpoint,
+    set_driver_exited,
+    set_driver_running,
+)
 from ftspark_dev.processes import cpu_seconds, memory_mib
 from ftspark_dev.s3server import S3Server
 
@@ -44,6 +57,7 @@ _RESTART_DELAY = 1.0  # job_manifest's fixed delay
 _BURST_FAILURES = 3
 _SETTLE = 10.0  # seconds for the reconciles a burst of events started to end
 _IDLE_WINDOW = 60.0
+_CHECKPOINT_PERIOD = 5.0  # every checkpointing job's driver reports this often (a 5 s trigger)
 
 
 def _driver_pods(core: client.CoreV1Api, namespace: str, **options: Any) -> Any:
@@ -152,10 +166,11 @@ def _reads(calls: Tally[tuple[str, str]]) -> int:
     return sum(n for (verb, _), n in calls.items() if verb in ("get", "list"))
 
 
-def _per_job(calls: Tally[tuple[str, str]], jobs: int) -> str:
-    """Calls per job, reads and writes, and the three commonest."""
-    commonest = ", ".join(f"{verb} {resource} {n / jobs:.1f}" for (verb, resource), n in calls.most_common(3))
-    return f"{calls.total() / jobs:.1f} ({_reads(calls) / jobs:.1f} reads; {commonest})"
+def _per_job(calls: Tally[tuple[str, str]], jobs: int, minutes: float = 1.0) -> str:
+    """Calls per job (per minute, when measured over minutes), reads and writes, and the three commonest."""
+    per = jobs * minutes
+    commonest = ", ".join(f"{verb} {resource} {n / per:.1f}" for (verb, resource), n in calls.most_common(3))
+    return f"{calls.total() / per:.1f} ({_reads(calls) / per:.1f} reads; {commonest})"
 
 
 @dataclass(frozen=True)
@@ -230,6 +245,75 @@ def _running(bench: Installation, count: int) -> list[Row]:
     ]
 
 
+@dataclass(frozen=True)
+class Checkpointing:
+    """count running jobs whose drivers reported a checkpoint every period for minutes."""
+
+    count: int
+    period: float
+    minutes: float
+    refreshes_per_second: float  # the operator's budget
+    calls: Tally[tuple[str, str]]  # the operator's API requests meanwhile
+    ages: list[float]  # of the checkpoint each status showed at the end, ascending
+
+    def bound(self) -> float:
+        """The oldest a status may show: the store's newest (at most a period old), refreshed that late."""
+        return max(CHECKPOINT_STATUS_DELAY, self.count / self.refreshes_per_second) + self.period
+
+    def rows(self) -> list[Row]:
+        what = f"{self.count} jobs checkpointing every {self.period:.0f} s"
+        return [
+            (f"{what}: API calls per job per minute", _per_job(self.calls, self.count, self.minutes), ""),
+            ("  the operator's API requests per second", f"{self.calls.total() / self.minutes / 60:.0f}", ""),
+            (
+                "  their status's latest checkpoint, age p50 / max",
+                f"{statistics.median(self.ages):.1f} / {self.ages[-1]:.1f} s",
+                f"<= {self.bound():.0f} s",
+            ),
+        ]
+
+
+def checkpointing(bench: Installation, count: int, window: float = _IDLE_WINDOW) -> Checkpointing:
+    """The last `count` jobs' drivers (attempt 1, running) report a checkpoint every _CHECKPOINT_PERIOD for
+    the window, with the store writes a real driver makes."""
+    objects, ns = client.CustomObjectsApi(bench.api), bench.namespace
+    stores = configmap_stores(
+        bench.api, S3BlobStore(bench.fleet.s3.client()), results_namespace=bench.fleet.namespace
+    )
+    locations = {}
+    for name in sorted(_job_names(objects, ns))[-count:]:
+        graph = stores.job_graphs.get(JobKey(namespace=ns, name=name))
+        assert graph is not None and graph.checkpoint_location, f"{name} has no checkpoint location"
+        locations[JobKey(namespace=ns, name=name)] = graph.checkpoint_location
+    batches = dict.fromkeys(locations, 0)
+
+    def report(job: JobKey) -> None:
+        batches[job] += 1
+        report_checkpoint(stores.checkpoints, job, locations[job], batches[job])
+
+    before, started = _api_requests(bench.fleet, bench.leader), time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        for round_ in range(int(window / _CHECKPOINT_PERIOD)):
+            list(pool.map(report, locations))
+            time.sleep(max(0.0, started + (round_ + 1) * _CHECKPOINT_PERIOD - time.monotonic()))
+    calls = _api_requests(bench.fleet, bench.leader) - before
+    minutes, now = (time.monotonic() - started) / 60, time.time()
+    ages = sorted(
+        now - datetime.fromisoformat(job["status"]["latestCheckpoint"]["time"]).timestamp()
+        if "latestCheckpoint" in job["status"]
+        else float("inf")
+        for job in objects.list_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL)["items"]
+        if JobKey(namespace=ns, name=job["metadata"]["name"]) in locations
+    )
+    budget = bench.fleet.checkpoint_refreshes_per_second
+    return Checkpointing(count, _CHECKPOINT_PERIOD, minutes, budget, calls, ages)
+
+
+def _job_names(objects: client.CustomObjectsApi, namespace: str) -> list[str]:
+    listed = objects.list_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL)
+    return [job["metadata"]["name"] for job in listed["items"]]
+
+
 def _answer_failure(core: client.CoreV1Api, namespace: str, job: str) -> float:
     """Fail the job's first driver (once it exists); seconds until its next pod, beyond the restart delay."""
     _wait(partial(_has_driver, core, namespace, f"{job}-1-driver"), 600, 0.1)
@@ -288,7 +372,9 @@ class Installation:
 
 
 @contextlib.contextmanager
-def installation() -> Iterator[Installation]:
+def installation(
+    checkpoint_refreshes_per_second: float = CHECKPOINT_REFRESHES_PER_SECOND,
+) -> Iterator[Installation]:
     """A fresh control plane and S3, the CRD, and one operator replica leading, with a user's defaults."""
     with ControlPlane() as plane, S3Server() as s3:
         plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
@@ -312,6 +398,7 @@ def installation() -> Iterator[Installation]:
             renew_deadline=10.0,
             retry_period=2.0,
             result_sweep_seconds=300.0,
+            checkpoint_refreshes_per_second=checkpoint_refreshes_per_second,
         )
         try:
             leader = fleet.start("bench-leader")
@@ -334,17 +421,27 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--restarts", type=int, default=20)
     parser.add_argument(
+        "--checkpointing", type=int, default=200, help="jobs whose drivers report checkpoints (of --jobs)"
+    )
+    parser.add_argument(
+        "--checkpoint-refreshes-per-second",
+        type=float,
+        default=CHECKPOINT_REFRESHES_PER_SECOND,
+        help="the operator's setting (a large one: every job refreshed 5 s after its report, unpaced)",
+    )
+    parser.add_argument(
         "--curve",
         default="",
         help="more job counts, comma-separated (e.g. 100,5000): a burst each on a fresh installation, "
         "printed with --jobs' as the scale curve",
     )
     args = parser.parse_args()
-    with installation() as bench:
+    with installation(args.checkpoint_refreshes_per_second) as bench:
         first = burst(bench, args.jobs)
         rows = first.rows()
         rows += _driver_failures(bench, args.restarts)
         rows += _running(bench, args.jobs)
+        rows += checkpointing(bench, args.checkpointing).rows()
         rows += _failover(bench)
     bursts = [first]
     for count in (int(part) for part in args.curve.split(",") if part):

@@ -19,7 +19,11 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark.protocol import JOB_LABEL
+from ftspark.domain.fencing import Epoch
+from ftspark.domain.ha import CheckpointPointer, JobKey
+from ftspark.ports.stores import CheckpointStore
+from ftspark.protocol import JOB_LABEL, driver_pod_name
+from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.processes import ManagedProcess, free_port
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
@@ -70,6 +74,7 @@ class OperatorFleet:
     result_sweep_seconds: float = 1.0
     kubeconfig: Path | None = None  # default: the control plane's admin
     ha_s3_root: str = ""  # s3://bucket/prefix: the HA records on S3 there; empty: on ConfigMaps
+    checkpoint_refreshes_per_second: float = CHECKPOINT_REFRESHES_PER_SECOND
     replicas: dict[str, ManagedProcess] = field(default_factory=dict)
     probe_ports: dict[str, int] = field(default_factory=dict)
 
@@ -99,6 +104,7 @@ class OperatorFleet:
                 f"--renew-deadline={self.renew_deadline}",
                 f"--retry-period={self.retry_period}",
                 f"--result-sweep-seconds={self.result_sweep_seconds}",
+                f"--checkpoint-refreshes-per-second={self.checkpoint_refreshes_per_second}",
                 f"--probe-port={self.probe_ports[identity]}",
                 *(["--ha-store=s3", f"--ha-s3-root={self.ha_s3_root}"] if self.ha_s3_root else []),
             ],
@@ -162,6 +168,22 @@ def job_manifest(name: str, bucket: str, **spec: Any) -> dict[str, Any]:
             **spec,
         },
     }
+
+
+def report_checkpoint(
+    checkpoints: CheckpointStore, job: JobKey, location: str, batch: int, *, attempt: int = 1
+) -> None:
+    """What the attempt's driver reports once the batch's commit is in storage: a pointer whose id is the
+    job's counter + 1 (not the batch id), written under the attempt's fence."""
+    pointer = CheckpointPointer(
+        checkpoint_id=checkpoints.counter(job) + 1,
+        batch_id=batch,
+        location=location,
+        completed_at=datetime.datetime.now(datetime.UTC),
+        attempt=attempt,
+    )
+    epoch = Epoch("driver", attempt, driver_pod_name(job.name, attempt))
+    checkpoints.add(job, pointer, epoch, retained=3)
 
 
 def _now() -> str:

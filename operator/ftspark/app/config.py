@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ftspark.domain.policy import Allowance
 from ftspark.leader.elector import LeaderElectionConfig
 from ftspark.protocol import HaStoreConfig, HaStoreKind
+from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND
 from ftspark.reconcile.reconciler import MAX_RESULT_RETENTION_SECONDS, MAX_RESULTS_PER_NAMESPACE
 
 
@@ -42,6 +43,12 @@ class OperatorConfig(BaseModel):
     )
     result_sweep_seconds: float = Field(
         default=300.0, gt=0, description="How often results past their retention (resultStore.ttlSeconds) go."
+    )
+    checkpoint_refreshes_per_second: float = Field(
+        default=CHECKPOINT_REFRESHES_PER_SECOND,
+        gt=0,
+        description="Status refreshes that checkpoint reports cause, all jobs together: a job's status shows "
+        "its newest checkpoint within max(5 s, checkpointing jobs / this) seconds.",
     )
     max_result_retention_seconds: int = Field(
         default=MAX_RESULT_RETENTION_SECONDS,
@@ -127,6 +134,14 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
         default=float(_env("FTSPARK_RESULT_SWEEP_SECONDS", "300") or 300),
     )
     parser.add_argument(
+        "--checkpoint-refreshes-per-second",
+        type=float,
+        default=float(
+            _env("FTSPARK_CHECKPOINT_REFRESHES_PER_SECOND", str(CHECKPOINT_REFRESHES_PER_SECOND)) or 0
+        ),
+        help="status refreshes that checkpoint reports cause, all jobs together (the rest wait their turn)",
+    )
+    parser.add_argument(
         "--max-result-retention-seconds",
         type=int,
         default=int(_env("FTSPARK_MAX_RESULT_RETENTION_SECONDS", str(MAX_RESULT_RETENTION_SECONDS)) or 0),
@@ -161,10 +176,17 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
             ha_store=args.ha_store,
             ha_s3_root=args.ha_s3_root,
             result_sweep_seconds=args.result_sweep_seconds,
+            checkpoint_refreshes_per_second=args.checkpoint_refreshes_per_second,
             max_result_retention_seconds=args.max_result_retention_seconds,
             max_results_per_namespace=args.max_results_per_namespace,
             probe_port=args.probe_port,
             allow=frozenset(a.strip() for a in args.allow.split(",") if a.strip()),
         )
-    except ValidationError as error:  # one line naming the problem, not a traceback
-        parser.error("; ".join(str(e["msg"]).removeprefix("Value error, ") for e in error.errors()))
+    except ValidationError as error:  # one line naming the flag and the problem, not a traceback
+        parser.error("; ".join(_problem(e["loc"], str(e["msg"])) for e in error.errors()))
+
+
+def _problem(location: tuple[int | str, ...], message: str) -> str:
+    """A field's problem under its flag's name; a check across fields names them itself."""
+    message = message.removeprefix("Value error, ")
+    return f"--{str(location[0]).replace('_', '-')}: {message}" if location else message

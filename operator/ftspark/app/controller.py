@@ -12,9 +12,10 @@ import kopf
 from kubernetes import client
 
 from ftspark.domain.ha import JobKey
-from ftspark.handlers.watch import CHECKPOINT_STATUS_DELAY, build_registry
+from ftspark.handlers.watch import build_registry
 from ftspark.metrics import RECONCILE_SECONDS
 from ftspark.ports.cluster import StaleReadError
+from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND, CHECKPOINT_STATUS_DELAY, RefreshPacer
 from ftspark.reconcile.queue import WorkQueue
 from ftspark.reconcile.reconciler import Reconciler
 
@@ -35,9 +36,12 @@ class Controller:
         on_fatal: Callable[[], None],
         result_sweep_seconds: float = 300.0,
         checkpoint_versions: Callable[[], Mapping[JobKey, str]] | None = None,
+        checkpoint_refreshes_per_second: float = CHECKPOINT_REFRESHES_PER_SECOND,
     ) -> None:
         """checkpoint_versions: where checkpoint records cannot be watched (S3), their versions by job,
-        polled instead; None: they are ConfigMaps, watched."""
+        polled instead; None: they are ConfigMaps, watched.
+        checkpoint_refreshes_per_second: the status refreshes checkpoint reports cause, all jobs together
+        (reconcile.pacing)."""
         self._reconciler = reconciler
         self._api_configuration = api_configuration
         self._queue: WorkQueue[JobKey] = WorkQueue()
@@ -46,6 +50,9 @@ class Controller:
         self._on_fatal = on_fatal
         self._result_sweep_seconds = result_sweep_seconds
         self._checkpoint_versions = checkpoint_versions
+        self._refreshes: RefreshPacer[JobKey] = RefreshPacer(
+            floor=CHECKPOINT_STATUS_DELAY, per_second=checkpoint_refreshes_per_second
+        )
         self._kopf_stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._failures: dict[JobKey, int] = {}
@@ -92,6 +99,7 @@ class Controller:
                         watch_checkpoints=self._checkpoint_versions is None,
                         on_deleted=self._reconciler.note_deleted,
                         is_own_write=self._reconciler.is_own_write,
+                        on_checkpoint=self._checkpoint_reported,
                     ),
                     standalone=True,  # leadership is ours (Lease), not kopf's peering
                     clusterwide=not self._namespaces,
@@ -117,6 +125,10 @@ class Controller:
             )
             _sweep(self._reconciler.expire_results, "expired %d job result(s) past their retention")
 
+    def _checkpoint_reported(self, job: JobKey) -> None:
+        if (delay := self._refreshes.delay(job)) is not None:
+            self._queue.add_after(job, delay)
+
     def _poll_checkpoints(self) -> None:
         """What the ConfigMap watch does for records on S3: a job whose checkpoint record changed gets its
         status (latest checkpoint) refreshed. A listing per poll, no reads."""
@@ -131,7 +143,7 @@ class Controller:
                 continue
             for job, version in versions.items():
                 if seen is not None and seen.get(job) != version:
-                    self._queue.add(job)
+                    self._checkpoint_reported(job)
             seen = versions
 
     def _work(self) -> None:

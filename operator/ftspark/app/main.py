@@ -176,6 +176,7 @@ class OperatorReplica:
             on_fatal=self.lose_leadership_fast,
             result_sweep_seconds=self.cfg.result_sweep_seconds,
             checkpoint_versions=self.checkpoint_versions,
+            checkpoint_refreshes_per_second=self.cfg.checkpoint_refreshes_per_second,
         )
         self.controller.start()
 

@@ -22,8 +22,6 @@ from ftspark.protocol import JOB_LABEL, ROLE_LABEL
 from ftspark.reconcile.queue import WorkQueue
 from ftspark.reconcile.urgency import driver_event_is_urgent, job_event_is_urgent
 
-CHECKPOINT_STATUS_DELAY = 5.0
-
 
 def connection_info(configuration: client.Configuration) -> kopf.ConnectionInfo:
     """kopf watches with exactly the credentials our kubernetes client uses (kubeconfig or in-cluster)."""
@@ -49,8 +47,10 @@ def build_registry(
     watch_checkpoints: bool,
     on_deleted: Callable[[JobResource], None],
     is_own_write: Callable[[JobKey, str], bool],
+    on_checkpoint: Callable[[JobKey], None],
 ) -> kopf.OperatorRegistry:
     """watch_checkpoints: the checkpoint records are ConfigMaps (on S3 the controller polls them instead).
+    on_checkpoint: a job's driver reported a checkpoint (its status is refreshed in a while, not per batch).
     on_deleted: a job deleted, in its last state, before its key is queued.
     is_own_write: whether a job at that resourceVersion is what the operator's own status write made of it.
 
@@ -95,9 +95,7 @@ def build_registry(
         if written_by_operator(annotations):
             # A fence advance at a launch, no checkpoint; a forged writer only delays a status refresh.
             return
-        # A driver reports every micro-batch: refresh the job's status (latest checkpoint, its age in metrics)
-        # at most every few seconds, not once per batch.
-        queue.add_after(JobKey(namespace=namespace or "", name=labels[JOB_LABEL]), CHECKPOINT_STATUS_DELAY)
+        on_checkpoint(JobKey(namespace=namespace or "", name=labels[JOB_LABEL]))
 
     if watch_checkpoints:
         kopf.on.event(
