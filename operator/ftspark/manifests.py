@@ -1,6 +1,6 @@
 """The Kubernetes objects of one driver attempt, as plain manifests (docs/architecture.md, "Objects"): a Pod
-running our driver runtime (spark-submit in client mode inside it), a headless Service, the executors'
-pod template in a ConfigMap, the Secret of Spark's RPC authentication and a NetworkPolicy in front of the
+running our driver runtime (spark-submit in client mode inside it), the executors' pod template in a
+ConfigMap, the Secret of Spark's RPC authentication and a NetworkPolicy in front of the
 driver. Names are deterministic, so creating them twice is harmless and a new leader finds them. Pure: the
 Kubernetes adapter sends them; the names both sides agree on are in ftspark.protocol.
 """
@@ -184,9 +184,9 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         f"spark.kubernetes.executor.secretKeyRef.{SPARK_AUTH_SECRET_ENV}": rpc_key,
         # The UI has no authentication of its own and can kill jobs: off unless sparkConf turns it on.
         "spark.ui.enabled": "false",
-        # Calls the driver's Role does not allow (adapters/k8s/cluster.py, DRIVER_RULES), left out: the
-        # operator owns the driver's Service; executors run the driver's image, conf dir included; owning and
-        # reusing PVCs is for on-demand claims, which drivers may not create.
+        # Calls the driver's Role does not allow (adapters/k8s/cluster.py, DRIVER_RULES), left out: a driver
+        # has no Service (executors reach it at its pod IP); executors run the driver's image, conf dir
+        # included; owning and reusing PVCs is for on-demand claims, which drivers may not create.
         "spark.kubernetes.driver.service.deleteOnTermination": "false",
         "spark.kubernetes.executor.disableConfigMap": "true",
         "spark.kubernetes.driver.ownPersistentVolumeClaim": "false",
@@ -402,24 +402,6 @@ def driver_network_policy(plan: AttemptPlan) -> Manifest:
                         {"protocol": "TCP", "port": BLOCK_MANAGER_PORT},
                     ],
                 }
-            ],
-        },
-    }
-
-
-def driver_service(plan: AttemptPlan) -> Manifest:
-    name = driver_pod_name(plan.job_name, plan.attempt)
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": name, "labels": _labels(plan), "ownerReferences": [_owner(plan)]},
-        "spec": {
-            "clusterIP": "None",
-            "selector": _labels(plan),
-            "ports": [
-                {"name": "driver", "port": DRIVER_PORT},
-                {"name": "block-manager", "port": BLOCK_MANAGER_PORT},
-                {"name": "ui", "port": UI_PORT},
             ],
         },
     }

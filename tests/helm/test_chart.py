@@ -73,7 +73,8 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
         assert {"list", "watch"} <= granted[watched], watched
     # Secrets it creates and deletes, never reads: localRecovery's per-job keys, the attempts' RPC Secrets.
     assert granted[("", "secrets")] == {"create", "delete"}
-    assert not {"nodes", "persistentvolumeclaims"} & {resource for _, resource in granted}
+    # No Services: executors reach their driver at its pod IP.
+    assert not {"nodes", "persistentvolumeclaims", "services"} & {resource for _, resource in granted}
     assert all("deletecollection" not in verbs for verbs in granted.values())
     assert all("*" not in verbs for verbs in granted.values())
     # It grants the drivers their Role, so it holds every right of it (Kubernetes forbids granting more).
@@ -201,8 +202,8 @@ def test_the_checkpoint_refresh_budget_reaches_the_operator(
     helm: Path, render: Render, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert _operator_config(render, monkeypatch).checkpoint_refreshes_per_second == 20.0
-    paced = _operator_config(render, monkeypatch, "checkpointRefreshesPerSecond=2.5")
-    assert paced.checkpoint_refreshes_per_second == 2.5
+    paced = _operator_config(render, monkeypatch, "checkpointRefreshesPerSecond=5")
+    assert paced.checkpoint_refreshes_per_second == 5.0
     zero = run_helm(
         helm,
         "template",

@@ -15,7 +15,6 @@ from ftspark.domain.policy import violations
 from ftspark.manifests import (
     AttemptPlan,
     driver_pod,
-    driver_service,
     executor_template_config_map,
     spark_conf,
 )
@@ -48,7 +47,6 @@ def test_example_and_the_pods_built_from_it_are_accepted(
         restore_from="nothing",
     )
     core = client.CoreV1Api(api_client)
-    core.create_namespaced_service(namespace, driver_service(plan), dry_run="All")
     core.create_namespaced_pod(namespace, driver_pod(plan), dry_run="All")
     core.create_namespaced_config_map(namespace, executor_template_config_map(plan), dry_run="All")
     # Credentials come from a Secret by reference: no value of theirs is in the spec or Spark's conf.

@@ -66,13 +66,8 @@ def test_submits_runs_and_restarts_a_failed_driver(
     pod = core.read_namespaced_pod("wordcount-1-driver", ns)
     assert pod.metadata.owner_references[0].kind == "FaultTolerantSparkJob"
     assert pod.spec.restart_policy == "Never"
-    # The attempt's objects are created in order (template, pod, Service): the Service comes a moment after.
-    service = eventually(
-        lambda: core.list_namespaced_service(ns, field_selector="metadata.name=wordcount-1-driver").items,
-        timeout=30,
-        what="the driver's Service",
-    )
-    assert service[0].spec.cluster_ip == "None"
+    # No Service: executors reach their driver at its pod IP, which the pod learns from the downward API.
+    assert core.list_namespaced_service(ns, label_selector="ftspark.io/job=wordcount").items == []
     stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
     graph = stores.job_graphs.get(JobKey(namespace=ns, name="wordcount"))
     assert graph is not None, "the job graph is written before the driver pod"
@@ -265,7 +260,6 @@ def test_a_driver_pod_the_api_server_refuses_is_reported_and_nothing_is_half_cre
     assert "InvalidSpec" in event_reasons(api_client, ns, "refused")
     time.sleep(2)
     assert pod_names(api_client, ns, "refused") == []
-    assert core.list_namespaced_service(ns, label_selector="ftspark.io/job=refused").items == []
     config_maps = [c.metadata.name for c in core.list_namespaced_config_map(ns).items]
     assert executor_template_name("refused-1-driver") not in config_maps, "the template made first is undone"
     job = "ftspark.io/job=refused"
@@ -316,7 +310,7 @@ def test_a_new_leader_finishes_the_cleanup_a_crashed_leader_left_dirty(
     fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
 ) -> None:
     """FLIP-194: the result was written (dirty), the leader died before deleting the pods."""
-    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    ns = fleet.watch_namespace
     first = fleet.start()
     _start_running(api_client, ns, "dirty", bucket)
     fleet.replicas[first].kill()
@@ -337,7 +331,6 @@ def test_a_new_leader_finishes_the_cleanup_a_crashed_leader_left_dirty(
     eventually(lambda: pod_names(api_client, ns, "dirty") == [], timeout=30, what="the pods cleaned up")
     eventually(lambda: (stores.results.get(uid) or entry).clean, timeout=30, what="the result marked clean")
     eventually(lambda: _phase(api_client, ns, "dirty") == "Succeeded", timeout=30, what="Succeeded")
-    assert core.list_namespaced_service(ns, label_selector="ftspark.io/job=dirty").items == []
 
 
 def test_standby_takes_over_after_the_leader_is_killed(

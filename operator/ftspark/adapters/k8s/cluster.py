@@ -24,7 +24,6 @@ from ftspark.manifests import (
     Manifest,
     driver_network_policy,
     driver_pod,
-    driver_service,
     executor_admission_probe,
     executor_template_config_map,
     local_recovery_secret,
@@ -207,7 +206,6 @@ class KubeDrivers:
                 networking.delete_namespaced_network_policy,
             ),
             ("Pod", driver_pod(plan), core.create_namespaced_pod, core.delete_namespaced_pod),
-            ("Service", driver_service(plan), core.create_namespaced_service, core.delete_namespaced_service),
         ]
         # In order; an object the API server refuses (a user's podTemplate can make the pod invalid) undoes
         # the ones before it, so no half of an attempt is left behind. Costs nothing when all goes well.
@@ -224,7 +222,6 @@ class KubeDrivers:
     def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
         grace = 0 if force else None
         _ignore(404, self._core.delete_namespaced_pod, pod_name, key.namespace, grace_period_seconds=grace)
-        _ignore(404, self._core.delete_namespaced_service, pod_name, key.namespace)
         _ignore(404, self._core.delete_namespaced_config_map, executor_template_name(pod_name), key.namespace)
         _ignore(404, self._core.delete_namespaced_secret, rpc_secret_name(pod_name), key.namespace)
         _ignore(404, self._networking.delete_namespaced_network_policy, pod_name, key.namespace)
@@ -307,9 +304,6 @@ class KubeDrivers:
         for pod in self._core.list_namespaced_pod(key.namespace, label_selector=selector).items:
             if _owned_by(pod, uid):
                 _ignore(404, self._core.delete_namespaced_pod, pod.metadata.name, key.namespace)
-        for service in self._core.list_namespaced_service(key.namespace, label_selector=selector).items:
-            if _owned_by(service, uid):
-                _ignore(404, self._core.delete_namespaced_service, service.metadata.name, key.namespace)
 
     def _ensure_local_recovery_key(self, plan: AttemptPlan) -> None:
         """The job's MAC key Secret, made once per job: every attempt's executors mount the same one. An
