@@ -15,7 +15,7 @@ from kubernetes import client
 from tests.waiting import eventually
 
 from ftspark.adapters.k8s.cluster import DRIVER_RULES
-from ftspark.protocol import DRIVER_PORT, executor_selector, rpc_secret_name, spark_app_id
+from ftspark.protocol import DRIVER_PORT, attempt_secret_name, executor_selector, spark_app_id
 from ftspark_dev.windowed_counts import Output, expected_counts, write_input
 from ftspark_dev.world import DRIVER_USER, JOBS_NAMESPACE, World
 
@@ -93,9 +93,9 @@ def test_a_job_runs_with_rpc_auth_a_read_only_root_and_only_the_rights_it_uses(
     # Spark's Kubernetes backend would put a generated secret into the executors' env: ours is a reference.
     (variable,) = (e for e in executor.spec.containers[0].env if e.name == "_SPARK_AUTH_SECRET")
     assert variable.value is None
-    assert variable.value_from.secret_key_ref.name == rpc_secret_name(driver.metadata.name)
+    assert variable.value_from.secret_key_ref.name == attempt_secret_name(driver.metadata.name)
     # Spark's key is the file's content in base64: the Secret's data as the API server returns it.
-    secret = core.read_namespaced_secret(rpc_secret_name(driver.metadata.name), JOBS_NAMESPACE)
+    secret = core.read_namespaced_secret(attempt_secret_name(driver.metadata.name), JOBS_NAMESPACE)
     spark_key = secret.data["secret"]
     raw = base64.b64decode(spark_key)
     seen = [

@@ -1,8 +1,8 @@
 """The Kubernetes objects of one driver attempt, as plain manifests (docs/architecture.md, "Objects"): a Pod
-running our driver runtime (spark-submit in client mode inside it), the executors' pod template in a
-ConfigMap, the Secret of Spark's RPC authentication and a NetworkPolicy in front of the
-driver. Names are deterministic, so creating them twice is harmless and a new leader finds them. Pure: the
-Kubernetes adapter sends them; the names both sides agree on are in ftspark.protocol.
+running our driver runtime (spark-submit in client mode inside it), the attempt's Secret (Spark's RPC key and
+the executors' pod template) and a NetworkPolicy in front of the driver. Names are deterministic, so creating
+them twice is harmless and a new leader finds them. Pure: the Kubernetes adapter sends them; the names both
+sides agree on are in ftspark.protocol.
 """
 
 from __future__ import annotations
@@ -35,9 +35,8 @@ from ftspark.protocol import (
     DriverEnv,
     HaStoreConfig,
     RestoreFrom,
+    attempt_secret_name,
     driver_pod_name,
-    executor_template_name,
-    rpc_secret_name,
     spark_app_id,
 )
 
@@ -154,7 +153,7 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
     """Spark settings that make a client-mode driver inside our pod drive executors on Kubernetes."""
     spec = plan.spec
     pod = driver_pod_name(plan.job_name, plan.attempt)
-    rpc_key = f"{_rpc_secret_name(plan)}:{RPC_SECRET_KEY}"
+    rpc_key = f"{_attempt_secret_name(plan)}:{RPC_SECRET_KEY}"
     conf = {
         "spark.master": IN_CLUSTER_MASTER,
         "spark.submit.deployMode": "client",
@@ -327,7 +326,8 @@ def executor_admission_probe(plan: AttemptPlan) -> Manifest:
     metadata = pod.get("metadata", {})
     # Labelled as the operator's: its admission policy lets it write (even dry) only objects it labels.
     labels = {**metadata.get("labels", {}), **_labels(plan)}
-    pod["metadata"] = {**metadata, "name": f"{_executor_template_name(plan)}-probe", "labels": labels}
+    name = f"{driver_pod_name(plan.job_name, plan.attempt)}-executor-probe"
+    pod["metadata"] = {**metadata, "name": name, "labels": labels}
     spec = pod["spec"]
     # The driver's ServiceAccount exists by now; the namespace's default one may not yet (admission checks).
     spec.setdefault("serviceAccountName", DRIVER_SERVICE_ACCOUNT)
@@ -335,29 +335,8 @@ def executor_admission_probe(plan: AttemptPlan) -> Manifest:
     return pod
 
 
-def executor_template_config_map(plan: AttemptPlan) -> Manifest:
-    """The executor pod template as the file Spark reads, in a ConfigMap the driver pod mounts.
-
-    Made per attempt, so a spec change never alters the template of a running attempt."""
-    template = {"apiVersion": "v1", "kind": "Pod", **executor_pod_template(plan)}
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {
-            "name": _executor_template_name(plan),
-            "labels": _labels(plan),
-            "ownerReferences": [_owner(plan)],
-        },
-        "data": {EXECUTOR_TEMPLATE_FILE: json.dumps(template, indent=2, sort_keys=True)},
-    }
-
-
-def _executor_template_name(plan: AttemptPlan) -> str:
-    return executor_template_name(driver_pod_name(plan.job_name, plan.attempt))
-
-
-def _rpc_secret_name(plan: AttemptPlan) -> str:
-    return rpc_secret_name(driver_pod_name(plan.job_name, plan.attempt))
+def _attempt_secret_name(plan: AttemptPlan) -> str:
+    return attempt_secret_name(driver_pod_name(plan.job_name, plan.attempt))
 
 
 def _scratch_volumes() -> tuple[list[Manifest], list[Manifest]]:
@@ -367,10 +346,25 @@ def _scratch_volumes() -> tuple[list[Manifest], list[Manifest]]:
     return volumes, mounts
 
 
-def rpc_secret(plan: AttemptPlan, key: bytes) -> Manifest:
-    """The attempt's Spark RPC secret: key (random bytes) as the driver's file, and as Spark's key from it."""
-    data = {RPC_SECRET_FILE: key, RPC_SECRET_KEY: base64.b64encode(key)}
-    return _secret(plan, _rpc_secret_name(plan), _labels(plan), data)
+def attempt_secret(plan: AttemptPlan, key: bytes) -> Manifest:
+    """The attempt's Secret: Spark's RPC key (random bytes) as the driver's file and as Spark's key from it,
+    and the executor pod template as the file Spark reads. One object, not a ConfigMap beside it: an attempt
+    is one write fewer. Made per attempt, so a spec change never alters the template of a running attempt."""
+    template = {"apiVersion": "v1", "kind": "Pod", **executor_pod_template(plan)}
+    data = {
+        RPC_SECRET_FILE: key,
+        RPC_SECRET_KEY: base64.b64encode(key),
+        EXECUTOR_TEMPLATE_FILE: json.dumps(template, indent=2, sort_keys=True).encode(),
+    }
+    return _secret(plan, _attempt_secret_name(plan), _labels(plan), data)
+
+
+def _secret_file_volume(name: str, plan: AttemptPlan, item: str) -> Manifest:
+    """One file of the attempt's Secret, alone in its directory."""
+    return {
+        "name": name,
+        "secret": {"secretName": _attempt_secret_name(plan), "items": [{"key": item, "path": item}]},
+    }
 
 
 def driver_network_policy(plan: AttemptPlan) -> Manifest:
@@ -412,7 +406,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
     name = driver_pod_name(plan.job_name, plan.attempt)
     conf = spark_conf(plan)
     volumes, mounts = _scratch_volumes()
-    volumes.append({"name": RPC_SECRET_VOLUME, "secret": {"secretName": _rpc_secret_name(plan)}})
+    volumes.append(_secret_file_volume(RPC_SECRET_VOLUME, plan, RPC_SECRET_FILE))
     mounts.append({"name": RPC_SECRET_VOLUME, "mountPath": RPC_SECRET_DIR, "readOnly": True})
     memory = f"{_driver_memory_mib(conf)}Mi"  # also the limit: eviction under node pressure takes it last
     probed = spec.liveness.progress_timeout_seconds > 0  # 0 turns the job's liveness checks off, both
@@ -490,7 +484,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
             "securityContext": copy.deepcopy(POD_SECURITY_CONTEXT),
             "containers": [container],
             "volumes": [
-                {"name": "executor-template", "configMap": {"name": _executor_template_name(plan)}},
+                _secret_file_volume("executor-template", plan, EXECUTOR_TEMPLATE_FILE),
                 *volumes,
             ],
             **({"affinity": _away_from_the_driver(plan)} if plan.standby else {}),

@@ -208,12 +208,9 @@ def driver_lease_holder(pod_name: str, attempt: int) -> str:
     return f"{pod_name}@{attempt}"
 
 
-def executor_template_name(driver_pod: str) -> str:
-    return f"{driver_pod}-executor-template"
-
-
-def rpc_secret_name(driver_pod: str) -> str:
-    """The attempt's Spark RPC secret: a new key for every attempt."""
+def attempt_secret_name(driver_pod: str) -> str:
+    """The attempt's Secret: a new Spark RPC key for every attempt, and the executors' pod template. Named
+    for its first content, and kept so: an operator upgraded during an attempt deletes it by this name."""
     return f"{driver_pod}-rpc"
 
 

@@ -21,9 +21,8 @@ from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
 from ftspark.protocol import (
     ControlRequest,
+    attempt_secret_name,
     driver_lease_name,
-    executor_template_name,
-    rpc_secret_name,
     term_floor_name,
 )
 from ftspark.reconcile.pacing import CHECKPOINT_STATUS_DELAY
@@ -260,10 +259,8 @@ def test_a_driver_pod_the_api_server_refuses_is_reported_and_nothing_is_half_cre
     assert "InvalidSpec" in event_reasons(api_client, ns, "refused")
     time.sleep(2)
     assert pod_names(api_client, ns, "refused") == []
-    config_maps = [c.metadata.name for c in core.list_namespaced_config_map(ns).items]
-    assert executor_template_name("refused-1-driver") not in config_maps, "the template made first is undone"
     job = "ftspark.io/job=refused"
-    assert core.list_namespaced_secret(ns, label_selector=job).items == [], "the RPC Secret too"
+    assert core.list_namespaced_secret(ns, label_selector=job).items == [], "the Secret made first is undone"
     policies = client.NetworkingV1Api(api_client).list_namespaced_network_policy(ns, label_selector=job)
     assert policies.items == [], "and the NetworkPolicy"
     assert all(p.running() for p in fleet.replicas.values()), "no crash loop on a refused pod"
@@ -271,9 +268,8 @@ def test_a_driver_pod_the_api_server_refuses_is_reported_and_nothing_is_half_cre
     fixed = {"metadata": {"labels": {"team": "a"}}}
     _patch_spec(api_client, ns, "refused", {"driver": {"podTemplate": fixed}})
     eventually(partial(_only_driver, api_client, ns, "refused", 1), timeout=30, what="the fixed job runs")
-    core.read_namespaced_config_map(executor_template_name("refused-1-driver"), ns)
     assert core.read_namespaced_pod("refused-1-driver", ns).metadata.labels["team"] == "a"
-    core.read_namespaced_secret(rpc_secret_name("refused-1-driver"), ns)
+    core.read_namespaced_secret(attempt_secret_name("refused-1-driver"), ns)
     client.NetworkingV1Api(api_client).read_namespaced_network_policy("refused-1-driver", ns)
 
 
@@ -787,14 +783,19 @@ def test_executor_pod_template_is_delivered_to_spark(
     eventually(
         lambda: pod_names(api_client, ns, "templated") == ["templated-1-driver"], timeout=30, what="driver"
     )
-    stored = core.read_namespaced_config_map("templated-1-driver-executor-template", ns).data[
-        "pod-template.json"
-    ]
-    assert '"key": "spot"' in stored
+    stored = _executor_template(core, ns, "templated-1-driver")
+    assert stored["spec"]["tolerations"][0]["key"] == "spot"
     pod = core.read_namespaced_pod("templated-1-driver", ns)
-    assert pod.spec.volumes[0].config_map.name == "templated-1-driver-executor-template"
+    assert pod.spec.volumes[0].secret.secret_name == attempt_secret_name("templated-1-driver")
     conf = _env(core, ns, "templated-1-driver")["FTSPARK_SPARK_CONF"]
     assert '"spark.kubernetes.executor.podTemplateFile": "/etc/ftspark/executor/pod-template.json"' in conf
+
+
+def _executor_template(core: client.CoreV1Api, namespace: str, driver: str) -> dict[str, Any]:
+    """The executor pod template the attempt's Secret holds for Spark."""
+    secret = core.read_namespaced_secret(attempt_secret_name(driver), namespace)
+    template: dict[str, Any] = json.loads(base64.b64decode(secret.data["pod-template.json"]))
+    return template
 
 
 def test_savepoint_nonce_round_trip_through_the_driver_pod(
@@ -882,9 +883,7 @@ def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
 
     set_driver_exited(core, ns, "local-1-driver", 137, "killed")
     eventually(partial(_only_driver, api_client, ns, "local", 2), timeout=30, what="attempt 2")
-    template = json.loads(
-        core.read_namespaced_config_map("local-2-driver-executor-template", ns).data["pod-template.json"]
-    )
+    template = _executor_template(core, ns, "local-2-driver")
     preference = template["spec"]["affinity"]["nodeAffinity"][
         "preferredDuringSchedulingIgnoredDuringExecution"
     ][0]

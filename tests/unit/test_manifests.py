@@ -14,13 +14,12 @@ from pydantic import ValidationError
 from ftspark.domain.models import JobSpec
 from ftspark.manifests import (
     AttemptPlan,
+    attempt_secret,
     driver_network_policy,
     driver_pod,
     executor_admission_probe,
     executor_pod_template,
-    executor_template_config_map,
     local_recovery_secret,
-    rpc_secret,
     spark_conf,
 )
 from ftspark.protocol import HEALTH_PORT, READY_PATH, SPEC_HASH_LABEL, STANDBY_LABEL, DriverEnv
@@ -89,9 +88,7 @@ def test_executor_pod_template_is_mounted_and_named_to_spark() -> None:
         "spec": {"tolerations": [{"key": "spot", "operator": "Exists"}]},
     }
     attempt = plan(executor={"podTemplate": template})
-    config_map = executor_template_config_map(attempt)
-    assert config_map["metadata"]["name"] == "job-3-driver-executor-template"
-    stored = json.loads(config_map["data"]["pod-template.json"])
+    stored = _executor_template(attempt)
     assert stored["spec"]["tolerations"] == template["spec"]["tolerations"]
     pod = driver_pod(attempt)
     mount = pod["spec"]["containers"][0]["volumeMounts"][0]
@@ -99,7 +96,18 @@ def test_executor_pod_template_is_mounted_and_named_to_spark() -> None:
         spark_conf(attempt)["spark.kubernetes.executor.podTemplateFile"]
         == f"{mount['mountPath']}/pod-template.json"
     )
-    assert pod["spec"]["volumes"][0]["configMap"]["name"] == "job-3-driver-executor-template"
+    # The attempt's Secret holds it (one object fewer per attempt); its directory holds that file alone.
+    assert pod["spec"]["volumes"][0]["secret"] == {
+        "secretName": "job-3-driver-rpc",
+        "items": [{"key": "pod-template.json", "path": "pod-template.json"}],
+    }
+
+
+def _executor_template(attempt: AttemptPlan) -> dict[str, Any]:
+    stored: dict[str, Any] = json.loads(
+        base64.b64decode(attempt_secret(attempt, b"key")["data"]["pod-template.json"])
+    )
+    return stored
 
 
 def test_drivers_and_executors_meet_pod_security_restricted_unless_the_template_says_otherwise() -> None:
@@ -111,7 +119,7 @@ def test_drivers_and_executors_meet_pod_security_restricted_unless_the_template_
     }
     attempt = plan()
     driver = driver_pod(attempt)
-    executor = json.loads(executor_template_config_map(attempt)["data"]["pod-template.json"])
+    executor = _executor_template(attempt)
     for pod in (driver, executor):
         assert pod["spec"]["securityContext"] == restricted_pod
         container = pod["spec"]["containers"][0]
@@ -257,7 +265,7 @@ def test_local_recovery_key_is_a_per_job_secret_mounted_as_a_file_in_executors_o
 def test_executor_admission_probe_is_a_complete_executor_pod() -> None:
     attempt = plan(localRecovery={"enabled": True, "hostPath": "/mnt/state"})
     probe = executor_admission_probe(attempt)
-    assert probe["kind"] == "Pod" and probe["metadata"]["name"] == "job-3-driver-executor-template-probe"
+    assert probe["kind"] == "Pod" and probe["metadata"]["name"] == "job-3-driver-executor-probe"
     assert [c["image"] for c in probe["spec"]["containers"]] == ["img:1"]
     assert _host_paths(probe) == _host_paths(executor_pod_template(attempt))
 
@@ -284,7 +292,7 @@ def test_rpc_is_authenticated_with_the_attempts_secret_which_no_pod_spec_holds()
     attempt = plan()
     conf = spark_conf(attempt)
     assert conf["spark.authenticate"] == "true"
-    secret = rpc_secret(attempt, b"\x00key")
+    secret = attempt_secret(attempt, b"\x00key")
     assert secret["metadata"]["name"] == "job-3-driver-rpc"
     assert secret["metadata"]["ownerReferences"][0]["uid"] == "0123456789ab"
     assert secret["immutable"] is True
@@ -297,7 +305,10 @@ def test_rpc_is_authenticated_with_the_attempts_secret_which_no_pod_spec_holds()
     container = driver["spec"]["containers"][0]
     (mount,) = (m for m in container["volumeMounts"] if path.startswith(m["mountPath"] + "/"))
     assert mount["readOnly"] is True
-    assert volumes[mount["name"]]["secret"] == {"secretName": "job-3-driver-rpc"}
+    assert volumes[mount["name"]]["secret"] == {
+        "secretName": "job-3-driver-rpc",
+        "items": [{"key": "secret", "path": "secret"}],
+    }
     assert path == f"{mount['mountPath']}/secret"
     # Executors: the env var Spark reads first, by reference (Spark's own secretKeyRef setting).
     assert conf["spark.kubernetes.executor.secretKeyRef._SPARK_AUTH_SECRET"] == "job-3-driver-rpc:key"

@@ -37,9 +37,8 @@ from ftspark.domain.models import JobSpec
 from ftspark.manifests import (
     AttemptPlan,
     Manifest,
+    attempt_secret,
     driver_pod,
-    executor_template_config_map,
-    rpc_secret,
     spark_conf,
 )
 from ftspark.protocol import DRIVER_CONTAINER, JOB_LABEL, SPARK_ROLE_LABEL, DriverEnv, driver_pod_name
@@ -262,8 +261,7 @@ class PlainSpark:
             checkpoint_location=f"s3://{self.world.bucket}/plain/root",
             restore_from="latest-checkpoint",
         )
-        for body in (rpc_secret(plan, secrets.token_bytes(32)), executor_template_config_map(plan)):
-            self._create(body)
+        self._create(attempt_secret(plan, secrets.token_bytes(32)))
         self._create(plain_driver_pod(plan, self.world.jars))
         return driver_pod_name(self.name, self.attempt)
 

@@ -22,12 +22,11 @@ from ftspark.manifests import (
     LOCAL_RECOVERY_KEY_BYTES,
     AttemptPlan,
     Manifest,
+    attempt_secret,
     driver_network_policy,
     driver_pod,
     executor_admission_probe,
-    executor_template_config_map,
     local_recovery_secret,
-    rpc_secret,
 )
 from ftspark.ports.cluster import JobResource, ObjectRejectedError, StaleReadError
 from ftspark.ports.leadership import LockUnavailableError
@@ -40,11 +39,10 @@ from ftspark.protocol import (
     SPARK_ROLE_LABEL,
     STANDBY_LABEL,
     ControlRequest,
+    attempt_secret_name,
     driver_lease_name,
     executor_selector,
-    executor_template_name,
     job_app_prefix,
-    rpc_secret_name,
 )
 from ftspark.reconcile.observe import observe_driver
 
@@ -191,14 +189,12 @@ class KubeDrivers:
                 "executor Pod", probe, core.create_namespaced_pod, namespace, probe, dry_run="All"
             )
             self._ensure_local_recovery_key(plan)
-        template = executor_template_config_map(plan)
-        secret = rpc_secret(plan, secrets.token_bytes(32))  # Spark's default secret length: 256 bits
+        secret = attempt_secret(plan, secrets.token_bytes(32))  # Spark's default secret length: 256 bits
         policy = driver_network_policy(plan)
         steps: list[tuple[str, Manifest, Any, Any]] = [
             # What the pod mounts first (a missing volume would keep it from starting), and its NetworkPolicy
             # before it: the driver is never reachable by strangers, not even for a moment.
             ("Secret", secret, core.create_namespaced_secret, core.delete_namespaced_secret),
-            ("ConfigMap", template, core.create_namespaced_config_map, core.delete_namespaced_config_map),
             (
                 "NetworkPolicy",
                 policy,
@@ -222,8 +218,7 @@ class KubeDrivers:
     def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
         grace = 0 if force else None
         _ignore(404, self._core.delete_namespaced_pod, pod_name, key.namespace, grace_period_seconds=grace)
-        _ignore(404, self._core.delete_namespaced_config_map, executor_template_name(pod_name), key.namespace)
-        _ignore(404, self._core.delete_namespaced_secret, rpc_secret_name(pod_name), key.namespace)
+        _ignore(404, self._core.delete_namespaced_secret, attempt_secret_name(pod_name), key.namespace)
         _ignore(404, self._networking.delete_namespaced_network_policy, pod_name, key.namespace)
 
     def release_lease(self, key: JobKey, holder: str) -> bool:
