@@ -16,7 +16,7 @@ JOBS = 60
 # old pod's deletion events.
 FAILURE_PASSES = 6
 CHECKPOINTING = 30  # of the jobs, the last ones: their first attempt runs
-REFRESHES_PER_SECOND = 1.0  # unpaced, their reports every 5 s would wake a pass per job every 5 s: 6 a second
+REFRESHES_PER_SECOND = 1.0  # unpaced, their reports (every 10 s) would wake a pass per report: 3 a second
 
 
 @pytest.mark.timeout(600)
@@ -47,8 +47,8 @@ def test_a_burst_gets_every_driver_pod_in_one_pass_each_and_checkpoint_reports_k
     # not read first); a failure's passes read its checkpoints too and the records they replace.
     assert calls["get", "configmaps"] <= 2 * JOBS + 16 * failures, calls.most_common()
 
-    # The drivers' reports wake passes at the budget: neither more (one per report, or per job every 5 s)
-    # nor idle while statuses wait. The first are due 5 s after the first reports.
+    # The drivers' reports wake passes at the budget: neither more (one per report) nor idle while statuses
+    # wait. The first are due 5 s after the first reports.
     refreshes, seconds = reports.calls["get", "faulttolerantsparkjobs"], reports.minutes * 60
     assert REFRESHES_PER_SECOND * (seconds - 7) <= refreshes <= REFRESHES_PER_SECOND * seconds + 2, (
         f"{refreshes} passes in {seconds:.1f} s of checkpoint reports"

@@ -57,7 +57,7 @@ _RESTART_DELAY = 1.0  # job_manifest's fixed delay
 _BURST_FAILURES = 3
 _SETTLE = 10.0  # seconds for the reconciles a burst of events started to end
 _IDLE_WINDOW = 60.0
-_CHECKPOINT_PERIOD = 5.0  # every checkpointing job's driver reports this often (a 5 s trigger)
+_CHECKPOINT_PERIOD = 10.0  # every checkpointing job's driver reports this often (a 10 s trigger)
 
 
 def _driver_pods(core: client.CoreV1Api, namespace: str, **options: Any) -> Any:
@@ -255,6 +255,7 @@ class Checkpointing:
     refreshes_per_second: float  # the operator's budget
     calls: Tally[tuple[str, str]]  # the operator's API requests meanwhile
     ages: list[float]  # of the checkpoint each status showed at the end, ascending
+    new_job_pod: float  # seconds from a job created halfway through to its driver pod
 
     def bound(self) -> float:
         """The oldest a status may show: the store's newest (at most a period old), refreshed that late."""
@@ -270,31 +271,46 @@ class Checkpointing:
                 f"{statistics.median(self.ages):.1f} / {self.ages[-1]:.1f} s",
                 f"<= {self.bound():.0f} s",
             ),
+            ("  a job created meanwhile -> its driver pod", f"{self.new_job_pod:.2f} s", ""),
         ]
 
 
 def checkpointing(bench: Installation, count: int, window: float = _IDLE_WINDOW) -> Checkpointing:
-    """The last `count` jobs' drivers (attempt 1, running) report a checkpoint every _CHECKPOINT_PERIOD for
-    the window, with the store writes a real driver makes."""
+    """The last `count` jobs' running drivers report a checkpoint every _CHECKPOINT_PERIOD for the window,
+    with the store writes a real driver makes."""
     objects, ns = client.CustomObjectsApi(bench.api), bench.namespace
     stores = configmap_stores(
         bench.api, S3BlobStore(bench.fleet.s3.client()), results_namespace=bench.fleet.namespace
     )
-    locations = {}
-    for name in sorted(_job_names(objects, ns))[-count:]:
+    attempts = {
+        job["metadata"]["name"]: job["status"]["attempt"]
+        for job in objects.list_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL)["items"]
+    }
+    locations, batches = {}, {}
+    for name in sorted(attempts)[-count:]:
         graph = stores.job_graphs.get(JobKey(namespace=ns, name=name))
         assert graph is not None and graph.checkpoint_location, f"{name} has no checkpoint location"
         locations[JobKey(namespace=ns, name=name)] = graph.checkpoint_location
-    batches = dict.fromkeys(locations, 0)
+        batches[JobKey(namespace=ns, name=name)] = 0
 
     def report(job: JobKey) -> None:
         batches[job] += 1
-        report_checkpoint(stores.checkpoints, job, locations[job], batches[job])
+        report_checkpoint(stores.checkpoints, job, locations[job], batches[job], attempt=attempts[job.name])
 
+    def submit() -> float:
+        """A new job: its pass must not wait behind the refreshes the reports ask for."""
+        objects.create_namespaced_custom_object(
+            API_GROUP, API_VERSION, ns, PLURAL, job_manifest("amid-reports", bench.bucket)
+        )
+        return _wait(partial(_has_driver, client.CoreV1Api(bench.api), ns, "amid-reports-1-driver"), 300)
+
+    rounds = int(window / _CHECKPOINT_PERIOD)
     before, started = _api_requests(bench.fleet, bench.leader), time.monotonic()
-    with ThreadPoolExecutor(8) as pool:
-        for round_ in range(int(window / _CHECKPOINT_PERIOD)):
+    with ThreadPoolExecutor(8) as pool, ThreadPoolExecutor(1) as submitter:
+        for round_ in range(rounds):
             list(pool.map(report, locations))
+            if round_ == rounds // 2:
+                new_job = submitter.submit(submit)
             time.sleep(max(0.0, started + (round_ + 1) * _CHECKPOINT_PERIOD - time.monotonic()))
     calls = _api_requests(bench.fleet, bench.leader) - before
     minutes, now = (time.monotonic() - started) / 60, time.time()
@@ -306,12 +322,7 @@ def checkpointing(bench: Installation, count: int, window: float = _IDLE_WINDOW)
         if JobKey(namespace=ns, name=job["metadata"]["name"]) in locations
     )
     budget = bench.fleet.checkpoint_refreshes_per_second
-    return Checkpointing(count, _CHECKPOINT_PERIOD, minutes, budget, calls, ages)
-
-
-def _job_names(objects: client.CustomObjectsApi, namespace: str) -> list[str]:
-    listed = objects.list_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL)
-    return [job["metadata"]["name"] for job in listed["items"]]
+    return Checkpointing(count, _CHECKPOINT_PERIOD, minutes, budget, calls, ages, new_job.result())
 
 
 def _answer_failure(core: client.CoreV1Api, namespace: str, job: str) -> float:
@@ -421,7 +432,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--restarts", type=int, default=20)
     parser.add_argument(
-        "--checkpointing", type=int, default=200, help="jobs whose drivers report checkpoints (of --jobs)"
+        "--checkpointing", type=int, default=1000, help="jobs whose drivers report checkpoints (of --jobs)"
     )
     parser.add_argument(
         "--checkpoint-refreshes-per-second",
