@@ -12,7 +12,7 @@ import kopf
 from kubernetes import client
 
 from ftspark.domain.ha import JobKey
-from ftspark.handlers.watch import build_registry
+from ftspark.handlers.watch import build_registry, watch_settings
 from ftspark.metrics import RECONCILE_SECONDS
 from ftspark.ports.cluster import StaleReadError
 from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND, CHECKPOINT_STATUS_DELAY, RefreshPacer
@@ -85,14 +85,10 @@ class Controller:
         return not any(thread.is_alive() for thread in self._threads if thread.name not in readers)
 
     def _watch(self) -> None:
-        settings = kopf.OperatorSettings()
-        # No cluster-wide scans of CRDs and namespaces: the chart's namespaced mode grants no such rights, and
-        # the resources and namespaces to watch are known at start.
-        settings.scanning.disabled = True
         try:
             asyncio.run(
                 kopf.operator(
-                    settings=settings,
+                    settings=watch_settings(),
                     registry=build_registry(
                         self._queue,
                         self._api_configuration,

@@ -22,6 +22,28 @@ from ftspark.protocol import JOB_LABEL, ROLE_LABEL
 from ftspark.reconcile.queue import WorkQueue
 from ftspark.reconcile.urgency import driver_event_is_urgent, job_event_is_urgent
 
+# What the pod and ConfigMap watches are about. The API server filters by them (a label selector on the
+# watch), not kopf after the fact: executors, the job graphs and every other pod and ConfigMap of the
+# namespaces (of the cluster, in cluster-wide mode) never reach the operator.
+# Values: a label's value, or kopf.PRESENT (kopf's filter type is not public).
+DRIVER_PODS: Mapping[str, Any] = {ROLE_LABEL: "driver", JOB_LABEL: kopf.PRESENT}
+CHECKPOINT_RECORDS: Mapping[str, Any] = {STORE_LABEL: "checkpoints", JOB_LABEL: kopf.PRESENT}
+
+
+def label_selector(labels: Mapping[str, Any]) -> str:
+    """A kopf label filter as the API server's label selector (kopf.PRESENT: the key exists)."""
+    return ",".join(key if value is kopf.PRESENT else f"{key}={value}" for key, value in labels.items())
+
+
+def watch_settings() -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    # No cluster-wide scans of CRDs and namespaces: the chart's namespaced mode grants no such rights, and
+    # the resources and namespaces to watch are known at start.
+    settings.scanning.disabled = True
+    settings.watching.label_selectors["", "v1", "pods"] = label_selector(DRIVER_PODS)
+    settings.watching.label_selectors["", "v1", "configmaps"] = label_selector(CHECKPOINT_RECORDS)
+    return settings
+
 
 def connection_info(configuration: client.Configuration) -> kopf.ConnectionInfo:
     """kopf watches with exactly the credentials our kubernetes client uses (kubeconfig or in-cluster)."""
@@ -76,9 +98,7 @@ def build_registry(
             return
         queue.add(key, urgent=job_event_is_urgent(type, body))
 
-    @kopf.on.event(
-        "", "v1", "pods", labels={ROLE_LABEL: "driver", JOB_LABEL: kopf.PRESENT}, registry=registry
-    )
+    @kopf.on.event("", "v1", "pods", labels=DRIVER_PODS, registry=registry)
     def driver_changed(
         *, type: str | None, body: kopf.Body, namespace: str | None, labels: Mapping[str, str], **_: Any
     ) -> None:
@@ -102,7 +122,7 @@ def build_registry(
             "",
             "v1",
             "configmaps",
-            labels={STORE_LABEL: "checkpoints", JOB_LABEL: kopf.PRESENT},
+            labels=CHECKPOINT_RECORDS,
             registry=registry,
         )(checkpoint_reported)
     return registry
