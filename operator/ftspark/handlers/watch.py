@@ -30,7 +30,7 @@ DRIVER_PODS: Mapping[str, Any] = {ROLE_LABEL: "driver", JOB_LABEL: kopf.PRESENT}
 CHECKPOINT_RECORDS: Mapping[str, Any] = {STORE_LABEL: "checkpoints", JOB_LABEL: kopf.PRESENT}
 
 
-def label_selector(labels: Mapping[str, Any]) -> str:
+def _label_selector(labels: Mapping[str, Any]) -> str:
     """A kopf label filter as the API server's label selector (kopf.PRESENT: the key exists)."""
     return ",".join(key if value is kopf.PRESENT else f"{key}={value}" for key, value in labels.items())
 
@@ -40,8 +40,8 @@ def watch_settings() -> kopf.OperatorSettings:
     # No cluster-wide scans of CRDs and namespaces: the chart's namespaced mode grants no such rights, and
     # the resources and namespaces to watch are known at start.
     settings.scanning.disabled = True
-    settings.watching.label_selectors["", "v1", "pods"] = label_selector(DRIVER_PODS)
-    settings.watching.label_selectors["", "v1", "configmaps"] = label_selector(CHECKPOINT_RECORDS)
+    settings.watching.label_selectors["", "v1", "pods"] = _label_selector(DRIVER_PODS)
+    settings.watching.label_selectors["", "v1", "configmaps"] = _label_selector(CHECKPOINT_RECORDS)
     return settings
 
 

@@ -74,7 +74,7 @@ class MemoryDrivers:
     refusals: list[str] = field(default_factory=list)  # kinds to refuse, one each
     lease_holders: dict[JobKey, str] = field(default_factory=dict)  # each job's driver Lease ("": free)
 
-    def refuse(self, kind: Literal["ConfigMap", "Pod"]) -> None:
+    def refuse(self, kind: Literal["Secret", "NetworkPolicy", "Pod"]) -> None:
         self.refusals.append(kind)
 
     def set_driver(self, key: JobKey, attempt: int, phase: DriverPhase, **fields: Any) -> None:
