@@ -5,7 +5,8 @@
 | `ftspark/spark-py:*` | SPARK_HOME = the venv's pyspark, JAVA_HOME,        | the real image's:           |
 | `ftspark/ftspark:*`  | PYSPARK_PYTHON = the venv's python, PYTHONPATH =   | ftspark.runtime.entrypoint  |
 |                      | the repo's operator/ (`ftspark` imports), PATH     |                             |
-|                      | with the venv's bin first                          |                             |
+|                      | with the venv's bin first, the machine's           |                             |
+|                      | JDK_JAVA_OPTIONS                                   |                             |
 | `python:*`           | PATH with the venv's bin first, PYTHONPATH as above | command + args             |
 | anything else        | the usual PATH                                     | command + args, or /bin/sh  |
 
@@ -33,6 +34,8 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 VENV_PYTHON = Path(sys.executable)
 _BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _VENV_PATH = f"{VENV_PYTHON.parent}:{_BASE_PATH}"
+# Read by the `java` launcher; the test suite sets it (ftspark_dev.pytest_jvm).
+_JVM_OPTIONS = "JDK_JAVA_OPTIONS"
 
 
 def spark_home() -> Path:
@@ -80,13 +83,16 @@ def _spark_entrypoint(
 
 
 def _spark_env() -> dict[str, str]:
-    return {
+    env = {
         "PATH": _VENV_PATH,
         "SPARK_HOME": str(spark_home()),
         "JAVA_HOME": str(java_home()),
         "PYSPARK_PYTHON": str(VENV_PYTHON),
         "PYTHONPATH": str(REPO_ROOT / "operator"),
     }
+    if _JVM_OPTIONS in os.environ:  # the machine's JDK options are the "image"'s JDK's
+        env[_JVM_OPTIONS] = os.environ[_JVM_OPTIONS]
+    return env
 
 
 IMAGES: tuple[Image, ...] = (
