@@ -40,7 +40,10 @@ def test_a_burst_gets_every_driver_pod_in_one_pass_each_and_checkpoint_reports_k
     assert JOBS <= passes <= JOBS + FAILURE_PASSES * failures, (
         f"{passes} passes: one per new job, the echoes of its own writes wake none"
     )
-    assert calls["list", "pods"] <= passes + 2 * failures, (
+    # A new job's pass lists its driver pods, nothing more; a failed job's passes (the rest) may also count
+    # its leftover executors, while it has no driver pod. How many passes that is depends on how the old
+    # pod's events arrive (one pass or several, on a busy machine), so the bound counts passes.
+    assert calls["list", "pods"] <= passes + (passes - JOBS), (
         "one listing of its driver pods per pass; executors are listed only before a restart"
     )
     # A new job's pass reads its job graph and a result of its uid once each (the two records it creates are
