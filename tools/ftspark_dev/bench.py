@@ -398,7 +398,7 @@ def installation(
             )
         s3.client().create_bucket(Bucket=bucket)
         log_dir = Path(tempfile.mkdtemp(prefix="ftspark-bench-"))
-        # The defaults a user gets: Lease 15 s, renew deadline 10 s, retry 2 s, 4 workers.
+        # The defaults a user gets: Lease 15 s, renew deadline 10 s, retry 2 s, 16 workers.
         fleet = OperatorFleet(
             plane,
             s3,

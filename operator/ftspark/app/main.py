@@ -49,6 +49,9 @@ def api_client(cfg: OperatorConfig, *, retries: int | None = None) -> client.Api
         config.load_incluster_config(client_configuration=configuration)
     if retries is not None:
         configuration.retries = retries
+    # A connection for every reconcile worker, the checkpoint poller and the result sweeper: the client's
+    # default (5 per CPU) would close and re-open TLS connections under a burst.
+    configuration.connection_pool_maxsize = cfg.workers + 2
     api = CountedApiClient(configuration)
     # Names the replica in the API server's audit log: who wrote what, when (the soak checks the writers).
     api.user_agent = f"ftspark-operator ({cfg.identity})"
