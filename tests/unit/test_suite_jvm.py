@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 from ftspark_dev.nodes import images
+from ftspark_dev.nodes.images import JVM_OPTIONS
 from ftspark_dev.pytest_jvm import SUITE_JVM_OPTIONS
 
 SPARK_IMAGE = "ftspark/spark-py:4.0.5"
@@ -21,7 +22,7 @@ def _final_flag(env: dict[str, str], flag: str) -> str:
 
 
 def test_a_jvm_the_suite_starts_stops_at_c1() -> None:
-    assert os.environ["JDK_JAVA_OPTIONS"] == SUITE_JVM_OPTIONS
+    assert os.environ[JVM_OPTIONS] == SUITE_JVM_OPTIONS
     assert _final_flag(dict(os.environ), "TieredStopAtLevel") == "1"
     assert _final_flag({"PATH": os.environ["PATH"]}, "TieredStopAtLevel") == "4", "HotSpot's default is C2"
 
@@ -29,6 +30,6 @@ def test_a_jvm_the_suite_starts_stops_at_c1() -> None:
 def test_the_spark_image_on_process_backed_nodes_takes_the_machines_jdk_options(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert images.image_env(SPARK_IMAGE)["JDK_JAVA_OPTIONS"] == SUITE_JVM_OPTIONS
-    monkeypatch.delenv("JDK_JAVA_OPTIONS")
-    assert "JDK_JAVA_OPTIONS" not in images.image_env(SPARK_IMAGE)
+    assert images.image_env(SPARK_IMAGE)[JVM_OPTIONS] == SUITE_JVM_OPTIONS
+    monkeypatch.delenv(JVM_OPTIONS)
+    assert JVM_OPTIONS not in images.image_env(SPARK_IMAGE)

@@ -16,7 +16,8 @@ import os
 
 import pytest
 
-JVM_OPTIONS = "JDK_JAVA_OPTIONS"
+from ftspark_dev.nodes.images import JVM_OPTIONS
+
 SUITE_JVM_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 

@@ -35,7 +35,7 @@ VENV_PYTHON = Path(sys.executable)
 _BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _VENV_PATH = f"{VENV_PYTHON.parent}:{_BASE_PATH}"
 # Read by the `java` launcher; the test suite sets it (ftspark_dev.pytest_jvm).
-_JVM_OPTIONS = "JDK_JAVA_OPTIONS"
+JVM_OPTIONS = "JDK_JAVA_OPTIONS"
 
 
 def spark_home() -> Path:
@@ -90,8 +90,8 @@ def _spark_env() -> dict[str, str]:
         "PYSPARK_PYTHON": str(VENV_PYTHON),
         "PYTHONPATH": str(REPO_ROOT / "operator"),
     }
-    if _JVM_OPTIONS in os.environ:  # the machine's JDK options are the "image"'s JDK's
-        env[_JVM_OPTIONS] = os.environ[_JVM_OPTIONS]
+    if JVM_OPTIONS in os.environ:  # the machine's JDK options are the "image"'s JDK's
+        env[JVM_OPTIONS] = os.environ[JVM_OPTIONS]
     return env
 
 
