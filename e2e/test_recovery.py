@@ -19,15 +19,15 @@ def _in_order(timeline: Timeline) -> bool:
 def test_a_killed_driver_comes_back_through_every_step_and_ftspark_fences_and_goes_or_promotes_its_standby(
     world: World, tmp_path: Path
 ) -> None:
-    compared = side_by_side(world, tmp_path, kills=1)
+    # The standby that keeps its executor warm: the cold one is the fault tour's (tests/realnodes).
+    compared = side_by_side(world, tmp_path, kills=1, standbys=(True,))
     print(f"\n{compared.table()}")
 
     for _, timelines in compared.rows():
         for timeline in timelines:
             assert len(timeline.seconds) == len(STEPS)
             assert _in_order(timeline), timeline
-    standby = compared.standby_run
-    assert standby is not None
+    standby = compared.standby_runs[True]
     for run in (compared.ftspark_run, standby):
         assert (run.figures["lost"], run.figures["duplicated"], run.figures["wrong"]) == (0, 0, 0), (
             run.figures
@@ -35,3 +35,4 @@ def test_a_killed_driver_comes_back_through_every_step_and_ftspark_fences_and_go
         # The operator released each killed driver's Lease: no attempt waited for it to expire (15 s here).
         assert all(line.endswith("(free)") for line in run.leases), run.leases
     assert (compared.ftspark_run.promotions, standby.promotions) == (0, 1), "the standby took over"
+    assert standby.warmed == 1, "on the executor it had kept up and warmed"

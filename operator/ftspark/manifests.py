@@ -21,6 +21,7 @@ from ftspark.protocol import (
     DRIVER_CONTAINER,
     DRIVER_PORT,
     DRIVER_SERVICE_ACCOUNT,
+    EXECUTOR_CONTAINER,
     HEALTH_PATH,
     HEALTH_PORT,
     IN_CLUSTER_MASTER,
@@ -267,7 +268,7 @@ def executor_pod_template(plan: AttemptPlan) -> Manifest:
     recovery = spec.local_recovery
     volumes, mounts = _scratch_volumes()
     container: Manifest = {
-        "name": "executor",
+        "name": EXECUTOR_CONTAINER,
         "workingDir": WORK_DIR,
         "securityContext": copy.deepcopy(CONTAINER_SECURITY_CONTEXT),
         "volumeMounts": mounts,
@@ -433,6 +434,11 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         {"name": DriverEnv.TERM_FLOOR, "value": plan.term_floor},
         *([{"name": DriverEnv.HEALTH_PORT, "value": str(HEALTH_PORT)}] if served else []),
         *([{"name": DriverEnv.STANDBY, "value": "1"}] if plan.standby else []),
+        *(
+            [{"name": DriverEnv.STANDBY_EXECUTORS, "value": str(spec.driver.standby_executors)}]
+            if plan.standby and spec.driver.standby_executors
+            else []
+        ),
         # Executors reach the driver at its pod IP: works without cluster DNS, and on every cluster.
         {"name": DriverEnv.BIND_ADDRESS, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
         {"name": DriverEnv.POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},

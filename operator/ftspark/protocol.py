@@ -41,6 +41,7 @@ ROLLBACK_ANNOTATION = "ftspark.io/rollbacks"  # driver → operator: checkpoint 
 SAVEPOINT_MANIFEST = "_manifest.json"
 
 DRIVER_CONTAINER = "driver"
+EXECUTOR_CONTAINER = "executor"  # the executors' pod template names it (Spark takes its first container)
 DRIVER_SERVICE_ACCOUNT = "ftspark-driver"
 DRIVER_PORT = 7078
 BLOCK_MANAGER_PORT = 7079
@@ -77,6 +78,7 @@ class DriverEnv(StrEnum):
     TERM_FLOOR = "FTSPARK_TERM_FLOOR"  # <namespace>/<name> of the operator's term floor ConfigMap
     HEALTH_PORT = "FTSPARK_HEALTH_PORT"
     STANDBY = "FTSPARK_STANDBY"  # "1": a standby, started before it is needed, that waits to be promoted
+    STANDBY_EXECUTORS = "FTSPARK_STANDBY_EXECUTORS"  # how many executors a standby keeps up and warm
     BIND_ADDRESS = "SPARK_DRIVER_BIND_ADDRESS"
 
 

@@ -20,9 +20,13 @@ from ftspark.domain.fencing import Epoch, FencedOutError, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
 from ftspark.protocol import (
+    JOB_LABEL,
+    SPARK_APP_SELECTOR_LABEL,
+    SPARK_ROLE_LABEL,
     ControlRequest,
     attempt_secret_name,
     driver_lease_name,
+    spark_app_id,
     term_floor_name,
 )
 from ftspark.reconcile.pacing import CHECKPOINT_STATUS_DELAY
@@ -989,6 +993,36 @@ def test_a_job_recreated_under_the_same_name_starts_afresh(
     assert uid[:8] in _env(core, ns, "again-1-driver")["FTSPARK_CHECKPOINT_LOCATION"]
 
 
+def _lose_standby(api: client.ApiClient, namespace: str, job: str, pod: str) -> None:
+    """Its node stops reporting: it is removed at once and made again."""
+    core = client.CoreV1Api(api)
+    set_driver_running(core, namespace, pod, node_lost=True)
+    lost_uid = core.read_namespaced_pod(pod, namespace).metadata.uid
+
+    def replaced() -> bool:
+        pods = core.list_namespaced_pod(namespace, field_selector=f"metadata.name={pod}").items
+        return bool(pods) and pods[0].metadata.uid != lost_uid
+
+    eventually(replaced, timeout=30, what="the lost standby replaced")
+    assert "StandbyReplaced" in event_reasons(api, namespace, job)
+
+
+def _create_executors(api: client.ApiClient, namespace: str, job: str, attempts: tuple[int, ...]) -> None:
+    """An executor pod of each attempt, `<job>-<attempt>-exec-1`, as Spark makes it (its labels; the job's
+    label from the operator's sparkConf)."""
+    uid = client.CustomObjectsApi(api).get_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, job
+    )["metadata"]["uid"]
+    for attempt in attempts:
+        app = spark_app_id(uid, attempt)
+        labels = {JOB_LABEL: job, SPARK_APP_SELECTOR_LABEL: app, SPARK_ROLE_LABEL: "executor"}
+        pod = client.V1Pod(
+            metadata=client.V1ObjectMeta(name=f"{job}-{attempt}-exec-1", labels=labels),
+            spec=client.V1PodSpec(containers=[client.V1Container(name="executor", image="x")]),
+        )
+        client.CoreV1Api(api).create_namespaced_pod(namespace, pod)
+
+
 def _labels(core: client.CoreV1Api, namespace: str, pod: str) -> dict[str, str]:
     return dict(core.read_namespaced_pod(pod, namespace).metadata.labels or {})
 
@@ -996,9 +1030,10 @@ def _labels(core: client.CoreV1Api, namespace: str, pod: str) -> dict[str, str]:
 def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
     fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
 ) -> None:
+    """The standby keeps an executor warm: attempt 1's executors go before the promotion, its own stay."""
     ns, core, job = fleet.watch_namespace, client.CoreV1Api(api_client), "hot"
     fleet.start()
-    _start_running(api_client, ns, job, bucket, driver={"standby": 1})
+    _start_running(api_client, ns, job, bucket, driver={"standby": 1, "standbyExecutors": 1})
     stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
     key = JobKey(namespace=ns, name=job)
     graph = stores.job_graphs.get(key)
@@ -1029,6 +1064,7 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
     )
     assert _labels(core, ns, "hot-2-driver")["ftspark.io/standby"] == "true"
     assert _env(core, ns, "hot-2-driver")["FTSPARK_STANDBY"] == "1"
+    assert _env(core, ns, "hot-2-driver")["FTSPARK_STANDBY_EXECUTORS"] == "1"
     eventually(  # the attempt's objects come with it: the session it starts needs them
         lambda: core.list_namespaced_secret(ns, field_selector="metadata.name=hot-2-driver-rpc").items,
         timeout=30,
@@ -1037,16 +1073,7 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
     assert job_status(api_client, ns, job)["attempt"] == 1, "a standby is no attempt"
     assert condition(job_status(api_client, ns, job), "StandbyReady")["status"] == "False"
 
-    # Its node stops reporting: it is removed at once and made again; the job is not restarted.
-    set_driver_running(core, ns, "hot-2-driver", node_lost=True)
-    lost_uid = core.read_namespaced_pod("hot-2-driver", ns).metadata.uid
-
-    def replaced() -> bool:
-        pods = core.list_namespaced_pod(ns, field_selector="metadata.name=hot-2-driver").items
-        return bool(pods) and pods[0].metadata.uid != lost_uid
-
-    eventually(replaced, timeout=30, what="the lost standby replaced")
-    assert "StandbyReplaced" in event_reasons(api_client, ns, job)
+    _lose_standby(api_client, ns, job, "hot-2-driver")
     status = job_status(api_client, ns, job)
     assert (status["attempt"], status["phase"], status["restarts"].get("count", 0)) == (1, "Running", 0)
 
@@ -1056,6 +1083,7 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
         timeout=30,
         what="StandbyReady",
     )
+    _create_executors(api_client, ns, job, attempts=(1, 2))  # attempt 1's, and the standby's warm one
     set_driver_exited(core, ns, "hot-1-driver", 137, "killed")
 
     def promoted() -> str | None:
@@ -1072,13 +1100,17 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
         commit(1, 5)
     eventually(lambda: job_status(api_client, ns, job).get("attempt") == 2, timeout=30, what="attempt 2")
     assert "hot-1-driver" not in pod_names(api_client, ns, job)
+    executors = core.list_namespaced_pod(ns, label_selector=f"{SPARK_ROLE_LABEL}=executor").items
+    assert [(p.metadata.name, p.metadata.deletion_timestamp) for p in executors] == [
+        ("hot-2-exec-1", None)
+    ], "attempt 1's executor deleted before the promotion, the standby's own kept"
     assert "StandbyPromoted" in event_reasons(api_client, ns, job)
 
     set_driver_running(core, ns, "hot-2-driver")
     eventually(lambda: _phase(api_client, ns, job) == "Running", timeout=30, what="attempt 2 Running")
     commit(2, 5)
     eventually(
-        lambda: pod_names(api_client, ns, job) == ["hot-2-driver", "hot-3-driver"],
+        lambda: pod_names(api_client, ns, job) == ["hot-2-driver", "hot-2-exec-1", "hot-3-driver"],
         timeout=30,
         what="the next standby",
     )

@@ -11,6 +11,7 @@ import signal
 import time
 from typing import Any
 
+import pytest
 from kubernetes import client
 
 from ftspark.protocol import CONTROL_REFUSED_ANNOTATION, driver_lease_name
@@ -47,17 +48,21 @@ def _holder(job: RuntimeJob) -> str:
     return str(lease.spec.holder_identity or "")
 
 
-def test_a_standby_writes_nothing_until_promoted_then_goes_on_exactly_once(make_job: Any) -> None:
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
+def test_a_standby_writes_nothing_until_promoted_then_goes_on_exactly_once(make_job: Any, warm: bool) -> None:
+    """warm: it keeps an executor, warmed up (on the local master, its tasks run in the driver's JVM): the
+    warm-up reads the job's storage and writes nothing of it either."""
     job: RuntimeJob = make_job()
     write_input(job.input, 2)
     active = job.start()
     job.wait_for_output(2, timeout=180)
     holder = _holder(job)
 
-    standby = job.start(standby=True)
+    standby = job.start(standby=True, FTSPARK_STANDBY_EXECUTORS="1") if warm else job.start(standby=True)
     eventually(
         lambda: STANDING_BY in job.log(), timeout=180, what=lambda: f"the standby's session\n{job.log()}"
     )
+    assert ("standing by: 1 executors warmed in" in job.log(1000)) == warm, job.log()
 
     # The active driver frozen past its Lease: the Lease lapses, and still the standby neither takes it nor
     # writes anything (no operator has promoted it).

@@ -441,6 +441,18 @@ def test_local_recovery_sends_the_next_attempt_to_the_executors_nodes(cluster: C
     assert cluster.drivers.plans[-1].local_state_nodes == ("node-a", "node-b")
 
 
+def test_a_driver_killed_before_a_look_at_its_executors_still_leaves_their_nodes(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, {**SPEC, "localRecovery": {"enabled": True}}, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.commit(1, 0)
+    assert cluster.status().placement is None, "no executor yet at the operator's last look"
+    cluster.drivers.executors[spark_app_id(UID, 1)] = ["node-c"]  # then one ran, and the driver was killed
+    cluster.fail()
+    cluster.reconcile(after=5)
+    assert cluster.drivers.plans[-1].local_state_nodes == ("node-c",)
+
+
 def test_a_deleted_job_leaves_no_ha_records(cluster: Cluster) -> None:
     cluster.jobs.apply(KEY, SPEC, uid=UID)
     cluster.reconcile()
@@ -633,14 +645,15 @@ def test_executors_an_attempt_left_behind_are_deleted_before_the_next_attempt_st
     cluster.jobs.apply(KEY, SPEC, uid=UID)
     cluster.reconcile()
     cluster.running()
-    cluster.drivers.executor_pods[UID] = 2  # the driver pod is gone; the garbage collector not there yet
-    cluster.drivers.executor_pods["another-job-uid"] = 1
+    # The driver pod is gone; the garbage collector not there yet.
+    cluster.drivers.executor_pods[spark_app_id(UID, 1)] = 2
+    cluster.drivers.executor_pods[spark_app_id("another-job-uid", 1)] = 1
     cluster.fail()
     cluster.reconcile(after=5)
     cluster.reconcile(after=1)
     assert len(cluster.drivers.plans) == 1, "no attempt 2 while an executor of attempt 1 exists"
-    assert cluster.drivers.executor_deletions == [UID, UID]
-    del cluster.drivers.executor_pods[UID]
+    assert cluster.drivers.executor_deletions == [(UID, frozenset()), (UID, frozenset())]
+    del cluster.drivers.executor_pods[spark_app_id(UID, 1)]
     cluster.reconcile(after=1)
     assert [plan.attempt for plan in cluster.drivers.plans] == [1, 2]
 

@@ -11,10 +11,12 @@ import pytest
 from ftspark.domain.fencing import FencedOutError
 from ftspark.domain.lifecycle import DriverPhase, RefusedPromotion
 from ftspark.domain.models import Condition
-from ftspark.protocol import driver_pod_name
+from ftspark.manifests import AttemptPlan, driver_pod
+from ftspark.protocol import DRIVER_CONTAINER, DriverEnv, driver_pod_name, spark_app_id
 from tests.unit.test_reconciler import KEY, SPEC, UID, Cluster, run_dir
 
 WITH_STANDBY: dict[str, Any] = {**SPEC, "driver": {"standby": 1}}
+WARM: dict[str, Any] = {**SPEC, "driver": {"standby": 1, "standbyExecutors": 2}}
 STANDBY_2 = driver_pod_name(KEY.name, 2)
 
 
@@ -244,3 +246,60 @@ def test_a_deposed_leader_promotes_nothing() -> None:
     assert not any(c[1].startswith("promote") for c in cluster.drivers.controls)
     cluster.commit(1, 8)  # not fenced: nothing of the promotion happened
     assert cluster.stores.checkpoints.pointers(KEY)[0].checkpoint_id == 8
+
+
+def test_a_standby_keeps_its_warm_executors_through_its_promotion_and_the_old_ones_go_first() -> None:
+    cluster = Cluster()
+    running_with_standby(cluster, WARM)
+    standby_plan = cluster.drivers.plans[-1]
+    env = {e["name"]: e.get("value") for e in standby_plan_env(standby_plan)}
+    assert env[DriverEnv.STANDBY_EXECUTORS] == "2"
+    assert standby_plan.spec_hash.endswith(".2"), "made for the spec and for its 2 warm executors"
+    cluster.drivers.executor_pods[spark_app_id(UID, 2)] = 2  # the standby's, up and warmed
+    cluster.drivers.executor_pods[spark_app_id(UID, 1)] = 1  # attempt 1's, not collected yet
+    fail_driver(cluster)
+    cluster.reconcile(after=5)
+    assert not any(c[1].startswith("promote") for c in cluster.drivers.controls), (
+        "an executor of attempt 1 could still write state: no promotion before it is gone"
+    )
+    kept = frozenset({spark_app_id(UID, 2)})
+    assert cluster.drivers.executor_deletions[-1] == (UID, kept), "the standby's executors are spared"
+    del cluster.drivers.executor_pods[spark_app_id(UID, 1)]
+    cluster.reconcile(after=1)
+    assert cluster.drivers.controls[-1] == (STANDBY_2, "promote@7"), "its own executors are no leftovers"
+    assert cluster.drivers.executor_pods[spark_app_id(UID, 2)] == 2
+
+
+def test_executors_of_a_deleted_standby_are_leftovers_of_the_attempt_it_was_for() -> None:
+    cluster = Cluster()
+    running_with_standby(cluster, WARM)
+    cluster.drivers.set_driver(KEY, 2, DriverPhase.RUNNING, standby=True, spec_hash="an-earlier-spec")
+    cluster.drivers.executor_pods[spark_app_id(UID, 2)] = 2
+    fail_driver(cluster)
+    cluster.reconcile(after=5)
+    assert (STANDBY_2, False) in cluster.drivers.deleted
+    cluster.drivers.pods[KEY].pop(STANDBY_2, None)
+    cluster.reconcile(after=1)
+    assert cluster.drivers.executor_deletions[-1] == (UID, frozenset())
+    assert [p.attempt for p in cluster.drivers.plans if not p.standby] == [1], (
+        "attempt 2's new pod would share its application id with the standby's executors"
+    )
+
+
+def test_changing_the_warm_executors_replaces_the_standby_and_restarts_nothing() -> None:
+    cluster = Cluster()
+    running_with_standby(cluster)
+    cluster.jobs.apply(KEY, WARM, uid=UID)
+    cluster.reconcile(after=1)
+    assert (STANDBY_2, False) in cluster.drivers.deleted
+    assert cluster.status().phase == "Running"
+    cluster.drivers.pods[KEY].pop(STANDBY_2, None)
+    cluster.reconcile(after=1)
+    newest = cluster.drivers.plans[-1]
+    assert (newest.attempt, newest.standby, newest.spec_hash.endswith(".2")) == (2, True, True)
+
+
+def standby_plan_env(plan: AttemptPlan) -> list[dict[str, Any]]:
+    (container,) = [c for c in driver_pod(plan)["spec"]["containers"] if c["name"] == DRIVER_CONTAINER]
+    env: list[dict[str, Any]] = container["env"]
+    return env

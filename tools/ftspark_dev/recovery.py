@@ -10,6 +10,8 @@
   sees the driver container end, releases its Lease, and starts the next attempt.
 - ftspark with a standby (driver.standby: 1): the same, but the next attempt is the standby, its SparkSession
   up before the kill, promoted instead of started. Each kill waits for the new standby's session first.
+- ftspark with a warm standby (and driver.standbyExecutors: the job's one executor): the standby's executor
+  is up and has run its warm-up before the kill, so the first batch after the promotion runs on it at once.
 
 Each kill's timeline is watched from outside, every POLL seconds: the next driver pod created, its container
 started, its first executor pod created (its SparkContext is up and asks for executors), an executor
@@ -28,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kubernetes import client
@@ -41,7 +43,14 @@ from ftspark.manifests import (
     driver_pod,
     spark_conf,
 )
-from ftspark.protocol import DRIVER_CONTAINER, JOB_LABEL, SPARK_ROLE_LABEL, DriverEnv, driver_pod_name
+from ftspark.protocol import (
+    DRIVER_CONTAINER,
+    EXECUTOR_CONTAINER,
+    JOB_LABEL,
+    SPARK_ROLE_LABEL,
+    DriverEnv,
+    driver_pod_name,
+)
 from ftspark.runtime.session import spark_settings
 from ftspark_dev.processes import cpu_seconds, memory_mib
 from ftspark_dev.subject import SinkFolder
@@ -66,6 +75,7 @@ RECOVERY_TIMEOUT = 180.0
 SETTLED_RUNS = 3
 STANDING_BY = "standing by: spark session ready"  # the standby runtime's log, once it can take over
 PROMOTED = "promoted after"  # ... and once it did
+WARMED = "executors warmed in"  # a warm standby's log, once its executors ran their warm-up
 COST_WINDOW = 10.0  # seconds of a standby's CPU time, sampled while it waits
 
 
@@ -145,12 +155,14 @@ class FtsparkRun:
     leases: list[str]  # how each attempt after a kill got the driver Lease (its runtime's log line)
     figures: dict[str, int]  # the fault tour's at the end: records in, counted, lost, duplicated, ...
     promotions: int = 0  # attempts after a kill that were a promoted standby (their runtime's log says so)
+    warmed: int = 0  # ... whose executors had run their warm-up before it
     standby_cost: StandbyCost | None = None  # the first standby's, once its session was up
 
 
 @dataclass(frozen=True)
 class StandbyCost:
-    """What a standby costs while it waits: its container's processes (the runtime and its JVM)."""
+    """What a standby costs while it waits: its container's processes (the runtime and its JVM) and those of
+    the executors it keeps warm."""
 
     rss_mib: float
     cores: float  # CPU time over wall time, sampled over COST_WINDOW
@@ -159,22 +171,31 @@ class StandbyCost:
         return f"RSS {self.rss_mib:.0f} MiB, CPU {self.cores * 100:.1f} % of a core"
 
 
-def standby_cost(world: World, pod: str, window: float) -> StandbyCost:
-    pids = world.nodes.container_pids(JOBS_NAMESPACE, pod, DRIVER_CONTAINER)
+def standby_cost(world: World, pod: client.V1Pod, window: float) -> StandbyCost:
+    pids = world.nodes.container_pids(JOBS_NAMESPACE, pod.metadata.name, DRIVER_CONTAINER)
+    executors = client.CoreV1Api(world.api).list_namespaced_pod(
+        JOBS_NAMESPACE, label_selector=SPARK_ROLE_LABEL
+    )
+    for executor in executors.items:
+        if _owned_by(executor, pod.metadata.uid):
+            pids += world.nodes.container_pids(JOBS_NAMESPACE, executor.metadata.name, EXECUTOR_CONTAINER)
     before, started = sum(cpu_seconds(pid) for pid in pids), time.monotonic()
     time.sleep(window)
     used = sum(cpu_seconds(pid) for pid in pids) - before
     return StandbyCost(sum(memory_mib(pid) for pid in pids), used / (time.monotonic() - started))
 
 
-def ftspark_recoveries(world: World, work: Path, kills: int, *, standby: bool = False) -> FtsparkRun:
+def ftspark_recoveries(
+    world: World, work: Path, kills: int, *, standby: bool = False, warm: bool = False
+) -> FtsparkRun:
+    """warm: the standby keeps the job's executor (the example job has one) up and warmed."""
     spec: dict[str, object] = {"short_lease": False}
     if standby:
-        spec["driver"] = {"standby": 1}
+        spec["driver"] = {"standby": 1, **({"standbyExecutors": 1} if warm else {})}
     tour = FaultTour(world, work, feed_interval=FEED_INTERVAL, spec=spec)
     tour.start()
     runs = _runs(tour.output)
-    timelines, leases, promotions, cost = [], [], 0, None
+    timelines, leases, promotions, warmed, cost = [], [], 0, 0, None
     try:
         for _ in range(kills):
             _settle(runs)
@@ -184,7 +205,7 @@ def ftspark_recoveries(world: World, work: Path, kills: int, *, standby: bool = 
                 )
                 if cost is None:
                     (waiting,) = world.standbys(tour.name)
-                    cost = standby_cost(world, waiting.metadata.name, COST_WINDOW)
+                    cost = standby_cost(world, waiting, COST_WINDOW)
                 # The standby's start slowed the job down: its backlog drains first, so that the kill hits a
                 # batch of the usual size, as on the other rows.
                 _settle(runs)
@@ -198,10 +219,11 @@ def ftspark_recoveries(world: World, work: Path, kills: int, *, standby: bool = 
                 next((line for line in log.splitlines() if "holding lease" in line), "no lease line")
             )
             promotions += PROMOTED in log
+            warmed += WARMED in log
         figures = tour.finish()
     finally:
         world.delete(tour.name)
-    return FtsparkRun(timelines, leases, figures, promotions, cost)
+    return FtsparkRun(timelines, leases, figures, promotions, warmed, cost)
 
 
 def _standing_by(world: World, job: str) -> bool:
@@ -342,11 +364,14 @@ def plain_recoveries(world: World, work: Path, kills: int) -> list[Timeline]:
 # -- the table -----------------------------------------------------------------------------------------------
 
 
+STANDBYS = {False: "a standby", True: "a warm standby"}  # by warm
+
+
 @dataclass(frozen=True)
 class SideBySide:
     plain: list[Timeline]
     ftspark_run: FtsparkRun
-    standby_run: FtsparkRun | None = None
+    standby_runs: dict[bool, FtsparkRun] = field(default_factory=dict)  # by warm
 
     @property
     def ftspark(self) -> list[Timeline]:
@@ -358,11 +383,12 @@ class SideBySide:
             statistics.median(column) for column in zip(*(t.seconds for t in timelines), strict=True)
         )
 
+    def runs(self) -> list[tuple[str, FtsparkRun]]:
+        standbys = [(f"ftspark with {STANDBYS[w]}", r) for w, r in self.standby_runs.items()]
+        return [("ftspark", self.ftspark_run), *standbys]
+
     def rows(self) -> list[tuple[str, list[Timeline]]]:
-        rows = [("plain Spark", self.plain), ("ftspark", self.ftspark)]
-        if self.standby_run is not None:
-            rows.append(("ftspark with a standby", self.standby_run.timelines))
-        return rows
+        return [("plain Spark", self.plain)] + [(label, run.timelines) for label, run in self.runs()]
 
     def ratio(self, timelines: list[Timeline]) -> float:
         """The median kill → first batch of timelines over plain Spark's."""
@@ -379,17 +405,23 @@ class SideBySide:
                 + " |"
             )
         lines.append("")
-        if self.standby_run is not None and self.standby_run.standby_cost is not None:
-            lines.append(f"a standby's cost while it waits: {self.standby_run.standby_cost}")
+        for warm, run in self.standby_runs.items():
+            if run.standby_cost is not None:
+                lines.append(f"{STANDBYS[warm]}'s cost while it waits: {run.standby_cost}")
         for label, timelines in self.rows()[1:]:
             lines.append(f"{label} / plain Spark, kill → first batch run: {self.ratio(timelines):.2f} times")
         return "\n".join(lines)
 
 
-def side_by_side(world: World, work: Path, kills: int, *, standby: bool = True) -> SideBySide:
-    """ftspark first: its run makes the driver ServiceAccount that the plain pods use too."""
+def side_by_side(
+    world: World, work: Path, kills: int, *, standbys: tuple[bool, ...] = (False, True)
+) -> SideBySide:
+    """standbys: a row with a standby for each, warm or not. ftspark first: its run makes the driver
+    ServiceAccount that the plain pods use too."""
     ftspark = ftspark_recoveries(world, work, kills)
-    with_standby = ftspark_recoveries(world, work, kills, standby=True) if standby else None
+    with_standby = {
+        warm: ftspark_recoveries(world, work, kills, standby=True, warm=warm) for warm in standbys
+    }
     return SideBySide(plain_recoveries(world, work, kills), ftspark, with_standby)
 
 
@@ -402,9 +434,7 @@ def main() -> None:
     with running_world() as world, tempfile.TemporaryDirectory(prefix="ftspark-recovery-") as work:
         compared = side_by_side(world, Path(work), args.kills)
     print(compared.table())
-    runs = [("ftspark", compared.ftspark_run), ("ftspark with a standby", compared.standby_run)]
-    for label, run in runs:
-        assert run is not None
+    for label, run in compared.runs():
         print(f"{label}: the job after its kills: " + ", ".join(f"{k} {v}" for k, v in run.figures.items()))
         for n, line in enumerate(run.leases, 1):
             print(f"{label}: attempt after kill {n}: {line}")

@@ -231,7 +231,11 @@ class ReleaseDriverLease:
 @dataclass(frozen=True)
 class DeleteLeftoverExecutors:
     """Delete the executor pods of the job's earlier attempts: the next attempt waits until none is left,
-    so no executor of attempt N still writes state files into the checkpoint directory N+1 reuses."""
+    so no executor of attempt N still writes state files into the checkpoint directory N+1 reuses. Those of
+    the standbys' attempts stay: a standby keeps them warm for its promotion (Observation.leftover_executors
+    does not count them)."""
+
+    standby_attempts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -322,6 +326,13 @@ def spec_hash(spec: JobSpec) -> str:
             excluded[name] = True
     relevant = spec.model_dump_json(exclude=excluded, exclude_defaults=True)
     return hashlib.sha256(relevant.encode()).hexdigest()[:16]
+
+
+def standby_made_for(spec: JobSpec, hash_of_spec: str) -> str:
+    """A standby's spec-hash label: the spec's hash and, when it keeps executors warm, how many. A change of
+    that number replaces the standby, though, like the standby setting, it restarts nothing."""
+    warm = spec.driver.standby_executors
+    return f"{hash_of_spec}.{warm}" if warm else hash_of_spec
 
 
 def job_data(spec: JobSpec, uid: str, status: JobStatus) -> tuple[str, ...]:
@@ -461,7 +472,7 @@ class _Context:
         if self.stale or self.current:
             return self._done(1.0)  # never start an attempt while an earlier driver pod still exists
         if self.obs.leftover_executors:  # nor while an executor of one does
-            self.actions.append(DeleteLeftoverExecutors())
+            self.actions.append(DeleteLeftoverExecutors(tuple(s.attempt for s in self.standbys)))
             return self._done(1.0)
         attempt = self.status.attempt + 1
         graph = None if fresh else self.obs.own_graph
@@ -647,7 +658,7 @@ class _Context:
     def _standby_outdated(self, standby: DriverObservation) -> str:
         if standby.attempt != self.status.attempt + 1:
             return f"a standby for attempt {standby.attempt}, the next one is {self.status.attempt + 1}"
-        if standby.spec_hash != self.obs.spec_hash:
+        if standby.spec_hash != standby_made_for(self.spec, self.obs.spec_hash):
             return "made for an earlier spec"
         if standby.phase in {DriverPhase.FAILED, DriverPhase.SUCCEEDED}:
             return f"it ended ({standby.reason or standby.phase})"
@@ -1241,6 +1252,8 @@ class _Context:
 
     def _failed(self, current: DriverObservation | None) -> Decision:
         failure = _failure(current, self.status.attempt, self.now)
+        if current is not None:  # its executors' pods are still there: the next attempt goes back to them
+            self._remember_placement(current.attempt)
         if current is not None and current.reason == NO_RESTORABLE_CHECKPOINT:
             # No complete batch in the checkpoint: another attempt would find the same.
             self._update(last_failure=failure)

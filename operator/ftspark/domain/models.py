@@ -84,6 +84,15 @@ class DriverSpec(_Model):
         "promoted when the driver ends instead of a new pod being started (docs/hot-standby.md). Changing "
         "it restarts nothing.",
     )
+    standby_executors: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description="With standby: how many of the job's executors the standby keeps up and warmed while it "
+        "waits (at most executor.instances), so that a promotion starts its first batch on executors "
+        "that have run tasks before. Each costs an executor pod while the standby waits "
+        "(docs/hot-standby.md). Changing it replaces the standby and restarts nothing.",
+    )
 
 
 class ExecutorSpec(_Model):

@@ -30,7 +30,7 @@ NOT_UPGRADED: Mapping[str, Any] = {
     "liveness": True,
     "upgrade_rollback": True,
     "checkpoint": {"retain_on_delete": True, "max_resume_age_seconds": True},
-    "driver": {"standby": True},
+    "driver": {"standby": True, "standby_executors": True},
 }
 
 Model = TypeVar("Model", bound=BaseModel)

@@ -84,10 +84,11 @@ class Drivers(Protocol):
         in one write of its pod: it is never the driver without having been asked, nor asked without being
         the driver."""
 
-    def count_executors(self, key: JobKey, uid: str) -> int:
-        """Executor pods of any attempt of the job with that uid, terminating ones included."""
+    def count_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> int:
+        """Executor pods of any attempt of the job with that uid, terminating ones included, but those of the
+        Spark applications `besides` (a standby's, which it keeps warm)."""
 
-    def delete_executors(self, key: JobKey, uid: str) -> None:
+    def delete_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> None:
         """Delete them; one whose graceful deletion is overdue (its node is gone) is removed at once."""
 
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:

@@ -36,6 +36,7 @@ from ftspark.domain.lifecycle import (
     job_data,
     rejected,
     spec_hash,
+    standby_made_for,
 )
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import Violation, namespace_allowances, violations
@@ -320,10 +321,15 @@ class Reconciler:
         stored = self._stored_graph(job)
         graph = SubmittedGraph(stored.uid, stored.spec_hash, stored.checkpoint_location) if stored else None
         drivers = tuple(self._drivers.observe(key))
-        running = [d for d in drivers if d.phase == DriverPhase.RUNNING and d.attempt == status.attempt]
+        current = [d for d in drivers if d.attempt == status.attempt and not d.standby]
+        running = [d for d in current if d.phase == DriverPhase.RUNNING]
+        # Where the attempt's executors run, looked at while its driver runs and once more when it failed:
+        # their pods stay until the driver's is deleted, so a driver killed before a first look still leaves
+        # the next attempt its placement.
+        placed = running or [d for d in current if d.phase == DriverPhase.FAILED]
         executor_nodes = (
             tuple(self._drivers.executor_nodes(key, spark_app_id(job.uid, status.attempt)))
-            if spec.local_recovery.enabled and running
+            if spec.local_recovery.enabled and placed
             else ()
         )
         own = stored if stored is not None and stored.uid == job.uid else None
@@ -350,10 +356,21 @@ class Reconciler:
             executor_nodes=executor_nodes,
             latest_checkpoint=pointers[0] if pointers else None,
             restore_point=restore_point,
-            leftover_executors=self._drivers.count_executors(key, job.uid) if can_submit and launched else 0,
+            leftover_executors=(
+                self._drivers.count_executors(
+                    key, job.uid, besides=self._apps(job, tuple(d.attempt for d in drivers if d.standby))
+                )
+                if can_submit and launched
+                else 0
+            ),
             disposing=self._disposing(key, spec, status),
             retired_present=self._retired_present(job, spec, status),
         )
+
+    @staticmethod
+    def _apps(job: JobResource, attempts: tuple[int, ...]) -> frozenset[str]:
+        """The Spark application ids of those attempts of the job."""
+        return frozenset(spark_app_id(job.uid, attempt) for attempt in attempts)
 
     def _retired_present(self, job: JobResource, spec: JobSpec, status: JobStatus) -> dict[str, bool]:
         """For each retired directory that is the job's: whether storage still holds anything in it."""
@@ -436,8 +453,8 @@ class Reconciler:
                     self._release_lease(key, action)
                 case DeleteDriver(pod_name=pod, force=force):
                     self._drivers.delete(key, pod, force=force)
-                case DeleteLeftoverExecutors():
-                    self._drivers.delete_executors(key, job.uid)
+                case DeleteLeftoverExecutors(standby_attempts=kept):
+                    self._drivers.delete_executors(key, job.uid, besides=self._apps(job, kept))
                 case RequestStop() | RequestSavepoint():
                     self._request(key, action)
                 case DisposeSavepoint():
@@ -565,7 +582,7 @@ class Reconciler:
             ha_store=self._ha_store,
             term_floor=self._term_floor,
             standby=standby,
-            spec_hash=spec_hash(spec),
+            spec_hash=standby_made_for(spec, spec_hash(spec)) if standby else spec_hash(spec),
         )
 
     def _dispose(self, job: JobResource, action: DisposeSavepoint) -> None:

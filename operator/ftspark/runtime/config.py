@@ -24,6 +24,7 @@
 | FTSPARK_PROGRESS_TIMEOUT | a query silent this long ends the driver: NoProgress (default 300; 0: off) |
 | FTSPARK_HEALTH_PORT | answer the liveness probe's GET /healthz on this port (unset: no endpoint) |
 | FTSPARK_STANDBY | `1`: stand by, the SparkSession up with no executors, until a `promote` control request |
+| FTSPARK_STANDBY_EXECUTORS | executors a standby keeps up and warmed while it waits (default 0) |
 | FTSPARK_CONTROL_INTERVAL | seconds between reads of the pod's control annotation (default 1) |
 | FTSPARK_TERMINATION_LOG | where the termination message goes (default /dev/termination-log) |
 | KUBECONFIG | outside a cluster (tests): the API server to use; in a pod the in-cluster config is used |
@@ -83,6 +84,7 @@ class RuntimeConfig:
     control_interval: float = 1.0
     health_port: int | None = None
     standby: bool = False
+    standby_executors: int = 0
     bind_address: str = "127.0.0.1"  # the pod IP in a pod (SPARK_DRIVER_BIND_ADDRESS)
     termination_log: Path = Path("/dev/termination-log")
     kubeconfig: str | None = None
@@ -150,6 +152,7 @@ class RuntimeConfig:
             control_interval=number("FTSPARK_CONTROL_INTERVAL", 1.0),
             health_port=int(number(DriverEnv.HEALTH_PORT, 0)) or None,
             standby=env.get(DriverEnv.STANDBY) == "1",
+            standby_executors=int(number(DriverEnv.STANDBY_EXECUTORS, 0)),
             bind_address=env.get(DriverEnv.BIND_ADDRESS) or "127.0.0.1",
             termination_log=Path(env.get("FTSPARK_TERMINATION_LOG") or "/dev/termination-log"),
             kubeconfig=env.get("KUBECONFIG") or None,

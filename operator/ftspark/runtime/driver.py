@@ -57,6 +57,7 @@ from ftspark.runtime.reporting import PointerReporter, ProgressListener
 from ftspark.runtime.savepoint import SavepointError
 from ftspark.runtime.session import EXECUTOR_INSTANCES, Queries, build_session, spark_settings, spark_uri
 from ftspark.runtime.termination import Ending, write
+from ftspark.runtime.warmup import warm_up
 
 log = logging.getLogger("ftspark.runtime")
 
@@ -159,12 +160,17 @@ class Driver:
             lease.release()
 
     def _stand_by(self, api: client.ApiClient, app: Application) -> SparkSession:
-        """Build the session now, with no executors, then wait for the operator's promote request, writing
-        nothing. A Lease that merely expired never promotes a standby: only the operator knows that the
-        active driver ended, and it advances the checkpoint fence before it promotes."""
+        """Build the session now, with no executors or the few it keeps warm, then wait for the operator's
+        promote request, writing nothing of the job's. A Lease that merely expired never promotes a standby:
+        only the operator knows that the active driver ended, and it advances the checkpoint fence before it
+        promotes."""
         started = time.monotonic()
         spark = self._session(app, standing_by=True)
         self._open_storage(spark)
+        if self._warm_executors(app):
+            warmed = warm_up(spark, self._sample_object())
+            log.info("standing by: %d executors warmed in %.1f s", self._warm_executors(app), warmed)
+        self.session_ready.set()
         log.info(
             "standing by: spark session ready in %.1f s, waiting to be promoted", time.monotonic() - started
         )
@@ -204,23 +210,49 @@ class Driver:
         except Py4JError as error:  # only a head start: the queries' own start reports a real failure
             log.warning("standing by: the checkpoint storage could not be read yet: %s", error)
 
+    def _sample_object(self) -> str | None:
+        """A query's metadata file under the checkpoint root, for the executors' first S3A read: small, and
+        never deleted while the active driver cleans up old batches (a standby is made after a checkpoint, so
+        there is one)."""
+        try:
+            found = self.objects.first_named(self.config.checkpoint_root, "metadata")
+        except StorageError as error:
+            log.warning("standing by: the checkpoint root could not be listed: %s", error)
+            return None
+        return spark_uri(found) if found else None
+
     def _session(self, app: Application, *, standing_by: bool = False) -> SparkSession:
         conf = app.spark_conf(self.config.spark_conf)
         settings = spark_settings(conf, self.config.checkpoint_root, self._jars())
         # With dynamic allocation Spark's allocation manager asks for executors as tasks come: none before.
-        spark = build_session(settings, executors=not standing_by or _dynamic_allocation(settings))
-        self.session_ready.set()
-        return spark
+        executors = self._warm_executors(app) if standing_by and not _dynamic_allocation(settings) else None
+        return build_session(settings, executors=executors)
+
+    def _executors_wanted(self, app: Application) -> int:
+        conf = app.spark_conf(self.config.spark_conf)
+        return int(conf.get(EXECUTOR_INSTANCES, SPARK_DEFAULT_EXECUTORS))
+
+    def _warm_executors(self, app: Application) -> int:
+        """How many executors a standby keeps up: its setting, at most the job's number."""
+        if not self.config.standby or _dynamic_allocation(app.spark_conf(self.config.spark_conf)):
+            return 0
+        return min(self.config.standby_executors, self._executors_wanted(app))
 
     def _request_executors(self, spark: SparkSession, app: Application) -> None:
-        """A promoted standby's executors: the job's number, asked for now that the Lease is held."""
-        conf = app.spark_conf(self.config.spark_conf)
-        if _dynamic_allocation(conf):
+        """A promoted standby's executors beyond those it kept: the job's number, asked for now that the
+        Lease is held."""
+        if _dynamic_allocation(app.spark_conf(self.config.spark_conf)):
             return  # Spark's allocation manager asks for them as tasks come
-        wanted = int(conf.get(EXECUTOR_INSTANCES, SPARK_DEFAULT_EXECUTORS))
-        granted = spark.sparkContext._jsc.sc().requestExecutors(wanted)
+        wanted, kept = self._executors_wanted(app), self._warm_executors(app)
+        if wanted <= kept:
+            log.info("%d executors kept warm while standing by: none to ask for", kept)
+            return
+        granted = spark.sparkContext._jsc.sc().requestExecutors(wanted - kept)
         log.info(
-            "asked for %d executors: %s", wanted, "requested" if granted else "not supported by this master"
+            "asked for %d executors (%d kept warm): %s",
+            wanted - kept,
+            kept,
+            "requested" if granted else "not supported by this master",
         )
 
     def _run_script(self, app: Application, args: list[str], spark: SparkSession | None) -> None:
@@ -229,6 +261,7 @@ class Driver:
         if spark is None:
             started = time.monotonic()
             spark = self._session(app)
+            self.session_ready.set()
             log.info("spark session ready in %.1f s", time.monotonic() - started)
         else:
             self._request_executors(spark, app)

@@ -100,6 +100,21 @@ class ObjectStore:
 
         return self._call(f"list {uri}", listing) or {}
 
+    def first_named(self, uri: str, name: str, among: int = 1000) -> str | None:
+        """The first object called name (its key's last part) among the first `among` under the folder uri,
+        as a URI; None if there is none."""
+        bucket, key = split_uri(uri)
+        prefix = f"{key.strip('/')}/"
+
+        def first_page() -> list[str]:
+            page = self._s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=among)
+            return [
+                item["Key"] for item in page.get("Contents", []) if item["Key"].rsplit("/", 1)[-1] == name
+            ]
+
+        found = self._call(f"list {uri}", first_page)
+        return f"s3://{bucket}/{found[0]}" if found else None
+
     def read(self, uri: str) -> bytes | None:
         bucket, key = split_uri(uri)
         answer = self._call(f"read {uri}", lambda: self._s3.get_object(Bucket=bucket, Key=key))

@@ -78,14 +78,16 @@ def spark_settings(
     return settings
 
 
-def build_session(settings: Mapping[str, str], *, executors: bool = True) -> SparkSession:
-    """executors=False: a standby's session, which asks for no executor until it is told to. spark-submit
-    refuses spark.executor.instances=0, so the JVM is launched without that setting and the SparkContext,
-    created on it, gets 0; the builder then finds that context."""
-    if not executors:
+def build_session(settings: Mapping[str, str], *, executors: int | None = None) -> SparkSession:
+    """executors: as many as the settings say (None), or a standby's number. spark-submit refuses
+    spark.executor.instances=0, so a standby without executors has its JVM launched without that setting and
+    the SparkContext, created on it, gets 0; the builder then finds that context."""
+    if executors == 0:
         launched = SparkConf().setAll([(k, v) for k, v in settings.items() if k != EXECUTOR_INSTANCES])
         standing_by = SparkConf().setAll([*settings.items(), (EXECUTOR_INSTANCES, "0")])
         SparkContext(conf=standing_by, gateway=launch_gateway(launched))  # type: ignore[no-untyped-call]
+    elif executors is not None:
+        settings = {**settings, EXECUTOR_INSTANCES: str(executors)}
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -261,12 +261,12 @@ class KubeDrivers:
             metadata["labels"] = dict(labels)
         _ignore(404, self._core.patch_namespaced_pod, pod_name, key.namespace, {"metadata": metadata})
 
-    def count_executors(self, key: JobKey, uid: str) -> int:
-        return len(self._executors(key, uid))
+    def count_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> int:
+        return len(self._executors(key, uid, besides))
 
-    def delete_executors(self, key: JobKey, uid: str) -> None:
+    def delete_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> None:
         now = datetime.datetime.now(datetime.UTC)
-        for pod in self._executors(key, uid):
+        for pod in self._executors(key, uid, besides):
             # deletionTimestamp is when a graceful deletion should have ended: past it, no kubelet is
             # finishing it (a lost node), and only removing the object ends the wait.
             deadline = pod.metadata.deletion_timestamp
@@ -279,13 +279,12 @@ class KubeDrivers:
                 grace_period_seconds=grace,
             )
 
-    def _executors(self, key: JobKey, uid: str) -> list[Any]:
+    def _executors(self, key: JobKey, uid: str, besides: frozenset[str]) -> list[Any]:
         selector = f"{JOB_LABEL}={key.name},{SPARK_ROLE_LABEL}=executor"
         pods = self._core.list_namespaced_pod(key.namespace, label_selector=selector).items
         prefix = job_app_prefix(uid)  # a job of the same name before it (another uid) is none of its concern
-        return [
-            p for p in pods if (p.metadata.labels or {}).get(SPARK_APP_SELECTOR_LABEL, "").startswith(prefix)
-        ]
+        apps = ((p, (p.metadata.labels or {}).get(SPARK_APP_SELECTOR_LABEL, "")) for p in pods)
+        return [p for p, app in apps if app.startswith(prefix) and app not in besides]
 
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
         selector = executor_selector(spark_app_id)

@@ -13,7 +13,7 @@ from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation, DriverPhase
 from ftspark.manifests import AttemptPlan
 from ftspark.ports.cluster import JobResource, ObjectRejectedError, StaleReadError
-from ftspark.protocol import driver_pod_name
+from ftspark.protocol import driver_pod_name, job_app_prefix
 
 
 class MemoryJobs:
@@ -67,9 +67,9 @@ class MemoryDrivers:
     controls: list[tuple[str, str]] = field(default_factory=list)  # (pod, "stop" | savepoint id)
     control_terms: list[int] = field(default_factory=list)  # the operator term of each control request
     executors: dict[str, list[str]] = field(default_factory=dict)  # spark app id → nodes
-    # Executor pods of a job by uid; a deletion is only asked for (the test says when they are gone).
+    # Executor pods by Spark application id; a deletion is only asked for (the test says when they are gone).
     executor_pods: dict[str, int] = field(default_factory=dict)
-    executor_deletions: list[str] = field(default_factory=list)  # uids
+    executor_deletions: list[tuple[str, frozenset[str]]] = field(default_factory=list)  # (uid, besides)
     executor_listings: int = 0  # count_executors calls
     refusals: list[str] = field(default_factory=list)  # kinds to refuse, one each
     lease_holders: dict[JobKey, str] = field(default_factory=dict)  # each job's driver Lease ("": free)
@@ -123,12 +123,15 @@ class MemoryDrivers:
         if pod_name in pods:
             pods[pod_name] = replace(pods[pod_name], standby=False)
 
-    def count_executors(self, key: JobKey, uid: str) -> int:
+    def count_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> int:
         self.executor_listings += 1
-        return self.executor_pods.get(uid, 0)
+        prefix = job_app_prefix(uid)
+        return sum(
+            n for app, n in self.executor_pods.items() if app.startswith(prefix) and app not in besides
+        )
 
-    def delete_executors(self, key: JobKey, uid: str) -> None:
-        self.executor_deletions.append(uid)
+    def delete_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> None:
+        self.executor_deletions.append((uid, besides))
 
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
         return sorted(set(self.executors.get(spark_app_id, [])))
