@@ -196,6 +196,7 @@ def ftspark_recoveries(
     tour.start()
     runs = _runs(tour.output)
     timelines, leases, promotions, warmed, cost = [], [], 0, 0, None
+    takeovers: list[str] = []  # each successor's promotion line (its restore batch), for a failure's message
     try:
         for _ in range(kills):
             _settle(runs)
@@ -220,7 +221,13 @@ def ftspark_recoveries(
             )
             promotions += PROMOTED in log
             warmed += WARMED in log
-        figures = tour.finish()
+            takeovers.append(next((line for line in log.splitlines() if PROMOTED in line), "not promoted"))
+        try:
+            figures = tour.finish()
+        except AssertionError as failed:
+            raise AssertionError(
+                f"the job {spec} after {len(takeovers)} kills {takeovers}: {failed}"
+            ) from None
     finally:
         world.delete(tour.name)
     return FtsparkRun(timelines, leases, figures, promotions, warmed, cost)
