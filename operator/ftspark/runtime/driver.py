@@ -167,9 +167,9 @@ class Driver:
         started = time.monotonic()
         spark = self._session(app, standing_by=True)
         self._open_storage(spark)
-        if self._warm_executors(app):
+        if warm := self._warm_executors(app):
             warmed = warm_up(spark, self._sample_object())
-            log.info("standing by: %d executors warmed in %.1f s", self._warm_executors(app), warmed)
+            log.info("standing by: %d executors warmed in %.1f s", warm, warmed)
         self.session_ready.set()
         log.info(
             "standing by: spark session ready in %.1f s, waiting to be promoted", time.monotonic() - started
