@@ -137,8 +137,11 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
     assert figures["most operator leaders acting at once"] == 1, "never two acting leaders"
     faults = sum(step.endswith("-> next batch") for step in tour.recovery)
     assert figures["re-processed by re-run batches"] <= faults * RECORDS_PER_FILE, "at most one batch a fault"
-    events = set(tour.events())
-    assert {"Submitted", "Restarting", "Restarted", "Stopping", "Stopped", "Resumed"} <= events, events
+    events = tour.events()
+    assert {"Submitted", "Restarting", "Stopping", "Stopped", "Resumed"} <= set(events), events
+    # The driver kill, the freeze and the node kill: each answered by a new attempt, or by the standby when
+    # one was ready by then (which of the two is a matter of timing).
+    assert events.count("Restarted") + events.count("StandbyPromoted") >= 3, events
 
 
 def test_plain_manifests_install_the_same_operator(operator_installed: RealWorld) -> None:

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +20,18 @@ import pytest
 from kubernetes import client
 
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
+from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.records import HaStores
 from ftspark.adapters.s3.stores import S3BlobStore, split_uri
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey
+from ftspark.leader.elector import release_for_ended_holder
 from ftspark.protocol import (
     CONTROL_ANNOTATION,
     ControlAction,
     ControlRequest,
+    driver_lease_holder,
+    driver_lease_name,
     driver_pod_name,
     term_floor_name,
 )
@@ -179,9 +184,17 @@ class RuntimeJob:
         return self.work / f"termination-{self.attempt}.json"
 
     def kill(self) -> None:
+        """SIGKILL the driver with its JVM (a pod kill), then release its Lease as the operator does once the
+        driver's container is reported terminated: the next attempt need not wait it out."""
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(30)
+        holder = driver_lease_holder(self.pod, self.attempt)
+        name = driver_lease_name(self.name)
+        lock = KubernetesLeaseLock(
+            self.api, namespace=self.namespace, name=name, identity=holder, request_timeout=10
+        )
+        release_for_ended_holder(lock, holder, datetime.now(UTC))
 
     def wait(self, timeout: float) -> int:
         assert self.process is not None
