@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from ftspark_dev.bundle import BUNDLE
 from ftspark_dev.realnodes.images import OPERATOR_IMAGE
-from ftspark_dev.realworld import DEMO_BUCKET, MANIFEST, RealWorld, running_real_world
+from ftspark_dev.realworld import DEMO_BUCKET, RealWorld, running_real_world
 from ftspark_dev.tour import RealFaultTour
 from ftspark_dev.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
 from ftspark_dev.world import OPERATOR_NAMESPACE
@@ -147,7 +148,7 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
 def test_plain_manifests_install_the_same_operator(operator_installed: RealWorld) -> None:
     world = operator_installed
     world.helm_uninstall()
-    world.plane.kubectl("apply", "-f", str(MANIFEST))
+    world.plane.kubectl("apply", "-f", str(BUNDLE))
     # The edits the quickstart names: the S3 endpoint, and credentials from the Secret `s3`.
     deployment = ("-n", OPERATOR_NAMESPACE, "set", "env", "deployment/ftspark-operator")
     world.plane.kubectl(*deployment, f"FTSPARK_S3_ENDPOINT={world.s3.endpoint}")

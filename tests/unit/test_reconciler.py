@@ -148,13 +148,16 @@ def test_the_first_reconcile_persists_the_graph_then_creates_attempt_one(cluster
     assert cluster.events.reasons() == ["Submitted"]
 
 
-def test_a_new_job_is_spared_the_listing_of_leftover_executors_a_restart_pays(cluster: Cluster) -> None:
+def test_a_new_job_is_spared_the_pod_listings_a_restart_pays(cluster: Cluster) -> None:
     cluster.jobs.apply(KEY, SPEC, uid=UID)
     cluster.reconcile()
-    assert cluster.drivers.executor_listings == 0, "nothing was launched before, so nothing is left over"
+    listings = (cluster.drivers.driver_listings, cluster.drivers.executor_listings)
+    assert listings == (0, 0), "nothing was launched before, so no pod of it exists"
     cluster.running()
     cluster.fail()
+    before = cluster.drivers.driver_listings
     cluster.reconcile(after=5)
+    assert cluster.drivers.driver_listings == before + 1
     assert cluster.drivers.executor_listings == 1
     assert [plan.attempt for plan in cluster.drivers.plans] == [1, 2]
 
@@ -207,12 +210,12 @@ def test_an_echo_that_overtakes_its_writes_answer_is_still_recognised() -> None:
     assert answers == [True]
 
 
-def test_the_result_store_is_read_unless_the_current_attempt_runs() -> None:
+def test_the_result_store_is_read_unless_the_current_attempt_runs_or_none_was_launched() -> None:
     records = MemoryRecords()
     cluster = Cluster(stores=memory_stores(records))
     cluster.jobs.apply(KEY, SPEC, uid=UID)
     cluster.reconcile()
-    assert records.reads["result"] == 1, "a new job: a finished job of its uid is never started again"
+    assert records.reads["result"] == 0, "a new job: only a launched attempt leaves a result"
     cluster.running()
     before = records.reads["result"]
     cluster.commit(1, 1)

@@ -33,6 +33,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client, config
 from kubernetes.watch.watch import iter_resp_lines
 
@@ -42,6 +43,7 @@ from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.ha import JobKey
 from ftspark.protocol import ROLE_LABEL
 from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND, CHECKPOINT_STATUS_DELAY
+from ftspark_dev.bundle import BUNDLE, NAMESPACE, SERVICE_ACCOUNT
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.operators import (
     OperatorFleet,
@@ -54,6 +56,13 @@ from ftspark_dev.processes import cpu_seconds, memory_mib
 from ftspark_dev.s3server import S3Server
 
 _RESTART_DELAY = 1.0  # job_manifest's fixed delay
+_SHIPPED_ACCESS = {
+    "ServiceAccount",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+}
 _BURST_FAILURES = 3
 _SETTLE = 10.0  # seconds for the reconciles a burst of events started to end
 _IDLE_WINDOW = 60.0
@@ -391,12 +400,16 @@ def installation(
         plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
         plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")
         api = config.new_client_from_config(config_file=str(plane.kubeconfig))
-        operator_ns, jobs_ns, bucket = "ftspark-system", "bench", f"bench-{uuid.uuid4().hex[:6]}"
+        operator_ns, jobs_ns, bucket = NAMESPACE, "bench", f"bench-{uuid.uuid4().hex[:6]}"
         for name in (operator_ns, jobs_ns):
             client.CoreV1Api(api).create_namespace(
                 client.V1Namespace(metadata=client.V1ObjectMeta(name=name))
             )
         s3.client().create_bucket(Bucket=bucket)
+        # The operator as shipped: its ServiceAccount (a token, as in a pod), its RBAC and the admission
+        # policies every request of it and every job passes through.
+        shipped = [d for d in yaml.safe_load_all(BUNDLE.read_text()) if d and d["kind"] in _SHIPPED_ACCESS]
+        plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(shipped))
         log_dir = Path(tempfile.mkdtemp(prefix="ftspark-bench-"))
         # The defaults a user gets: Lease 15 s, renew deadline 10 s, retry 2 s, 16 workers.
         fleet = OperatorFleet(
@@ -410,6 +423,7 @@ def installation(
             retry_period=2.0,
             result_sweep_seconds=300.0,
             checkpoint_refreshes_per_second=checkpoint_refreshes_per_second,
+            kubeconfig=plane.kubeconfig_for_service_account(operator_ns, SERVICE_ACCOUNT),
         )
         try:
             leader = fleet.start("bench-leader")

@@ -9,7 +9,9 @@ from pathlib import Path
 from ftspark_dev.controlplane import REPO_ROOT
 
 CHART = REPO_ROOT / "helm" / "ftspark-operator"
+BUNDLE = REPO_ROOT / "deploy" / "ftspark-operator.yaml"
 NAMESPACE = "ftspark-system"
+SERVICE_ACCOUNT = "ftspark-operator"  # the operator's, as the chart names it in a release of that name
 
 
 def render_bundle(helm: Path) -> str:
@@ -39,4 +41,4 @@ def render_bundle(helm: Path) -> str:
 
 
 if __name__ == "__main__":
-    (REPO_ROOT / "deploy" / "ftspark-operator.yaml").write_text(render_bundle(Path(sys.argv[1])))
+    BUNDLE.write_text(render_bundle(Path(sys.argv[1])))

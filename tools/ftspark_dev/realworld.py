@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
+from ftspark_dev.bundle import CHART
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.operators import leading, lease_holder, probe
 from ftspark_dev.realnodes import RealNodes, network
@@ -34,8 +35,6 @@ from ftspark_dev.world import (
     JobsClient,
 )  # the jobs' at Pod Security "restricted"
 
-CHART = REPO_ROOT / "helm" / "ftspark-operator"
-MANIFEST = REPO_ROOT / "deploy" / "ftspark-operator.yaml"
 EXAMPLES = REPO_ROOT / "examples"
 DEMO_BUCKET = "ftspark-demo"  # the bucket the examples name
 

@@ -7,7 +7,7 @@ operator never blocks the deletion of a job, and all state lives where the recon
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import kopf
@@ -35,8 +35,24 @@ def _label_selector(labels: Mapping[str, Any]) -> str:
     return ",".join(key if value is kopf.PRESENT else f"{key}={value}" for key, value in labels.items())
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """No diff base: only change handlers (on.create, on.update, ...) read one, and there are none. kopf
+    still builds it for every watch event, deep copies of the whole object that were a sixth of the
+    operator's CPU in a burst of new jobs."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        """Nothing to keep (and never called without change handlers)."""
+
+
 def watch_settings() -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
+    settings.persistence.diffbase_storage = NoDiffBase()
     # No cluster-wide scans of CRDs and namespaces: the chart's namespaced mode grants no such rights, and
     # the resources and namespaces to watch are known at start.
     settings.scanning.disabled = True

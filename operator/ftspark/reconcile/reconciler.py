@@ -320,7 +320,14 @@ class Reconciler:
         key = job.key
         stored = self._stored_graph(job)
         graph = SubmittedGraph(stored.uid, stored.spec_hash, stored.checkpoint_location) if stored else None
-        drivers = tuple(self._drivers.observe(key))
+        own = stored if stored is not None and stored.uid == job.uid else None
+        # Pods exist only of an attempt that was launched, and a launch writes the job graph before any pod:
+        # a new job (no graph of its own, no attempt in its status) is spared the listings of its driver pods
+        # and executors, which in a burst of new jobs each scan the whole namespace's pods. A pod that exists
+        # all the same (a previous job's of the same name, not yet collected) is met at the create, which
+        # takes it as made, and listed at the next look as it would have been at this one.
+        launched = own is not None or status.attempt > 0
+        drivers = tuple(self._drivers.observe(key)) if launched else ()
         current = [d for d in drivers if d.attempt == status.attempt and not d.standby]
         running = [d for d in current if d.phase == DriverPhase.RUNNING]
         # Where the attempt's executors run, looked at while its driver runs and once more when it failed:
@@ -332,20 +339,17 @@ class Reconciler:
             if spec.local_recovery.enabled and placed
             else ()
         )
-        own = stored if stored is not None and stored.uid == job.uid else None
         pointers = self._checkpoints.pointers(key) if own else []
         # A result is recorded once the current attempt's driver has ended or was given up on, and the job's
         # pods are deleted right after it: while that driver runs, there is no result to find. (One whose
         # deletions failed is found once the driver is gone; a new leader finishes such cleanups first.)
-        # The read a running job is spared is one of every five its checkpoints wake it for.
-        result = None if running else self._results.get(job.uid)
+        # The read a running job is spared is one of every five its checkpoints wake it for. A result is
+        # only ever the outcome of a launched attempt, so a new job is spared it too.
+        result = None if running or not launched else self._results.get(job.uid)
         # A submission is decided only when no driver pod exists (a standby is no driver yet) and the job has
         # no result: only then is S3 inspected.
         can_submit = all(d.standby for d in drivers) and result is None
         restore_point = self._restore_point(job, spec, own, pointers) if can_submit else None
-        # Executors are left over only from an attempt that was launched: a new job (no graph of its own, no
-        # attempt in its status) is spared the listing, which a burst of new jobs would pay for each.
-        launched = own is not None or status.attempt > 0
         return Observation(
             job_uid=job.uid,
             generation=job.generation,

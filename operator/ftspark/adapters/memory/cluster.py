@@ -70,6 +70,7 @@ class MemoryDrivers:
     # Executor pods by Spark application id; a deletion is only asked for (the test says when they are gone).
     executor_pods: dict[str, int] = field(default_factory=dict)
     executor_deletions: list[tuple[str, frozenset[str]]] = field(default_factory=list)  # (uid, besides)
+    driver_listings: int = 0  # observe calls
     executor_listings: int = 0  # count_executors calls
     refusals: list[str] = field(default_factory=list)  # kinds to refuse, one each
     lease_holders: dict[JobKey, str] = field(default_factory=dict)  # each job's driver Lease ("": free)
@@ -82,6 +83,7 @@ class MemoryDrivers:
         self.pods.setdefault(key, {})[name] = DriverObservation(attempt, name, phase, **fields)
 
     def observe(self, key: JobKey) -> list[DriverObservation]:
+        self.driver_listings += 1
         return sorted(self.pods.get(key, {}).values(), key=lambda d: d.attempt)
 
     def create(self, plan: AttemptPlan) -> None:
