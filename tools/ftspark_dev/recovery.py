@@ -192,7 +192,8 @@ def ftspark_recoveries(
     spec: dict[str, object] = {"short_lease": False}
     if standby:
         spec["driver"] = {"standby": 1, **({"standbyExecutors": 1} if warm else {})}
-    tour = FaultTour(world, work, feed_interval=FEED_INTERVAL, spec=spec)
+    row = f"standby-{'warm' if warm else 'cold'}" if standby else "ftspark"
+    tour = FaultTour(world, work / row, feed_interval=FEED_INTERVAL, spec=spec)
     tour.start()
     runs = _runs(tour.output)
     timelines, leases, promotions, warmed, cost = [], [], 0, 0, None

@@ -125,6 +125,11 @@ class FaultTour:
 
     def submit(self) -> None:
         """Write the first input files and create the job (start's first half: tours started together)."""
+        if self.output.batches() or self.output.runs():
+            # Its verdict would count another run's batches as this job's output.
+            raise ValueError(
+                f"{self.output.folder} holds another run's output: a tour needs a folder of its own"
+            )
         self.subject.write_input(self.source, 5)
         self.fed = 5
         self._submitted = time.monotonic()
