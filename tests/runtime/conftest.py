@@ -12,26 +12,23 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from ftspark.adapters.k8s.cluster import KubeDrivers
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
-from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.records import HaStores
 from ftspark.adapters.s3.stores import S3BlobStore, split_uri
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey
-from ftspark.leader.elector import release_for_ended_holder
 from ftspark.protocol import (
     CONTROL_ANNOTATION,
     ControlAction,
     ControlRequest,
     driver_lease_holder,
-    driver_lease_name,
     driver_pod_name,
     term_floor_name,
 )
@@ -40,6 +37,11 @@ from ftspark_dev.s3server import S3Server
 from ftspark_dev.windowed_counts import EXAMPLE, Output, expected_counts
 
 REPO = Path(__file__).resolve().parents[2]
+SHORT_LEASE = {
+    "FTSPARK_LEASE_DURATION": "3",
+    "FTSPARK_LEASE_RENEW_DEADLINE": "2",
+    "FTSPARK_LEASE_RETRY_PERIOD": "0.5",
+}
 
 OPERATOR = Epoch(scope="operator", term=1, holder="test-operator")
 TERM_FLOOR = term_floor_name("test-operator")  # in the job's namespace, holding OPERATOR's term
@@ -69,6 +71,9 @@ class RuntimeJob:
     script: Path | str = EXAMPLE  # a path, or a URI such as s3://bucket/job.py
     source: Path | None = None  # the input folder, if not the job's own
     env: dict[str, str] = field(default_factory=dict)
+    # The driver Lease at 3 s / 2 s / 0.5 s, so that tests of its bounds take seconds; False: the runtime's
+    # own defaults.
+    short_lease: bool = True
     attempt: int = 0
     process: subprocess.Popen[bytes] | None = None
 
@@ -151,9 +156,7 @@ class RuntimeJob:
             "FTSPARK_SPARK_CONF": json.dumps(self.spark_conf()),
             "FTSPARK_SPARK_JARS_DIR": str(self.jars),
             "FTSPARK_TERMINATION_LOG": str(self.termination_log),
-            "FTSPARK_LEASE_DURATION": "3",
-            "FTSPARK_LEASE_RENEW_DEADLINE": "2",
-            "FTSPARK_LEASE_RETRY_PERIOD": "0.5",
+            **(SHORT_LEASE if self.short_lease else {}),
             "FTSPARK_CONTROL_INTERVAL": "0.5",
             "FTSPARK_TERM_FLOOR": f"{self.namespace}/{TERM_FLOOR}",
             **self.env,
@@ -189,12 +192,7 @@ class RuntimeJob:
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(30)
-        holder = driver_lease_holder(self.pod, self.attempt)
-        name = driver_lease_name(self.name)
-        lock = KubernetesLeaseLock(
-            self.api, namespace=self.namespace, name=name, identity=holder, request_timeout=10
-        )
-        release_for_ended_holder(lock, holder, datetime.now(UTC))
+        KubeDrivers(self.api).release_lease(self.key, driver_lease_holder(self.pod, self.attempt))
 
     def wait(self, timeout: float) -> int:
         assert self.process is not None

@@ -27,9 +27,7 @@ def test_sigkill_at_random_points_loses_and_duplicates_nothing(make_job: Any) ->
     # The runtime's default Lease timings, not the 3 s / 2 s the other runtime tests check the Lease with: on
     # a busy machine a renew may well take 2 s, and this test's claim is exactly-once, not the Lease. Each
     # kill releases the Lease as the operator does, so no attempt waits out the longer lease duration.
-    job.env.update(
-        FTSPARK_LEASE_DURATION="15", FTSPARK_LEASE_RENEW_DEADLINE="10", FTSPARK_LEASE_RETRY_PERIOD="2"
-    )
+    job.short_lease = False
     files = 4
     write_input(job.input, files)
     first_batch_after_start: list[float] = []

@@ -108,8 +108,6 @@ class ControlPlane:
     service_cidr: str = SERVICE_CLUSTER_IP_RANGE
     # An audit.k8s.io/v1 Policy: the API server logs the requests it selects to audit_log (audit_events()).
     audit_policy: dict[str, Any] | None = None
-    # The API server's /debug/pprof (admin only): where its CPU goes, for the bench's --profile.
-    profiling: bool = False
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -248,7 +246,7 @@ class ControlPlane:
             f"--kubelet-client-key={kubelet_client_key}",
             "--kubelet-preferred-address-types=InternalIP",
             "--allow-privileged=true",
-            f"--profiling={str(self.profiling).lower()}",
+            "--profiling=false",
             "--event-ttl=1h",
         ]
         if not self.service_account_admission:
