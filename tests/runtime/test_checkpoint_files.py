@@ -14,7 +14,7 @@ from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
 from ftspark.runtime.config import ConfigError, RuntimeConfig
 from ftspark.runtime.objects import ObjectStore
 from ftspark.runtime.savepoint import SavepointError
-from ftspark.runtime.termination import MAX_MESSAGE_BYTES, Ending, write
+from ftspark.runtime.termination import MAX_MESSAGE_BYTES, Ending
 from ftspark_dev.s3server import S3Server
 
 OFFSETS = 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n{"logOffset":%d}\n'
@@ -149,7 +149,7 @@ def test_termination_message_stays_within_the_kubernetes_limit(tmp_path: Path) -
     ending = Ending()
     assert ending.set(Exit.SCRIPT_FAILED, "ScriptFailed", "x" * 10_000)
     assert not ending.set(Exit.FINISHED, "Finished", "later endings do not count")
-    write(tmp_path / "msg", ending, {"q": 3})
+    ending.write_once(tmp_path / "msg", {"q": 3})
     text = (tmp_path / "msg").read_bytes()
     assert len(text) <= MAX_MESSAGE_BYTES
     document = json.loads(text)
@@ -158,6 +158,21 @@ def test_termination_message_stays_within_the_kubernetes_limit(tmp_path: Path) -
         1,
         {"q": 3},
     )
+
+
+def test_the_termination_message_is_written_once_and_then_final(tmp_path: Path) -> None:
+    """The watchdog's thread writes and exits while the main thread, woken by the JVM's death, ends too: a
+    second write would truncate the file first, and the exit could land in between."""
+    ending = Ending()
+    ending.write_once(tmp_path / "msg", {"q": 1})
+    first = (tmp_path / "msg").read_bytes()
+    assert json.loads(first)["reason"] == ""
+
+    assert not ending.set(Exit.NO_PROGRESS, "NoProgress", "an ending after the message is not taken")
+    ending.write_once(tmp_path / "msg", {"q": 2})
+
+    assert (tmp_path / "msg").read_bytes() == first
+    assert (ending.code, ending.reason) == (Exit.FINISHED, "")
 
 
 def test_config_from_the_operators_environment() -> None:

@@ -56,7 +56,7 @@ from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
 from ftspark.runtime.reporting import PointerReporter, ProgressListener
 from ftspark.runtime.savepoint import SavepointError
 from ftspark.runtime.session import EXECUTOR_INSTANCES, Queries, build_session, spark_settings, spark_uri
-from ftspark.runtime.termination import Ending, write
+from ftspark.runtime.termination import Ending
 from ftspark.runtime.warmup import warm_up
 
 log = logging.getLogger("ftspark.runtime")
@@ -410,7 +410,7 @@ class Driver:
 
     def exit_now(self, *, kill_jvm: bool) -> None:
         """End the process with the ending as it is; kill_jvm: without Spark's orderly shutdown."""
-        write(self.config.termination_log, self.ending, self.last_committed())
+        self.ending.write_once(self.config.termination_log, self.last_committed())
         gateway = SparkContext._gateway  # pyspark keeps the JVM process only there
         jvm = getattr(gateway, "proc", None)
         if kill_jvm and jvm is not None:
@@ -507,7 +507,7 @@ def main(argv: list[str]) -> int:
         cfg = RuntimeConfig.from_env()
     except ConfigError as error:
         ending.set(Exit.BAD_INPUT, "BadConfig", str(error))
-        write(Path(os.environ.get("FTSPARK_TERMINATION_LOG") or "/dev/termination-log"), ending, {})
+        ending.write_once(Path(os.environ.get("FTSPARK_TERMINATION_LOG") or "/dev/termination-log"), {})
         return int(ending.code)
     driver = Driver(cfg, ending)
     serve_health(cfg, driver.session_ready)
@@ -520,5 +520,5 @@ def main(argv: list[str]) -> int:
         ending.set(Exit.BAD_INPUT, "RuntimeFailed", f"{type(error).__name__}: {error}")
     if ending.code == Exit.FENCED_OUT:
         driver.exit_now(kill_jvm=True)  # no orderly Spark shutdown: it could still write
-    write(cfg.termination_log, ending, driver.last_committed())
+    ending.write_once(cfg.termination_log, driver.last_committed())
     return int(ending.code)

@@ -22,18 +22,19 @@ MAX_MESSAGE_BYTES = 4096
 @dataclass
 class Ending:
     """The first ending wins: a fence-out that stops the queries makes the script return normally, and
-    that must not be reported as a clean finish."""
+    that must not be reported as a clean finish. Once written, the ending is final."""
 
     reason: str = ""
     code: Exit = Exit.FINISHED
     message: str = ""
     rollbacks: list[str] = field(default_factory=list)
+    _written: bool = field(default=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def set(self, code: Exit, reason: str, message: str) -> bool:
-        """Record the ending unless one is recorded already; True if this call recorded it."""
+        """Record the ending unless one is recorded (or written) already; True if this call recorded it."""
         with self._lock:
-            if self.reason:
+            if self.reason or self._written:
                 return False
             self.code, self.reason, self.message = code, reason, message
             return True
@@ -42,8 +43,18 @@ class Ending:
     def decided(self) -> bool:
         return bool(self.reason)
 
+    def write_once(self, path: Path, last_committed: dict[str, int]) -> None:
+        """Write the termination message; later calls do nothing. Several threads end a driver (the
+        watchdog, a fence-out, the main thread) and one of them calls os._exit: a second write truncates the
+        file before it writes, so an exit in between left the message empty (seen under load)."""
+        with self._lock:
+            if self._written:
+                return
+            self._written = True
+            _write(path, self, last_committed)
 
-def write(path: Path, ending: Ending, last_committed: dict[str, int]) -> None:
+
+def _write(path: Path, ending: Ending, last_committed: dict[str, int]) -> None:
     words = TerminationMessage(
         reason=ending.reason,
         exit_code=int(ending.code),
