@@ -9,12 +9,15 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import kopf
 import pytest
+from kubernetes import client
 
 from ftspark.adapters.records import ConflictError, Record, RecordId, stores_on
 from ftspark.adapters.s3.stores import S3Records
 from ftspark.domain.fencing import RetiredRecordError, StaleEpochError
 from ftspark.domain.ha import JobKey
+from ftspark.handlers.watch import watch_settings
 from ftspark.ports.stores import StoreUnavailableError
 from ftspark_dev.s3server import S3Server
 from tests.contract.conftest import Backend, driver, leader, pointer
@@ -244,3 +247,24 @@ def test_on_s3_a_listing_tells_whose_checkpoints_changed(s3_server: S3Server) ->
     after = records.checkpoint_versions()
     assert after[mine] != before[mine]
     assert after[other] == before[other]
+
+
+@pytest.mark.parametrize("backend", ["configmap"], indirect=True)
+def test_the_operators_watch_receives_the_records_a_driver_wrote_last(
+    backend: Backend, api_client: client.ApiClient
+) -> None:
+    """Its own fence advances report no checkpoint: the API server leaves them out of the watch."""
+    store, job, core = backend.stores.checkpoints, backend.job(), client.CoreV1Api(api_client)
+    kind = kopf.Resource(group="", version="v1", plural="configmaps", kind="ConfigMap", namespaced=True)
+    (selector,) = watch_settings().watching.label_selectors.collect(kind)
+
+    def selected() -> list[str]:
+        found = core.list_namespaced_config_map(backend.namespace, label_selector=selector).items
+        return [item.metadata.name for item in found]
+
+    store.advance_fence(job, driver(1), leader(1), new=True)
+    assert selected() == []
+    store.add(job, pointer(1, attempt=1), driver(1), retained=3)
+    assert selected() == [f"{job.name}-checkpoints"]
+    store.advance_fence(job, driver(2), leader(1))
+    assert selected() == []

@@ -1,5 +1,6 @@
 """The operator's pod and ConfigMap watches carry label selectors: the API server sends it its driver pods and
-checkpoint records only, never the executors, job graphs or anything else of the namespaces it manages."""
+the checkpoint records drivers wrote only, never the executors, job graphs, its own fence advances or anything
+else of the namespaces it manages."""
 
 from __future__ import annotations
 
@@ -18,5 +19,7 @@ def test_the_api_server_filters_what_the_watches_receive() -> None:
     selectors = watch_settings().watching.label_selectors
     # What kopf joins into the labelSelector parameter of each watch request.
     assert selectors.collect(PODS) == ["ftspark.io/role=driver,ftspark.io/job"]
-    assert selectors.collect(CONFIG_MAPS) == ["ftspark.io/store=checkpoints,ftspark.io/job"]
+    assert selectors.collect(CONFIG_MAPS) == [
+        "ftspark.io/store=checkpoints,ftspark.io/job,ftspark.io/writer!=operator"
+    ]
     assert selectors.collect(JOBS) == [], "every job is the operator's business"

@@ -15,7 +15,7 @@ from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.cluster import job_resource
-from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, written_by_operator
+from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, WRITER_LABEL
 from ftspark.domain.ha import JobKey
 from ftspark.ports.cluster import JobResource
 from ftspark.protocol import JOB_LABEL, ROLE_LABEL
@@ -28,6 +28,10 @@ from ftspark.reconcile.urgency import driver_event_is_urgent, job_event_is_urgen
 # Values: a label's value, or kopf.PRESENT (kopf's filter type is not public).
 DRIVER_PODS: Mapping[str, Any] = {ROLE_LABEL: "driver", JOB_LABEL: kopf.PRESENT}
 CHECKPOINT_RECORDS: Mapping[str, Any] = {STORE_LABEL: "checkpoints", JOB_LABEL: kopf.PRESENT}
+# Of those, the ones a driver wrote last: the operator's own writes (a fence advance at each launch) report no
+# checkpoint, and this way the API server does not send them. A record that starts or stops matching (a
+# driver's report after a fence advance, or the next advance) comes as ADDED or DELETED.
+REPORTS_ONLY = f"{WRITER_LABEL}!=operator"
 
 
 def _label_selector(labels: Mapping[str, Any]) -> str:
@@ -57,7 +61,9 @@ def watch_settings() -> kopf.OperatorSettings:
     # the resources and namespaces to watch are known at start.
     settings.scanning.disabled = True
     settings.watching.label_selectors["", "v1", "pods"] = _label_selector(DRIVER_PODS)
-    settings.watching.label_selectors["", "v1", "configmaps"] = _label_selector(CHECKPOINT_RECORDS)
+    settings.watching.label_selectors["", "v1", "configmaps"] = (
+        f"{_label_selector(CHECKPOINT_RECORDS)},{REPORTS_ONLY}"
+    )
     return settings
 
 
@@ -93,9 +99,9 @@ def build_registry(
     is_own_write: whether a job at that resourceVersion is what the operator's own status write made of it.
 
     The echoes of the operator's own writes wake nothing: its status writes, the driver pods it creates and
-    the checkpoint records it writes (fence advances). The reconcile that wrote them decided with them in
-    mind; woken again it would read and decide the same, at five requests a pass, which a burst of new jobs
-    would pay two or three times each."""
+    the checkpoint records it writes (fence advances, not even sent: REPORTS_ONLY). The reconcile that wrote
+    them decided with them in mind; woken again it would read and decide the same, at five requests a pass,
+    which a burst of new jobs would pay two or three times each."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -126,10 +132,10 @@ def build_registry(
         queue.add(key, urgent=driver_event_is_urgent(type, body))
 
     def checkpoint_reported(
-        *, namespace: str | None, labels: Mapping[str, str], annotations: Mapping[str, str], **_: Any
+        *, type: str | None, namespace: str | None, labels: Mapping[str, str], **_: Any
     ) -> None:
-        if written_by_operator(annotations):
-            # A fence advance at a launch, no checkpoint; a forged writer only delays a status refresh.
+        if type == "DELETED":
+            # Deleted, or out of REPORTS_ONLY: a fence advance (a forged writer label only delays a refresh).
             return
         on_checkpoint(JobKey(namespace=namespace or "", name=labels[JOB_LABEL]))
 

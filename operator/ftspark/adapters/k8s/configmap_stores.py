@@ -7,8 +7,10 @@ Layout (record data keys: adapters.records):
     ftspark-result-<uid>  in the results namespace (the operator's), label ftspark.io/result=true
 
 Every one carries its fences as annotations ftspark.io/fence-operator and ftspark.io/fence-driver (the highest
-term that wrote it per scope) and ftspark.io/written-by (the last writer's epochs, for people). Writes are
-compare-and-swap on metadata.resourceVersion (create: AlreadyExists; replace and delete: a precondition).
+term that wrote it per scope), ftspark.io/written-by (the last writer's epochs, for people), and the label
+ftspark.io/writer (the last writer's scope, operator or driver: the operator's watch of checkpoint records
+selects by it, so its own fence advances never come back to it). Writes are compare-and-swap on
+metadata.resourceVersion (create: AlreadyExists; replace and delete: a precondition).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ftspark.ports.stores import StoreUnavailableError
 from ftspark.protocol import JOB_LABEL
 
 STORE_LABEL = "ftspark.io/store"
+WRITER_LABEL = "ftspark.io/writer"
 RESULT_LABEL = "ftspark.io/result"
 _PAGE = 500  # ConfigMaps per list call
 FENCE_ANNOTATION_PREFIX = "ftspark.io/fence-"
@@ -179,18 +182,13 @@ class ConfigMapRecords:
             if _is_result(rid.kind)
             else {JOB_LABEL: rid.job().name, STORE_LABEL: rid.kind}
         )
+        labels[WRITER_LABEL] = writer.partition(" ")[0]  # FencedRecords names the first epoch's scope first
         annotations = {f"{FENCE_ANNOTATION_PREFIX}{scope}": str(term) for scope, term in fences.items()}
         annotations[WRITER_ANNOTATION] = writer
         metadata = client.V1ObjectMeta(
             name=name, namespace=namespace, labels=labels, annotations=annotations, resource_version=version
         )
         return client.V1ConfigMap(metadata=metadata, data=dict(data))
-
-
-def written_by_operator(annotations: Mapping[str, str]) -> bool:
-    """Whether a record's last write was the operator's (its epoch comes first in the writer annotation: a
-    fence advance) rather than a driver's (a checkpoint reported)."""
-    return annotations.get(WRITER_ANNOTATION, "").startswith("operator ")
 
 
 def _record(config_map: Any) -> Record:
