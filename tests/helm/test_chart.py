@@ -122,14 +122,27 @@ def test_bad_values_are_refused_with_the_reason(helm: Path) -> None:
 def test_the_operator_may_write_only_its_own_labelled_objects(render: Render) -> None:
     def named(kind: str, values: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         documents = _kinds(render(*values)).get(kind, [])
-        return [d for d in documents if d["metadata"]["name"] == "ftspark-operator-operator-writes"]
+        return [d for d in documents if d["metadata"]["name"].startswith("ftspark-operator-operator-writes")]
 
     (policy,) = named("ValidatingAdmissionPolicy")
-    (binding,) = named("ValidatingAdmissionPolicyBinding")
-    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    unlabelled, kube_system = named("ValidatingAdmissionPolicyBinding")
+    for binding in (unlabelled, kube_system):
+        assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+        assert binding["spec"]["validationActions"] == ["Deny"]
+    # What the policy's CEL refuses, selected without CEL: the operator's own writes pay for none.
+    selected = unlabelled["spec"]["matchResources"]["objectSelector"]["matchExpressions"]
+    assert {(e["key"], e["operator"]) for e in selected} == {
+        ("ftspark.io/job", "DoesNotExist"),
+        ("ftspark.io/result", "DoesNotExist"),
+        ("app.kubernetes.io/managed-by", "NotIn"),
+    }
+    assert kube_system["spec"]["matchResources"] == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}}
+    }
     (condition,) = policy["spec"]["matchConditions"]
     assert "system:serviceaccount:ftspark-system:ftspark-operator" in condition["expression"]
     assert named("ValidatingAdmissionPolicy", ("admission.operatorWrites=false",)) == []
+    assert named("ValidatingAdmissionPolicyBinding", ("admission.operatorWrites=false",)) == []
 
 
 def test_ha_store_on_s3_needs_a_root(helm: Path, render: Render) -> None:
