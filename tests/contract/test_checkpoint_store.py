@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import kopf
 import pytest
 from kubernetes import client
 
@@ -17,7 +16,7 @@ from ftspark.adapters.records import ConflictError, Record, RecordId, stores_on
 from ftspark.adapters.s3.stores import S3Records
 from ftspark.domain.fencing import RetiredRecordError, StaleEpochError
 from ftspark.domain.ha import JobKey
-from ftspark.handlers.watch import watch_settings
+from ftspark.handlers.watch import CHECKPOINT_REPORTS
 from ftspark.ports.stores import StoreUnavailableError
 from ftspark_dev.s3server import S3Server
 from tests.contract.conftest import Backend, driver, leader, pointer
@@ -255,11 +254,9 @@ def test_the_operators_watch_receives_the_records_a_driver_wrote_last(
 ) -> None:
     """Its own fence advances report no checkpoint: the API server leaves them out of the watch."""
     store, job, core = backend.stores.checkpoints, backend.job(), client.CoreV1Api(api_client)
-    kind = kopf.Resource(group="", version="v1", plural="configmaps", kind="ConfigMap", namespaced=True)
-    (selector,) = watch_settings().watching.label_selectors.collect(kind)
 
     def selected() -> list[str]:
-        found = core.list_namespaced_config_map(backend.namespace, label_selector=selector).items
+        found = core.list_namespaced_config_map(backend.namespace, label_selector=CHECKPOINT_REPORTS).items
         return [item.metadata.name for item in found]
 
     store.advance_fence(job, driver(1), leader(1), new=True)

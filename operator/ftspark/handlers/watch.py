@@ -28,15 +28,18 @@ from ftspark.reconcile.urgency import driver_event_is_urgent, job_event_is_urgen
 # Values: a label's value, or kopf.PRESENT (kopf's filter type is not public).
 DRIVER_PODS: Mapping[str, Any] = {ROLE_LABEL: "driver", JOB_LABEL: kopf.PRESENT}
 CHECKPOINT_RECORDS: Mapping[str, Any] = {STORE_LABEL: "checkpoints", JOB_LABEL: kopf.PRESENT}
-# Of those, the ones a driver wrote last: the operator's own writes (a fence advance at each launch) report no
-# checkpoint, and this way the API server does not send them. A record that starts or stops matching (a
-# driver's report after a fence advance, or the next advance) comes as ADDED or DELETED.
-REPORTS_ONLY = f"{WRITER_LABEL}!=operator"
 
 
 def _label_selector(labels: Mapping[str, Any]) -> str:
     """A kopf label filter as the API server's label selector (kopf.PRESENT: the key exists)."""
     return ",".join(key if value is kopf.PRESENT else f"{key}={value}" for key, value in labels.items())
+
+
+# The ConfigMap watch's selector: the checkpoint records a driver wrote last. The operator's own writes (a
+# fence advance at each launch) report no checkpoint, and this way the API server does not send them. A record
+# that starts or stops matching (a driver's report after a fence advance, or the next advance) comes as ADDED
+# or DELETED.
+CHECKPOINT_REPORTS = f"{_label_selector(CHECKPOINT_RECORDS)},{WRITER_LABEL}!=operator"
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -61,9 +64,7 @@ def watch_settings() -> kopf.OperatorSettings:
     # the resources and namespaces to watch are known at start.
     settings.scanning.disabled = True
     settings.watching.label_selectors["", "v1", "pods"] = _label_selector(DRIVER_PODS)
-    settings.watching.label_selectors["", "v1", "configmaps"] = (
-        f"{_label_selector(CHECKPOINT_RECORDS)},{REPORTS_ONLY}"
-    )
+    settings.watching.label_selectors["", "v1", "configmaps"] = CHECKPOINT_REPORTS
     return settings
 
 
@@ -99,9 +100,9 @@ def build_registry(
     is_own_write: whether a job at that resourceVersion is what the operator's own status write made of it.
 
     The echoes of the operator's own writes wake nothing: its status writes, the driver pods it creates and
-    the checkpoint records it writes (fence advances, not even sent: REPORTS_ONLY). The reconcile that wrote
-    them decided with them in mind; woken again it would read and decide the same, at five requests a pass,
-    which a burst of new jobs would pay two or three times each."""
+    the checkpoint records it writes (fence advances, not even sent: CHECKPOINT_REPORTS). The reconcile that
+    wrote them decided with them in mind; woken again it would read and decide the same, at five requests a
+    pass, which a burst of new jobs would pay two or three times each."""
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -135,7 +136,7 @@ def build_registry(
         *, type: str | None, namespace: str | None, labels: Mapping[str, str], **_: Any
     ) -> None:
         if type == "DELETED":
-            # Deleted, or out of REPORTS_ONLY: a fence advance (a forged writer label only delays a refresh).
+            # Deleted, or out of CHECKPOINT_REPORTS: a fence advance (a forged writer label delays a refresh).
             return
         on_checkpoint(JobKey(namespace=namespace or "", name=labels[JOB_LABEL]))
 
