@@ -107,7 +107,7 @@ def test_a_job_runs_with_its_ha_records_on_s3(
     uid = client.CustomObjectsApi(world.api).get_namespaced_custom_object(
         API_GROUP, API_VERSION, ns, PLURAL, name
     )["metadata"]["uid"]
-    stores = s3_stores(world.s3.client(), root)
+    stores = s3_stores(world.s3.client(), root, fleet.seal(world.api))
     graph = stores.job_graphs.get(job)
     assert graph is not None and graph.uid == uid
     pointers = stores.checkpoints.pointers(job)

@@ -195,6 +195,11 @@ def term_floor_name(lease_name: str) -> str:
     return f"{lease_name}-term"
 
 
+def record_key_name(lease_name: str) -> str:
+    """The Secret beside the operator's Lease that holds the key its HA records are sealed with."""
+    return f"{lease_name}-record-key"
+
+
 def driver_pod_name(job_name: str, attempt: int) -> str:
     """The attempt's driver pod, its Service and NetworkPolicy, and the prefix of its other objects."""
     return f"{job_name}-{attempt}-driver"

@@ -22,6 +22,7 @@ from ftspark.adapters.k8s.configmap_stores import ConfigMapRecords, configmap_st
 from ftspark.adapters.memory.stores import MemoryBlobStore, MemoryRecords
 from ftspark.adapters.records import HaStores, Records, stores_on
 from ftspark.adapters.s3.stores import S3BlobStore, S3Records, s3_stores
+from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.domain.models import CheckpointSpec, DriverSpec, JobSpec
@@ -64,10 +65,11 @@ class Backend:
     payloads: Callable[[], list[str]]  # URIs of the large job-graph payloads that exist
     reopen: Callable[[], HaStores]  # the same backing store seen by another process (a new leader)
     unreachable: Callable[[], HaStores] | None
+    seal: RecordSeal  # the installation's: `stores` and `reopen` share it, as an operator's replicas do
     stores: HaStores = field(init=False)
 
     def __post_init__(self) -> None:
-        self.stores = stores_on(self.records, self.blobs)
+        self.stores = stores_on(self.records, self.blobs, self.seal)
 
     def job(self, name: str = "orders") -> JobKey:
         return JobKey(namespace=self.namespace, name=name)
@@ -131,7 +133,7 @@ def _build(request: pytest.FixtureRequest) -> Backend:
 
 
 def _memory(request: pytest.FixtureRequest) -> Backend:
-    records, blobs = MemoryRecords(), MemoryBlobStore()
+    records, blobs, seal = MemoryRecords(), MemoryBlobStore(), _seal()
     return Backend(
         name="memory",
         namespace="jobs",
@@ -139,8 +141,9 @@ def _memory(request: pytest.FixtureRequest) -> Backend:
         records=records,
         blobs=blobs,
         payloads=lambda: sorted(blobs.objects),
-        reopen=lambda: stores_on(records, blobs),
+        reopen=lambda: stores_on(records, blobs, seal),
         unreachable=None,
+        seal=seal,
     )
 
 
@@ -149,11 +152,16 @@ def _configmap(request: pytest.FixtureRequest) -> Backend:
     namespace: str = request.getfixturevalue("namespace")
     s3 = request.getfixturevalue("s3_server").client()
     bucket = _fresh_bucket(s3)
-    blobs = S3BlobStore(s3)
+    blobs, seal = S3BlobStore(s3), _seal()
 
     def stores_via(api_client: client.ApiClient, timeout: float = 10.0) -> HaStores:
         return configmap_stores(
-            api_client, blobs, results_namespace=namespace, namespaces=(namespace,), request_timeout=timeout
+            api_client,
+            blobs,
+            seal,
+            results_namespace=namespace,
+            namespaces=(namespace,),
+            request_timeout=timeout,
         )
 
     def unreachable() -> HaStores:
@@ -171,6 +179,7 @@ def _configmap(request: pytest.FixtureRequest) -> Backend:
         payloads=lambda: _keys(s3, bucket, "jobs/"),
         reopen=lambda: stores_via(api),
         unreachable=unreachable,
+        seal=seal,
     )
 
 
@@ -178,7 +187,7 @@ def _s3(request: pytest.FixtureRequest) -> Backend:
     server: S3Server = request.getfixturevalue("s3_server")
     s3 = server.client()
     bucket = _fresh_bucket(s3)
-    root = f"s3://{bucket}/ftspark"
+    root, seal = f"s3://{bucket}/ftspark", _seal()
 
     def unreachable() -> HaStores:
         dead = boto3.client(
@@ -189,7 +198,7 @@ def _s3(request: pytest.FixtureRequest) -> Backend:
             region_name=REGION,
             config=Config(connect_timeout=1, read_timeout=1, retries={"max_attempts": 1}),
         )
-        return s3_stores(dead, root, namespaces=("jobs",))
+        return s3_stores(dead, root, seal, namespaces=("jobs",))
 
     return Backend(
         name="s3",
@@ -198,9 +207,14 @@ def _s3(request: pytest.FixtureRequest) -> Backend:
         records=S3Records(s3, root, namespaces=("jobs",)),
         blobs=None,
         payloads=lambda: _keys(s3, bucket, "jobs/"),
-        reopen=lambda: s3_stores(server.client(), root, namespaces=("jobs",)),
+        reopen=lambda: s3_stores(server.client(), root, seal, namespaces=("jobs",)),
         unreachable=unreachable,
+        seal=seal,
     )
+
+
+def _seal() -> RecordSeal:
+    return RecordSeal(RecordSeal.new_key())
 
 
 def _fresh_bucket(s3: S3Client) -> str:

@@ -14,6 +14,7 @@ from kubernetes import client
 
 from ftspark.adapters.records import ConflictError, Record, RecordId, stores_on
 from ftspark.adapters.s3.stores import S3Records
+from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import RetiredRecordError, StaleEpochError
 from ftspark.domain.ha import JobKey
 from ftspark.handlers.watch import CHECKPOINT_REPORTS
@@ -233,7 +234,7 @@ def test_on_s3_a_listing_tells_whose_checkpoints_changed(s3_server: S3Server) ->
     bucket = f"ha-{uuid.uuid4().hex[:12]}"
     s3.create_bucket(Bucket=bucket)
     records = S3Records(s3, f"s3://{bucket}/ftspark", namespaces=("jobs",))
-    stores = stores_on(records, None)
+    stores = stores_on(records, None, RecordSeal(RecordSeal.new_key()))
     mine, other, theirs = (
         JobKey(namespace=ns, name=n) for ns, n in (("jobs", "a"), ("jobs", "b"), ("x", "c"))
     )

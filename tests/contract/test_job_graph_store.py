@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from ftspark.adapters.records import JOBGRAPH, JOBGRAPH_POINTER, RecordId
+from ftspark.adapters.records import JOBGRAPH, JOBGRAPH_DIGEST, JOBGRAPH_POINTER, RecordId
+from ftspark.adapters.seal import SEAL
 from ftspark.domain.fencing import StaleEpochError
 from ftspark.domain.ha import JobKey
 from ftspark.ports.stores import StoreUnavailableError, UntrustedRecordError
@@ -81,10 +82,10 @@ def test_large_graph_keeps_only_a_pointer_and_delete_is_two_phase(
     assert record is not None
     assert store.get(large.job) == large
     if backend.blobs is None:  # S3 records hold any size: nothing to point at
-        assert set(record.data) == {JOBGRAPH}
+        assert set(record.data) == {JOBGRAPH, SEAL}
         return
 
-    assert set(record.data) == {JOBGRAPH_POINTER}
+    assert set(record.data) == {JOBGRAPH_POINTER, JOBGRAPH_DIGEST, SEAL}
     assert len(json.dumps(record.data)) < 1024
     payload = record.data[JOBGRAPH_POINTER]
     assert payload.startswith(f"{large.spec.checkpoint.storage}/ha/jobgraph-{large.uid}-")
@@ -150,7 +151,8 @@ def test_unreachable_store_raises_store_unavailable(networked_backend: Backend) 
 
 
 def _forge(backend: Backend, job: JobKey, pointer: str) -> None:
-    """What a tenant may do to its own record: point it anywhere (fences and writer kept)."""
+    """What a tenant may do to its own record: point it anywhere (fences and writer kept), without the
+    operator's key to seal it."""
     rid = RecordId.of_job("jobgraph", job)
     record = backend.records.read(rid)
     assert record is not None
@@ -196,13 +198,12 @@ def test_a_pointer_to_anything_but_the_jobs_own_payload_is_neither_used_nor_dele
 
     with pytest.raises(UntrustedRecordError) as refused:
         store.get(graph.job)
-    assert victim in str(refused.value) and "secret" not in str(refused.value)
+    assert "seal" in str(refused.value) and "secret" not in str(refused.value)
     store.put(backend.graph(generation=2, padding=LARGE), leader(1))  # replaces the forged pointer
     _forge(backend, graph.job, victim)
     store.delete(graph.job, leader(1))
 
-    if target.endswith(".parquet"):
-        assert victim not in reads, "only payload-shaped names are ever read"
+    assert victim not in reads, "an unsealed pointer is never followed"
     assert read(victim) is not None
     assert store.get(graph.job) is None
     assert store.get(other.job) == other
@@ -219,3 +220,30 @@ def test_an_unreadable_object_among_the_records_does_not_hide_the_others(
     # Drivers write under the root with their jobs' credentials.
     s3_server.client().put_object(Bucket=bucket, Key="ftspark/ha/jobs/junk/jobgraph.json", Body=b"{")
     assert networked_backend.reopen().job_graphs.jobs() == [graph.job]
+
+
+@pytest.mark.parametrize("change", ["elsewhere", "other-job"])
+def test_a_sealed_pointer_whose_payload_the_tenant_rewrote_is_refused(
+    payload_backend: Backend, change: str
+) -> None:
+    """The payload lies in the tenant's storage, which the tenant may write: its bytes are sealed too (by
+    digest), so neither a graph sending the next attempt to a folder the tenant prepared nor another job's
+    graph is ever returned in its place."""
+    backend = payload_backend
+    assert backend.blobs is not None
+    store = backend.stores.job_graphs
+    graph, other = backend.graph(padding=LARGE), backend.graph("other", padding=LARGE)
+    store.put(graph, leader(1))
+    record = backend.records.read(RecordId.of_job("jobgraph", graph.job))
+    assert record is not None
+    uri = record.data[JOBGRAPH_POINTER]
+    forged = {
+        "elsewhere": graph.model_copy(update={"checkpoint_location": "s3://victim/prepared/checkpoints"}),
+        "other-job": other,
+    }[change]
+    backend.blobs.delete(uri)
+    backend.blobs.put(uri, forged.model_dump_json().encode())
+
+    with pytest.raises(UntrustedRecordError) as refused:
+        store.get(graph.job)
+    assert "changed since the operator wrote it" in str(refused.value)

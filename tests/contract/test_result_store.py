@@ -9,7 +9,7 @@ import pytest
 
 from ftspark.adapters.records import Kind, RecordId
 from ftspark.domain.fencing import StaleEpochError
-from ftspark.ports.stores import StoreUnavailableError
+from ftspark.ports.stores import StoreUnavailableError, UntrustedRecordError
 from tests.contract.conftest import Backend, leader
 
 
@@ -116,3 +116,62 @@ def test_unreachable_store_raises_store_unavailable(networked_backend: Backend) 
         with pytest.raises(StoreUnavailableError):
             call()
     assert time.monotonic() - started < 30
+
+
+def _forge(backend: Backend, rid: RecordId, data: dict[str, str]) -> None:
+    """What a writer without the operator's key may do where results live (the operator's namespace, or the
+    S3 store's root, which drivers' credentials reach): write any record."""
+    current = backend.records.read(rid)
+    if current is None:
+        backend.records.create(rid, data, {}, "tenant")
+    else:
+        backend.records.replace(rid, data, current.fences, "tenant", current.version)
+
+
+@pytest.mark.parametrize("forgery", ["unsealed", "copied from another uid"])
+def test_a_result_the_operator_did_not_write_is_never_taken_for_the_jobs(
+    backend: Backend, forgery: str
+) -> None:
+    """A forged result would end its job for good (a result keeps a job from running again), make a new
+    leader delete the job's pods (a dirty one) and, once expired, have the operator delete what it names."""
+    store = backend.stores.results
+    store.create_dirty(backend.result("mine"), leader(1))
+    store.mark_clean("mine", leader(1))
+    genuine = backend.records.read(RecordId("result", "mine"))
+    assert genuine is not None
+    victim = backend.result("victim").model_copy(update={"clean": True, "data": ("s3://victim-bucket/all/",)})
+    forged = {
+        "unsealed": {"result": victim.model_dump_json()},
+        "copied from another uid": dict(genuine.data),
+    }[forgery]
+    _forge(backend, RecordId("result", "victim"), forged)
+
+    with pytest.raises(UntrustedRecordError):
+        store.get("victim")
+    assert [entry.uid for entry in store.entries()] == ["mine"], "a forged record is not listed"
+    # The job's real result, when it comes, replaces the forgery.
+    real = backend.result("victim", "Failed")
+    store.create_dirty(real, leader(1))
+    store.mark_clean("victim", leader(1))
+    assert store.get("victim") == real.model_copy(update={"clean": True})
+
+
+def test_on_s3_a_dirty_result_copied_as_clean_stays_dirty(s3_backend: Backend) -> None:
+    """Where dirty and clean are records apart, the seal names the kind: a dirty one copied to the clean
+    name does not verify, so its job's cleanup is not skipped."""
+    store = s3_backend.stores.results
+    entry = s3_backend.result("u1", "Failed")
+    store.create_dirty(entry, leader(1))
+    dirty = s3_backend.records.read(RecordId("result-dirty", "u1"))
+    assert dirty is not None
+    _forge(s3_backend, RecordId("result", "u1"), dict(dirty.data))
+    assert store.get("u1") == entry and not entry.clean
+    assert store.entries() == [entry]
+
+
+def test_an_unreadable_result_record_does_not_hide_the_others(backend: Backend) -> None:
+    store = backend.stores.results
+    entry = backend.result("u1", "Failed")
+    store.create_dirty(entry, leader(1))
+    _forge(backend, RecordId("result", "junk"), {"result": "{"})
+    assert store.entries() == [entry]

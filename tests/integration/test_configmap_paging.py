@@ -10,6 +10,7 @@ from kubernetes import client
 
 from ftspark.adapters.k8s import configmap_stores as module
 from ftspark.adapters.memory.stores import MemoryBlobStore
+from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey, JobResultEntry
 
@@ -20,7 +21,9 @@ def test_every_record_is_found_across_pages(
     api_client: client.ApiClient, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(module, "_PAGE", 2)
-    stores = module.configmap_stores(api_client, MemoryBlobStore(), results_namespace=namespace)
+    stores = module.configmap_stores(
+        api_client, MemoryBlobStore(), RecordSeal(RecordSeal.new_key()), results_namespace=namespace
+    )
     uids = [f"uid-{n}" for n in range(5)]
     for uid in uids:
         entry = JobResultEntry(

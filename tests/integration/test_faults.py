@@ -16,6 +16,7 @@ from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.memory.stores import MemoryBlobStore
+from ftspark.adapters.seal import RecordSeal
 from ftspark.ports.leadership import LeaderElectionRecord, LockUnavailableError
 from ftspark.ports.stores import StoreUnavailableError
 from ftspark_dev.controlplane import ControlPlane
@@ -145,7 +146,13 @@ def test_calls_through_a_partition_time_out_instead_of_hanging(
         lock = KubernetesLeaseLock(api, namespace=namespace, name="lock", identity="me", request_timeout=1.0)
         record = LeaderElectionRecord("me", 15, datetime.now(UTC), datetime.now(UTC), 0)
         version = lock.create(record)
-        stores = configmap_stores(api, MemoryBlobStore(), results_namespace=namespace, request_timeout=1.0)
+        stores = configmap_stores(
+            api,
+            MemoryBlobStore(),
+            RecordSeal(RecordSeal.new_key()),
+            results_namespace=namespace,
+            request_timeout=1.0,
+        )
         proxy.partition()
         for call in (
             lambda: lock.update(record, version),

@@ -71,7 +71,9 @@ def test_submits_runs_and_restarts_a_failed_driver(
     assert pod.spec.restart_policy == "Never"
     # No Service: executors reach their driver at its pod IP, which the pod learns from the downward API.
     assert core.list_namespaced_service(ns, label_selector="ftspark.io/job=wordcount").items == []
-    stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
+    stores = configmap_stores(
+        api_client, S3BlobStore(s3_server.client()), fleet.seal(api_client), results_namespace=fleet.namespace
+    )
     graph = stores.job_graphs.get(JobKey(namespace=ns, name="wordcount"))
     assert graph is not None, "the job graph is written before the driver pod"
     uid = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
@@ -317,7 +319,9 @@ def test_a_new_leader_finishes_the_cleanup_a_crashed_leader_left_dirty(
     uid = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
         API_GROUP, API_VERSION, ns, PLURAL, "dirty"
     )["metadata"]["uid"]
-    stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
+    stores = configmap_stores(
+        api_client, S3BlobStore(s3_server.client()), fleet.seal(api_client), results_namespace=fleet.namespace
+    )
     lease = client.CoordinationV1Api(api_client).read_namespaced_lease("ftspark-operator", fleet.namespace)
     crashed = Epoch("operator", lease.spec.lease_transitions or 0, first)
     finished = datetime.datetime.now(datetime.UTC)
@@ -446,7 +450,9 @@ def test_a_resume_from_too_old_a_checkpoint_waits_for_the_user(
     limit = {"storage": f"s3://{bucket}/jobs/aged", "maxResumeAgeSeconds": 600}
     _start_running(api_client, ns, "aged", bucket, checkpoint=limit)
     # The driver committed batch 7 an hour ago (as it reports it, and as it is in storage).
-    graph = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
+    graph = configmap_stores(
+        api_client, S3BlobStore(s3_server.client()), fleet.seal(api_client), results_namespace=fleet.namespace
+    )
     key = JobKey(namespace=ns, name="aged")
     stored = graph.job_graphs.get(key)
     assert stored is not None
@@ -599,7 +605,9 @@ def _report_checkpoints(
 ) -> None:
     """What a driver (attempt 1) reports: pointers to committed batches, with ids from the job's counter
     (0, 1, ...: not the batch ids)."""
-    stores = configmap_stores(api, S3BlobStore(s3.client()), results_namespace=fleet.namespace)
+    stores = configmap_stores(
+        api, S3BlobStore(s3.client()), fleet.seal(api), results_namespace=fleet.namespace
+    )
     key = JobKey(namespace=fleet.watch_namespace, name=job)
     for batch in batches:
         report_checkpoint(stores.checkpoints, key, location, batch)
@@ -953,7 +961,9 @@ def test_a_job_recreated_under_the_same_name_starts_afresh(
     """Deleting a job deletes its HA data; a new job of the same name never inherits pointers or fences."""
     ns, core, jobs = fleet.watch_namespace, client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
     key = JobKey(namespace=ns, name="again")
-    stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
+    stores = configmap_stores(
+        api_client, S3BlobStore(s3_server.client()), fleet.seal(api_client), results_namespace=fleet.namespace
+    )
     first = fleet.start()
     _to_second_attempt_with_checkpoints(api_client, s3_server, fleet, bucket, "again")
     assert _ha_config_maps(core, ns, "again") == ["again-checkpoints", "again-jobgraph"]
@@ -1034,7 +1044,9 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
     ns, core, job = fleet.watch_namespace, client.CoreV1Api(api_client), "hot"
     fleet.start()
     _start_running(api_client, ns, job, bucket, driver={"standby": 1, "standbyExecutors": 1})
-    stores = configmap_stores(api_client, S3BlobStore(s3_server.client()), results_namespace=fleet.namespace)
+    stores = configmap_stores(
+        api_client, S3BlobStore(s3_server.client()), fleet.seal(api_client), results_namespace=fleet.namespace
+    )
     key = JobKey(namespace=ns, name=job)
     graph = stores.job_graphs.get(key)
     assert graph is not None

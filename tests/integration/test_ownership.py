@@ -4,6 +4,7 @@ the tenant a non-admin user) and the S3 server, whose every request to another t
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -16,10 +17,11 @@ from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.cluster import KubeDrivers, KubeEvents, KubeJobs
-from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, configmap_stores
+from ftspark.adapters.k8s.configmap_stores import RESULT_LABEL, STORE_LABEL, configmap_stores
 from ftspark.adapters.records import HaStores
 from ftspark.adapters.s3.inspector import S3CheckpointInspector
 from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobKey
 from ftspark.protocol import JOB_LABEL
@@ -119,6 +121,7 @@ def world(
     stores = configmap_stores(
         api_client,
         S3BlobStore(operator_s3),
+        RecordSeal(RecordSeal.new_key()),
         results_namespace=namespace,
         namespaces=(namespace,),
         payload_threshold=0,
@@ -174,7 +177,7 @@ def test_a_configmap_posing_as_a_job_graph_gets_no_object_of_anyone_deleted(
     assert world.reconciler.forget_orphans() == 1
     assert world.config_maps() == [], "the forged record itself is deleted: it sits at a record's name"
     assert world.victim_exists()
-    assert f"points at {world.victim}, which is no job graph payload" in _warnings(caplog)
+    assert "ghost does not carry this operator's seal" in _warnings(caplog)
 
     # As the record of a job of that name, found at its first reconcile and again at its deletion.
     world.forge("ghost-jobgraph", forged)
@@ -209,7 +212,7 @@ def test_a_live_jobs_edited_pointer_deletes_only_the_operators_own_payloads(
     assert world.config_maps() == []
     assert world.victim_exists()
     assert world.victim_requests == []
-    assert f"points at {world.victim}" in _warnings(caplog)
+    assert "edited does not carry this operator's seal" in _warnings(caplog)
     # Left: once the record stopped naming it, nothing names it any more (the operator never lists storage).
     assert world.payloads() == [original]
 
@@ -279,4 +282,43 @@ def test_garbage_labelled_as_job_graphs_does_not_stop_the_sweep(
     assert (
         "ConfigMap" in warnings and "/junk labelled" in warnings and "/fenced-jobgraph labelled" in warnings
     )
-    assert "points at %%%" in warnings
+    assert "garbled does not carry this operator's seal" in warnings
+
+
+def test_a_forged_result_gets_nothing_deleted_and_ends_no_job(world: World) -> None:
+    """Where results live (here the tenant's namespace, as a ConfigMap writer of the operator's would have
+    it; on S3, the store's root, which drivers' credentials reach), a forged result names another tenant's
+    folder, a live job's uid, or is dirty: the sweeps delete nothing, read nothing of the victim's, and the
+    job it names keeps running."""
+    live = world.create_job("live")
+    world.reconcile("live")
+    long_ago = "2020-01-01T00:00:00Z"
+    forged = {
+        "ghost": {"state": "Succeeded", "clean": True, "data": [f"s3://{world.victim_bucket}/data/"]},
+        live: {"state": "Cancelled", "clean": False},
+    }
+    for uid, fields in forged.items():
+        entry = {
+            "job": {"namespace": world.ns, "name": "live"},
+            "uid": uid,
+            "finished_at": long_ago,
+            **fields,
+        }
+        body = client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=f"ftspark-result-{uid}", labels={RESULT_LABEL: "true"}),
+            data={"result": json.dumps(entry)},
+        )
+        world.tenant.create_namespaced_config_map(world.ns, body)
+
+    assert world.reconciler.finish_dirty_results() == 0
+    assert world.reconciler.expire_results() == 0
+    assert world.victim_exists()
+    assert world.victim_requests == [], "not a single request to the victim's bucket"
+    assert pod_names(world.api, world.ns, "live") == ["live-1-driver"], "its pods are not deleted"
+    set_driver_exited(client.CoreV1Api(world.api), world.ns, "live-1-driver", 1, "crashed")
+    deadline = time.monotonic() + 30
+    while "live-2-driver" not in pod_names(world.api, world.ns, "live"):
+        assert time.monotonic() < deadline, "the forged result ended the job"
+        world.reconcile("live")
+        time.sleep(0.3)
+    assert "UntrustedJobResult" in event_reasons(world.api, world.ns, "live")

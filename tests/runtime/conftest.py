@@ -22,6 +22,7 @@ from ftspark.adapters.k8s.cluster import KubeDrivers
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.records import HaStores
 from ftspark.adapters.s3.stores import S3BlobStore, split_uri
+from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey
 from ftspark.protocol import (
@@ -109,6 +110,7 @@ class RuntimeJob:
         return configmap_stores(
             self.api,
             S3BlobStore(self.s3.client()),
+            RecordSeal(RecordSeal.new_key()),  # a driver's records are its checkpoints: never sealed
             results_namespace=self.namespace,
             namespaces=(self.namespace,),
         )

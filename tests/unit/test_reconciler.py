@@ -515,7 +515,7 @@ def test_a_job_graph_pointing_at_a_foreign_object_is_ignored_and_the_object_neve
 
     cluster.reconcile(after=1)
     (warning,) = (e for e in cluster.events.emitted if e.reason == "UntrustedJobGraph")
-    assert warning.type == "Warning" and victim in warning.message
+    assert warning.type == "Warning" and "does not carry this operator's seal" in warning.message
     cluster.jobs.delete(KEY)
     cluster.reconcile()
     assert cluster.stores.job_graphs.get(KEY) is None
@@ -934,3 +934,49 @@ def test_a_deposed_leader_disposes_of_nothing(cluster: Cluster) -> None:
     with pytest.raises(NotLeadingError):
         cluster.reconcile(after=1)
     assert cluster.storage.any_with_prefix(savepoint_folder(oldest))
+
+
+def test_a_sealed_result_naming_anything_but_its_jobs_checkpoint_folders_gets_only_those_deleted() -> None:
+    """Defence behind the seal: whatever a result says, retention deletes only the operator's own naming of
+    its job's run folders (<storage>/checkpoints/<uid8>-run-<n>/)."""
+    cluster = Cluster()
+    own = f"{run_dir(UID, 1)}/"
+    named = [own, "s3://victim-bucket/all/", f"{run_dir('ffffffff-other-job', 1)}/", f"{run_dir(UID, 1)}-x/"]
+    for prefix in named:
+        cluster.storage.put(f"{prefix}data", b"x")
+    entry = JobResultEntry(
+        job=KEY, uid=UID, state="Succeeded", finished_at=cluster.now, retain_seconds=1, data=tuple(named)
+    )
+    cluster.stores.results.create_dirty(entry, LEADER)
+    cluster.stores.results.mark_clean(UID, LEADER)
+    cluster.now += timedelta(seconds=2)
+    assert cluster.reconciler.expire_results() == 1
+    assert sorted(cluster.storage.objects) == sorted(f"{prefix}data" for prefix in named[1:])
+
+
+def test_a_cleanup_that_fails_is_tried_again_at_the_next_sweep_and_keeps_no_other_waiting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    cluster = Cluster()
+    for name in ("a", "b"):
+        entry = JobResultEntry(
+            job=JobKey(namespace="team-a", name=name),
+            uid=f"uid-{name}",
+            state="Failed",
+            finished_at=cluster.now,
+        )
+        cluster.stores.results.create_dirty(entry, LEADER)
+    delete_all = cluster.drivers.delete_all
+    refused = {"uid-a"}
+
+    def refusing(key: JobKey, uid: str) -> None:
+        if uid in refused:
+            raise ConnectionError("the API server refused the delete")
+        delete_all(key, uid)
+
+    monkeypatch.setattr(cluster.drivers, "delete_all", refusing)
+    assert cluster.reconciler.finish_dirty_results() == 1
+    assert [(e.uid, e.clean) for e in cluster.stores.results.entries()] == [("uid-a", False), ("uid-b", True)]
+    refused.clear()
+    assert cluster.reconciler.finish_dirty_results() == 1
+    assert all(entry.clean for entry in cluster.stores.results.entries())

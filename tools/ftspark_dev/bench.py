@@ -289,7 +289,10 @@ def checkpointing(bench: Installation, count: int, window: float = _IDLE_WINDOW)
     with the store writes a real driver makes."""
     objects, ns = client.CustomObjectsApi(bench.api), bench.namespace
     stores = configmap_stores(
-        bench.api, S3BlobStore(bench.fleet.s3.client()), results_namespace=bench.fleet.namespace
+        bench.api,
+        S3BlobStore(bench.fleet.s3.client()),
+        bench.fleet.seal(bench.api),
+        results_namespace=bench.fleet.namespace,
     )
     attempts = {
         job["metadata"]["name"]: job["status"]["attempt"]

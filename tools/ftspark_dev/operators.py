@@ -19,10 +19,12 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.adapters.k8s.record_key import record_seal
+from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobKey
 from ftspark.ports.stores import CheckpointStore
-from ftspark.protocol import JOB_LABEL, driver_pod_name
+from ftspark.protocol import JOB_LABEL, driver_pod_name, record_key_name
 from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.processes import ManagedProcess, free_port
@@ -114,6 +116,10 @@ class OperatorFleet:
         process.start()
         self.replicas[identity] = process
         return identity
+
+    def seal(self, api: client.ApiClient) -> RecordSeal:
+        """The installation's record seal, to read the job graphs and results its replicas write."""
+        return record_seal(api, self.namespace, record_key_name(OPERATOR_LEASE))
 
     def leader(self, api: client.ApiClient) -> str | None:
         return lease_holder(api, self.namespace)

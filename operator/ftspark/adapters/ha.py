@@ -1,4 +1,4 @@
-"""The HA stores of the backend an installation chose (protocol.HaStoreConfig): the operator and its
+"""The HA records of the backend an installation chose (protocol.HaStoreConfig): the operator and its
 drivers build them here, so both always write the same records."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 
 from kubernetes import client
 
-from ftspark.adapters.k8s.configmap_stores import configmap_stores
-from ftspark.adapters.records import HaStores
-from ftspark.adapters.s3.stores import S3BlobStore, s3_stores
+from ftspark.adapters.k8s.configmap_stores import ConfigMapRecords
+from ftspark.adapters.records import HaStores, RecordCheckpointStore, Records, stores_on
+from ftspark.adapters.s3.stores import S3BlobStore, S3Records
+from ftspark.adapters.seal import RecordSeal
+from ftspark.ports.stores import CheckpointStore
 from ftspark.protocol import HaStoreConfig
 
 if TYPE_CHECKING:
@@ -21,11 +23,35 @@ def ha_stores(
     store: HaStoreConfig,
     api: client.ApiClient,
     s3: S3Client,
+    seal: RecordSeal,
     *,
     results_namespace: str,
     namespaces: Sequence[str] = (),
 ) -> HaStores:
-    """namespaces: where job records are scanned (the watched ones); results_namespace: ConfigMaps only."""
+    """The operator's: namespaces, where job records are scanned (the watched ones); results_namespace:
+    ConfigMaps only; seal: the operator's, on what only it writes."""
+    records = _records(store, api, s3, results_namespace=results_namespace, namespaces=namespaces)
+    # S3 objects hold any size: job graphs stay inline there, no payload indirection.
+    return stores_on(records, None if store.kind == "s3" else S3BlobStore(s3), seal)
+
+
+def checkpoint_store(
+    store: HaStoreConfig, api: client.ApiClient, s3: S3Client, *, results_namespace: str, namespace: str
+) -> CheckpointStore:
+    """A driver's: it writes its job's checkpoint pointers and nothing else of the HA records."""
+    return RecordCheckpointStore(
+        _records(store, api, s3, results_namespace=results_namespace, namespaces=(namespace,))
+    )
+
+
+def _records(
+    store: HaStoreConfig,
+    api: client.ApiClient,
+    s3: S3Client,
+    *,
+    results_namespace: str,
+    namespaces: Sequence[str],
+) -> Records:
     if store.kind == "s3":
-        return s3_stores(s3, store.s3_root, namespaces=namespaces)
-    return configmap_stores(api, S3BlobStore(s3), results_namespace=results_namespace, namespaces=namespaces)
+        return S3Records(s3, store.s3_root, namespaces=namespaces)
+    return ConfigMapRecords(api, results_namespace=results_namespace, namespaces=namespaces)

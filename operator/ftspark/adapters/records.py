@@ -9,15 +9,21 @@ proves it.
 Record data, the same keys on every backend (where a record lives is in each backend's docstring):
 
     jobgraph     "jobgraph": the JobGraph as JSON; or, above the payload threshold, "jobgraph-pointer": the
-                 s3:// URI of the payload `<spec.checkpoint.storage>/ha/jobgraph-<uid>-<32 hex>.json`
+                 s3:// URI of the payload `<spec.checkpoint.storage>/ha/jobgraph-<uid>-<32 hex>.json` and
+                 "jobgraph-sha256": the payload's digest (it lies in the tenant's storage: sealed by it)
     checkpoints  "counter": the highest checkpoint id ever recorded; "checkpoint-<id>": a CheckpointPointer as
                  JSON, the newest `retained` of them
     result       "result": a JobResultEntry as JSON (backends with `clean_results_apart` keep dirty entries as
                  separate "result-dirty" records, FLIP-194's `<uid>_DIRTY.json` → `<uid>.json`)
+
+Job graph and result records, which only the operator writes, also carry "seal" (adapters.seal): a record
+whose seal does not verify is not the operator's and is treated as absent: never returned, never followed.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import random
 import re
@@ -29,6 +35,7 @@ from typing import Literal, Protocol, assert_never
 
 from pydantic import ValidationError
 
+from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import Epoch, FenceScope, RetiredRecordError, StaleEpochError, admit
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.metrics import FENCED_WRITES, STORE_CONFLICTS, UNTRUSTED_POINTERS
@@ -44,6 +51,7 @@ from ftspark.ports.stores import (
 DEFAULT_PAYLOAD_THRESHOLD = 64 * 1024
 JOBGRAPH = "jobgraph"
 JOBGRAPH_POINTER = "jobgraph-pointer"
+JOBGRAPH_DIGEST = "jobgraph-sha256"
 COUNTER = "counter"
 CHECKPOINT_PREFIX = "checkpoint-"
 RESULT = "result"
@@ -168,19 +176,32 @@ def payload_uri(graph: JobGraph, suffix: str) -> str:
     return f"{graph.spec.checkpoint.storage.rstrip('/')}/ha/{JOBGRAPH}-{graph.uid}-{suffix}.json"
 
 
-def _untrusted(job: JobKey, why: str) -> UntrustedRecordError:
-    UNTRUSTED_POINTERS.labels(pointer="jobgraph-payload").inc()
+def _digest(payload: bytes) -> str:
+    return hashlib.sha256(payload).hexdigest()
+
+
+def _untrusted(job: JobKey, why: str, pointer: str = "jobgraph-payload") -> UntrustedRecordError:
+    UNTRUSTED_POINTERS.labels(pointer=pointer).inc()
     return UntrustedRecordError(f"the job graph record of {job} {why}")
+
+
+_NOT_SEALED = "does not carry this operator's seal (forged, or written with another record key)"
 
 
 class RecordJobGraphStore:
     """Graphs above the threshold go to the blob store first; the record then only points at them."""
 
     def __init__(
-        self, records: Records, blobs: BlobStore | None, *, threshold: int = DEFAULT_PAYLOAD_THRESHOLD
+        self,
+        records: Records,
+        blobs: BlobStore | None,
+        seal: RecordSeal,
+        *,
+        threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
     ) -> None:
         self._fenced = FencedRecords(records)
         self._blobs = blobs
+        self._seal = seal
         self._threshold = threshold
 
     def put(self, graph: JobGraph, epoch: Epoch, *, new: bool = False) -> None:
@@ -192,7 +213,12 @@ class RecordJobGraphStore:
             # A fresh name per write: the old pointer stays valid until the new one replaces it.
             uri = payload_uri(graph, uuid.uuid4().hex)
             self._blobs.put(uri, payload.encode())
-        data = {JOBGRAPH_POINTER: uri} if uri else {JOBGRAPH: payload}
+        data = self._seal.sealed(
+            str(rid),
+            {JOBGRAPH_POINTER: uri, JOBGRAPH_DIGEST: _digest(payload.encode())}
+            if uri
+            else {JOBGRAPH: payload},
+        )
         try:
             old = self._fenced.update(rid, [epoch], lambda _: data, assume_absent=new)
         except StaleEpochError:
@@ -209,10 +235,12 @@ class RecordJobGraphStore:
             record = self._fenced.records.read(rid)
             if record is None:
                 return None
+            if not self._seal.verifies(str(rid), record.data):
+                raise _untrusted(job, _NOT_SEALED, pointer="jobgraph")
             if JOBGRAPH in record.data:
                 return JobGraph.model_validate_json(record.data[JOBGRAPH])
             uri = record.data[JOBGRAPH_POINTER]
-            graph = self._payload(job, uri)
+            graph = self._payload(job, uri, record.data.get(JOBGRAPH_DIGEST, ""))
             if graph is not None:
                 return graph
             # Replaced (and its old payload deleted) between the two reads: read the pointer again.
@@ -226,25 +254,29 @@ class RecordJobGraphStore:
         self._drop_payload(job, old, keep=None)
 
     def _drop_payload(self, job: JobKey, old: Mapping[str, str] | None, keep: str | None) -> None:
-        """Second phase: the pointer no longer names the payload, so it can go — if it is the job's own."""
+        """Second phase: the pointer no longer names the payload, so it can go — if it is the job's own, named
+        by a record the operator wrote."""
         if old is None or JOBGRAPH_POINTER not in old or old[JOBGRAPH_POINTER] == keep:
+            return
+        if not self._seal.verifies(str(RecordId.of_job("jobgraph", job)), old):
+            log.warning("%s; its payload pointer is left alone", _untrusted(job, _NOT_SEALED, "jobgraph"))
             return
         uri = old[JOBGRAPH_POINTER]
         try:
-            if self._payload(job, uri) is None:
+            if self._payload(job, uri, old.get(JOBGRAPH_DIGEST, "")) is None:
                 return  # gone already (a retried delete)
         except UntrustedRecordError as error:
             log.warning("%s; left alone", error)
             return
         self._blob_store().delete(uri)
 
-    def _payload(self, job: JobKey, uri: str) -> JobGraph | None:
-        """The graph a pointer names, None if its payload is absent.
+    def _payload(self, job: JobKey, uri: str, digest: str) -> JobGraph | None:
+        """The graph a (sealed) pointer names, None if its payload is absent.
 
-        The record is the tenant's to edit, so the pointer is trusted only as far as the payload proves it:
-        nothing but a payload-shaped name (unguessable: its random suffix is only in the record that names it)
-        is read, and the payload must be a graph of this very job whose own storage and uid give exactly this
-        name. UntrustedRecordError otherwise: another tenant's object is never parsed, returned or deleted.
+        The payload lies in the tenant's storage, so it is trusted only as far as it proves itself: nothing
+        but a payload-shaped name is read, its bytes must have the sealed digest, and it must be a graph of
+        this very job whose own storage and uid give exactly this name. UntrustedRecordError otherwise:
+        another tenant's object is never parsed, returned or deleted.
         """
         name = _PAYLOAD_NAME.search(uri)
         if name is None:
@@ -252,6 +284,8 @@ class RecordJobGraphStore:
         payload = self._blob_store().get(uri)
         if payload is None:
             return None
+        if not hmac.compare_digest(_digest(payload), digest):
+            raise _untrusted(job, f"points at {uri}, which was changed since the operator wrote it")
         try:
             graph = JobGraph.model_validate_json(payload)
         except ValidationError:
@@ -338,55 +372,78 @@ def _checkpoint_ids(data: Mapping[str, str]) -> list[int]:
 
 
 class RecordResultStore:
-    def __init__(self, records: Records) -> None:
+    """Every entry is sealed (adapters.seal): one that is not is neither returned nor kept in the way of the
+    real result, which replaces it."""
+
+    def __init__(self, records: Records, seal: RecordSeal) -> None:
         self._fenced = FencedRecords(records)
         self._records = records
+        self._seal = seal
 
     def create_dirty(self, result: JobResultEntry, epoch: Epoch) -> None:
         dirty, clean = self._ids(result.uid)
         for rid in dict.fromkeys((dirty, clean)):
-            if self._records.read(rid) is not None:  # kept as it is: not even the fences are rewritten
-                self._fenced.check(rid, [epoch])
+            record = self._records.read(rid)
+            if record is not None and self._sealed(rid, record.data):
+                self._fenced.check(rid, [epoch])  # kept as it is: not even the fences are rewritten
                 return
-        entry = {RESULT: result.model_copy(update={"clean": False}).model_dump_json()}
-        self._fenced.update(dirty, [epoch], lambda data: entry if data is None else data)
+        entry = self._entry_data(dirty, result.model_copy(update={"clean": False}))
+        self._fenced.update(dirty, [epoch], lambda data: data if self._sealed(dirty, data) else entry)
 
     def mark_clean(self, uid: str, epoch: Epoch) -> None:
         dirty, clean = self._ids(uid)
 
-        def cleaned(data: Mapping[str, str] | None) -> dict[str, str]:
-            if data is None:
-                raise KeyError(f"no job result for {uid}")
+        def cleaned(rid: RecordId, data: Mapping[str, str] | None) -> dict[str, str]:
+            if data is None or not self._sealed(rid, data):
+                raise KeyError(f"no job result for {uid} (or none of this operator's)")
             entry = JobResultEntry.model_validate_json(data[RESULT]).model_copy(update={"clean": True})
-            return {RESULT: entry.model_dump_json()}
+            return self._entry_data(clean, entry)
 
         if dirty == clean:
-            self._fenced.update(clean, [epoch], cleaned)
+            self._fenced.update(clean, [epoch], lambda data: cleaned(clean, data))
             return
         # FLIP-194: write <uid>.json, then drop <uid>_DIRTY.json; a crash in between leaves both (clean wins).
         current = self._records.read(dirty)
-        if current is None:
-            if self._records.read(clean) is None:
-                raise KeyError(f"no job result for {uid}")
+        if current is None or not self._sealed(dirty, current.data):
+            found = self._records.read(clean)
+            if found is None or not self._sealed(clean, found.data):
+                raise KeyError(f"no job result for {uid} (or none of this operator's)")
             self._fenced.check(clean, [epoch])
             return
         self._fenced.check(dirty, [epoch])
-        entry = cleaned(current.data)
-        self._fenced.update(clean, [epoch], lambda data: entry if data is None else data)
+        entry = cleaned(dirty, current.data)
+        self._fenced.update(clean, [epoch], lambda data: data if self._sealed(clean, data) else entry)
         self._fenced.update(dirty, [epoch], lambda _: None)
 
     def get(self, uid: str) -> JobResultEntry | None:
+        """UntrustedRecordError if records exist for the uid but none is one of this operator's."""
+        untrusted: list[RecordId] = []
         for rid in dict.fromkeys(reversed(self._ids(uid))):  # one read where both are one record
             record = self._records.read(rid)
-            if record is not None:
-                return JobResultEntry.model_validate_json(record.data[RESULT])
+            if record is None:
+                continue
+            if entry := self._entry(rid, record.data):
+                return entry
+            untrusted.append(rid)
+        if untrusted:
+            raise UntrustedRecordError(f"job result record {untrusted[0]} {_NOT_SEALED}")
         return None
 
     def entries(self) -> list[JobResultEntry]:
-        found = self._records.scan("result")
-        if self._records.clean_results_apart:
-            found = {**self._records.scan("result-dirty"), **found}
-        return [JobResultEntry.model_validate_json(found[uid].data[RESULT]) for uid in sorted(found)]
+        """Every sealed entry (clean wins over dirty); the others are logged and counted, one by one: none of
+        them keeps the rest from being found."""
+        kinds: tuple[Kind, ...] = (
+            ("result-dirty", "result") if self._records.clean_results_apart else ("result",)
+        )
+        found: dict[str, JobResultEntry] = {}
+        for kind in kinds:  # clean last: it wins over a dirty one of the same uid
+            for uid, record in self._records.scan(kind).items():
+                rid = RecordId(kind, uid)
+                if (entry := self._entry(rid, record.data)) is not None:
+                    found[uid] = entry
+                else:
+                    log.warning("job result record %s %s; ignored", rid, _NOT_SEALED)
+        return [found[uid] for uid in sorted(found)]
 
     def delete(self, uid: str, epoch: Epoch) -> None:
         entry = self.get(uid)
@@ -398,6 +455,22 @@ class RecordResultStore:
         self._fenced.update(clean, [epoch], lambda _: None)
         if dirty != clean:
             self._fenced.update(dirty, [epoch], lambda _: None)
+
+    def _entry_data(self, rid: RecordId, entry: JobResultEntry) -> dict[str, str]:
+        return self._seal.sealed(str(rid), {RESULT: entry.model_dump_json()})
+
+    def _sealed(self, rid: RecordId, data: Mapping[str, str] | None) -> bool:
+        return data is not None and self._seal.verifies(str(rid), data)
+
+    def _entry(self, rid: RecordId, data: Mapping[str, str]) -> JobResultEntry | None:
+        """The record's entry if this operator sealed it; None (counted) otherwise."""
+        if self._sealed(rid, data):
+            try:
+                return JobResultEntry.model_validate_json(data[RESULT])
+            except (KeyError, ValidationError):
+                pass  # sealed, yet not an entry this version reads: not one to act on either
+        UNTRUSTED_POINTERS.labels(pointer="result").inc()
+        return None
 
     def _ids(self, uid: str) -> tuple[RecordId, RecordId]:
         """(dirty, clean): the same record unless the backend keeps them apart."""
@@ -413,10 +486,15 @@ class HaStores:
 
 
 def stores_on(
-    records: Records, blobs: BlobStore | None, *, payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD
+    records: Records,
+    blobs: BlobStore | None,
+    seal: RecordSeal,
+    *,
+    payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
 ) -> HaStores:
+    """seal: the operator's (adapters.seal), which its job graphs and results carry."""
     return HaStores(
-        job_graphs=RecordJobGraphStore(records, blobs, threshold=payload_threshold),
+        job_graphs=RecordJobGraphStore(records, blobs, seal, threshold=payload_threshold),
         checkpoints=RecordCheckpointStore(records),
-        results=RecordResultStore(records),
+        results=RecordResultStore(records, seal),
     )

@@ -110,11 +110,14 @@ class Controller:
 
     def _sweep_results(self) -> None:
         # Cleanups a previous leader left half done first (FLIP-194), here rather than at the start of
-        # leadership: however many results there are, the Lease is renewed meanwhile.
-        _sweep(self._reconciler.finish_dirty_results, "finished %d cleanup(s) a previous leader left dirty")
-        # The rest not at once: a new leader's first seconds belong to reconciling every job (one read per
-        # job graph here would compete with them), and orphaned HA data is only garbage, never in the way.
-        while not self._kopf_stop.wait(self._result_sweep_seconds):
+        # leadership: however many results there are, the Lease is renewed meanwhile. The rest not at once:
+        # a new leader's first seconds belong to reconciling every job (one read per job graph here would
+        # compete with them), and orphaned HA data is only garbage, never in the way.
+        while True:
+            # Again at every sweep: a cleanup that failed (the API server refused a delete) is not given up.
+            _sweep(self._reconciler.finish_dirty_results, "finished %d cleanup(s) left dirty")
+            if self._kopf_stop.wait(self._result_sweep_seconds):
+                return
             _sweep(
                 self._reconciler.forget_orphans,
                 "deleted the HA data of %d job(s) deleted while no leader watched",

@@ -19,6 +19,7 @@ from ftspark.adapters.ha import ha_stores
 from ftspark.adapters.k8s.cluster import KubeDrivers, KubeEvents, KubeJobs
 from ftspark.adapters.k8s.counted import CountedApiClient
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
+from ftspark.adapters.k8s.record_key import record_seal
 from ftspark.adapters.s3.inspector import S3CheckpointInspector
 from ftspark.adapters.s3.stores import S3BlobStore, S3Records
 from ftspark.app.config import OperatorConfig, parse
@@ -27,7 +28,7 @@ from ftspark.app.probes import serve
 from ftspark.domain.fencing import Epoch
 from ftspark.leader.elector import LeaderElector
 from ftspark.metrics import FAILOVER_SECONDS, LEADER, LEASE_TRANSITIONS
-from ftspark.protocol import term_floor_name
+from ftspark.protocol import record_key_name, term_floor_name
 from ftspark.reconcile.reconciler import Reconciler
 
 if TYPE_CHECKING:
@@ -94,8 +95,10 @@ class OperatorReplica:
         self.api = api_client(cfg)
         self.s3 = s3_client(cfg)
         self.ha = cfg.ha()
+        # Read (or made) before anything else: without it no job graph or result can be trusted.
+        seal = record_seal(self.api, cfg.namespace, record_key_name(cfg.lease_name))
         self.stores = ha_stores(
-            self.ha, self.api, self.s3, results_namespace=cfg.namespace, namespaces=cfg.watch_namespaces
+            self.ha, self.api, self.s3, seal, results_namespace=cfg.namespace, namespaces=cfg.watch_namespaces
         )
         # S3 has no watch: the controller polls the checkpoint records' versions instead.
         self.checkpoint_versions = (

@@ -64,6 +64,19 @@ def is_checkpoint_directory(location: str, storage: str, uid: str) -> bool:
     return run != location and run.isascii() and run.isdigit()
 
 
+def is_checkpoint_folder(prefix: str, uid: str) -> bool:
+    """Whether prefix is the folder (folder_of) of a checkpoint directory the operator chooses for the job
+    uid, under whatever storage: the only shape a deleted job's data retention deletes."""
+    storage, marker, run = prefix.rpartition(f"/checkpoints/{uid[:8]}-run-")
+    number = run.removesuffix("/")
+    return (
+        bool(marker and storage)
+        and number.isascii()
+        and number.isdigit()
+        and prefix == folder_of(checkpoint_directory(storage, uid, int(number)))
+    )
+
+
 def directory_of(location: str, storage: str, uid: str) -> str | None:
     """The job's checkpoint directory that holds the query checkpoint at location (<directory>/<query>), if
     location is inside one the operator chooses for the job; None otherwise."""

@@ -40,7 +40,13 @@ from ftspark.domain.lifecycle import (
 )
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import Violation, namespace_allowances, violations
-from ftspark.domain.recovery import RestorePoint, choose_restore_point, folder_of, is_checkpoint_directory
+from ftspark.domain.recovery import (
+    RestorePoint,
+    choose_restore_point,
+    folder_of,
+    is_checkpoint_directory,
+    is_checkpoint_folder,
+)
 from ftspark.domain.rollback import effective_spec
 from ftspark.domain.savepoints import SavepointData, manifest_job, own_folder
 from ftspark.manifests import AttemptPlan
@@ -188,13 +194,19 @@ class Reconciler:
         return decision.requeue_after
 
     def finish_dirty_results(self) -> int:
-        """A new leader completes cleanups a previous one left half done (FLIP-194); returns how many."""
+        """Complete cleanups left half done (FLIP-194), by a previous leader or a failed delete; returns how
+        many."""
         finished = 0
         for entry in self._results.entries():
-            if not entry.clean:
+            if entry.clean:
+                continue
+            try:
                 self._drivers.delete_all(entry.job, entry.uid)
                 self._results.mark_clean(entry.uid, self._epoch())
                 finished += 1
+            except Exception:
+                # One job's refused delete must not keep the others' cleanups waiting.
+                log.exception("%s: its cleanup failed; trying again at the next sweep", entry.job)
         return finished
 
     def forget_orphans(self) -> int:
@@ -239,6 +251,13 @@ class Reconciler:
             job = self._jobs.get(entry.job)
             if job is None or job.uid != entry.uid:
                 for prefix in entry.data:  # before the entry: a crash in between deletes again next time
+                    if not is_checkpoint_folder(prefix, entry.uid):
+                        # Sealed, so the operator's own words; yet only its own naming is ever deleted.
+                        UNTRUSTED_POINTERS.labels(pointer="result-data").inc()
+                        log.warning(
+                            "result %s names %s, no checkpoint folder of its job; kept", entry.uid, prefix
+                        )
+                        continue
                     self._epoch()  # still leading (raises otherwise): a deposed leader deletes nothing
                     self._storage.delete_prefix(prefix)
                 self._results.delete(entry.uid, self._epoch())
@@ -257,8 +276,11 @@ class Reconciler:
     def _record_deletion(self, job: JobResource) -> None:
         """A job deleted before it ended: a clean Cancelled result carrying its data, deleted with the result
         once resultStore.ttlSeconds has passed (expire_results). One that ended has its result already."""
-        if self._results.get(job.uid) is not None:
-            return
+        try:
+            if self._results.get(job.uid) is not None:
+                return
+        except UntrustedRecordError:
+            pass  # not the operator's: the result written below replaces it
         try:
             spec = JobSpec.model_validate(job.spec)
         except ValidationError:
@@ -345,7 +367,7 @@ class Reconciler:
         # deletions failed is found once the driver is gone; a new leader finishes such cleanups first.)
         # The read a running job is spared is one of every five its checkpoints wake it for. A result is
         # only ever the outcome of a launched attempt, so a new job is spared it too.
-        result = None if running or not launched else self._results.get(job.uid)
+        result = None if running or not launched else self._result(job)
         # A submission is decided only when no driver pod exists (a standby is no driver yet) and the job has
         # no result: only then is S3 inspected.
         can_submit = all(d.standby for d in drivers) and result is None
@@ -427,6 +449,15 @@ class Reconciler:
             UNTRUSTED_POINTERS.labels(pointer="checkpoint").inc(len(point.outside))
             log.warning("%s: %s", job.key, point.why_skipped)
         return point
+
+    def _result(self, job: JobResource) -> JobResultEntry | None:
+        """The job's result; one the operator did not write counts as none (it would end the job for good)."""
+        try:
+            return self._results.get(job.uid)
+        except UntrustedRecordError as error:
+            log.warning("%s: %s", job.key, error)
+            self._events.emit(job, "Warning", "UntrustedJobResult", f"{error}; ignored")
+            return None
 
     def _stored_graph(self, job: JobResource) -> JobGraph | None:
         """The job graph; one whose record points at what the operator did not write counts as none (the

@@ -31,7 +31,7 @@ from py4j.protocol import Py4JError
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from ftspark.adapters.ha import ha_stores
+from ftspark.adapters.ha import checkpoint_store
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, Stuck, shortest_timeout
 from ftspark.ports.stores import CheckpointStore
@@ -130,16 +130,15 @@ class Driver:
             )
             return
         try:
-            stores = ha_stores(
+            self._checkpoints = checkpoint_store(
                 cfg.ha_store,
                 api,
                 self._s3,
                 results_namespace=cfg.results_namespace,
-                namespaces=(cfg.job.namespace,),
+                namespace=cfg.job.namespace,
             )
-            self._checkpoints = stores.checkpoints
             self._reporter = PointerReporter(
-                stores.checkpoints,
+                self._checkpoints,
                 self.objects,
                 cfg.job,
                 Epoch(scope="driver", term=cfg.attempt, holder=cfg.pod_name),

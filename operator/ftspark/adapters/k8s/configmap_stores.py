@@ -35,6 +35,7 @@ from ftspark.adapters.records import (
     RecordId,
     stores_on,
 )
+from ftspark.adapters.seal import RecordSeal
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.stores import StoreUnavailableError
 from ftspark.protocol import JOB_LABEL
@@ -244,6 +245,7 @@ def _call(
 def configmap_stores(
     api: client.ApiClient,
     blobs: BlobStore,
+    seal: RecordSeal,
     *,
     results_namespace: str,
     namespaces: Sequence[str] = (),
@@ -253,4 +255,4 @@ def configmap_stores(
     records = ConfigMapRecords(
         api, results_namespace=results_namespace, namespaces=namespaces, request_timeout=request_timeout
     )
-    return stores_on(records, blobs, payload_threshold=payload_threshold)
+    return stores_on(records, blobs, seal, payload_threshold=payload_threshold)

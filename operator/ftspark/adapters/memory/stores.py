@@ -16,6 +16,7 @@ from ftspark.adapters.records import (
     RecordId,
     stores_on,
 )
+from ftspark.adapters.seal import RecordSeal
 from ftspark.ports.blobs import check_folder
 
 
@@ -99,8 +100,13 @@ def memory_stores(
     records: MemoryRecords | None = None,
     blobs: MemoryBlobStore | None = None,
     *,
+    seal: RecordSeal | None = None,
     payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
 ) -> HaStores:
+    """seal: a fresh key's by default (a test that forges records passes its own to compare)."""
     return stores_on(
-        records or MemoryRecords(), blobs or MemoryBlobStore(), payload_threshold=payload_threshold
+        records or MemoryRecords(),
+        blobs or MemoryBlobStore(),
+        seal or RecordSeal(RecordSeal.new_key()),
+        payload_threshold=payload_threshold,
     )

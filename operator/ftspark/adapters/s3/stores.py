@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypeVar, assert_never
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ftspark.adapters.records import ConflictError, HaStores, Kind, Record, RecordId, stores_on
+from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.ha import JobKey
 from ftspark.ports.blobs import check_folder
 from ftspark.ports.stores import StoreUnavailableError
@@ -260,6 +261,6 @@ def _call(what: str, request: Callable[[], T], *, absent_is_conflict: bool = Fal
         raise StoreUnavailableError(f"{what}: S3 is unreachable: {error}") from error
 
 
-def s3_stores(s3: S3Client, root: str, *, namespaces: Sequence[str] = ()) -> HaStores:
+def s3_stores(s3: S3Client, root: str, seal: RecordSeal, *, namespaces: Sequence[str] = ()) -> HaStores:
     """Objects hold any size, so job graphs stay inline: no payload indirection on S3."""
-    return stores_on(S3Records(s3, root, namespaces=namespaces), None)
+    return stores_on(S3Records(s3, root, namespaces=namespaces), None, seal)
