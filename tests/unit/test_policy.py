@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from ftspark.app.config import parse
 from ftspark.domain.models import JobSpec
@@ -194,6 +195,11 @@ HOSTILE: list[tuple[dict[str, Any], str, str | None]] = [
         "serviceAccount",
     ),
     (
+        {"sparkConf": {"spark.authenticate": "false"}},
+        'sparkConf["spark.authenticate"]',
+        None,
+    ),
+    (
         {"localRecovery": {"enabled": True, "hostPath": "/var/lib/kubelet"}},
         "localRecovery.hostPath",
         "hostPath",
@@ -307,3 +313,14 @@ def test_the_operator_grants_allowances_by_name_and_refuses_unknown_ones(
     with pytest.raises(SystemExit):
         parse(["--allow", "root"])
     assert "Input should be 'serviceAccount'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "storage", ["s3://bucket/a/../b", "s3://bucket/./a", "s3://bucket//a", "s3://bucket/a/.."]
+)
+def test_a_storage_with_a_dot_or_empty_segment_is_refused(storage: str) -> None:
+    """Hadoop normalizes such a URI to another prefix than the one every ownership check compared."""
+    with pytest.raises(ValidationError) as refused:
+        _spec({"checkpoint": {"storage": storage}})
+    assert [error["loc"] for error in refused.value.errors()] == [("checkpoint", "storage")]
+    assert _spec({"checkpoint": {"storage": "s3://bucket/a/..b/.c/"}})  # dots inside a name are fine

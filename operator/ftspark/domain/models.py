@@ -15,7 +15,9 @@ from pydantic.alias_generators import to_camel
 
 from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, shortest_timeout
 
-_S3_URI = r"^s3a?://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$"
+# A bucket, then segments none of which is empty, "." or "..": Hadoop normalizes s3://b/a/../c to another
+# prefix than the one checked (RE2 has no lookahead, hence the three ways a segment may start).
+_S3_URI = r"^s3a?://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+))*/?$"
 _JVM_MEMORY = r"^[0-9]+([kmgt]b?)?$"  # Spark's memory strings: 512m, 2g, 1gb
 # Every duration a user sets is at most a year: a date that far ahead is still representable, so no
 # arithmetic on it overflows (1e12 s would, and fail every reconcile of the job instead of its validation).

@@ -201,6 +201,12 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "sparkConf",
+        KeyMatches(r"^spark\.authenticate(\.|$)"),
+        None,
+        "Spark RPC authentication, which the operator turns on with a new key for every attempt",
+    ),
+    Rule(
+        "sparkConf",
         KeyMatches(r"^spark\.kubernetes\.(driver|executor)\.volumes\.hostPath\."),
         "hostPath",
         "a directory of the node",
