@@ -92,6 +92,7 @@ def test_namespaced_mode_grants_roles_only_where_jobs_live(render: Render) -> No
         ("team-a", "ftspark-operator"),
         ("team-b", "ftspark-operator"),
         ("ftspark-system", "ftspark-operator-self"),
+        ("ftspark-system", "ftspark-operator-record-key"),
     }
     env = {
         e["name"]: e.get("value")
@@ -227,3 +228,28 @@ def test_the_checkpoint_refresh_budget_reaches_the_operator(
     )
     assert zero.returncode != 0
     assert "checkpointRefreshesPerSecond" in zero.stderr
+
+
+@pytest.mark.parametrize("mode", ["rbac.clusterWide=true", "watchNamespaces={team-a}"])
+def test_the_only_secret_the_operator_reads_is_its_record_key_in_its_own_namespace(
+    render: Render, mode: str
+) -> None:
+    kinds = _kinds(render(mode))
+    (role,) = (r for r in kinds["Role"] if r["metadata"]["name"] == "ftspark-operator-record-key")
+    assert role["metadata"]["namespace"] == "ftspark-system"
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": ["ftspark-operator-record-key"],
+            "verbs": ["get"],
+        },
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+    ]
+    reads = [
+        rule
+        for r in kinds["Role"] + kinds.get("ClusterRole", [])
+        for rule in r["rules"]
+        if "secrets" in rule["resources"] and {"get", "list", "watch"} & set(rule["verbs"])
+    ]
+    assert reads == [role["rules"][0]]

@@ -13,7 +13,7 @@ from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
-from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, JOB_LABEL, term_floor_name
+from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, JOB_LABEL, record_key_name, term_floor_name
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
 from ftspark_dev.s3server import S3Server
@@ -120,9 +120,13 @@ def test_chart_service_account_runs_the_operator_and_nothing_more(
     finally:
         fleet.stop_all()
 
+    # The one Secret it reads: the key its job graphs and results are sealed with, which it made itself.
+    key = core.read_namespaced_secret(record_key_name("ftspark-operator"), operator_ns)
+    assert key.immutable and key.metadata.labels == {"app.kubernetes.io/managed-by": "ftspark"}
     operator = config.new_client_from_config(config_file=str(as_operator))
     denied: list[Callable[[], object]] = [
         partial(client.CoreV1Api(operator).list_namespaced_secret, jobs_ns),
+        partial(client.CoreV1Api(operator).list_namespaced_secret, operator_ns),
         partial(client.CoreV1Api(operator).read_namespaced_secret, "charted-1-driver-rpc", jobs_ns),
         partial(client.CoreV1Api(operator).delete_collection_namespaced_pod, jobs_ns),
         partial(client.CoreV1Api(operator).list_node),
