@@ -9,6 +9,8 @@ import pytest
 
 from ftspark.adapters.k8s.cluster import DRIVER_RULES
 from ftspark.app.config import OperatorConfig, parse
+from ftspark.domain.models import LocalRecoverySpec
+from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, driver_lease_name, driver_pod_name
 from ftspark_dev.bundle import render_bundle
 from ftspark_dev.controlplane import REPO_ROOT
 from tests.helm.conftest import CHART, KUBE_VERSION, Render, run_helm
@@ -174,9 +176,9 @@ def test_job_policy_is_enforced_at_apply_time_by_default_and_can_be_turned_off(r
     kinds = _kinds(
         render("jobPolicy.allow={hostPath,nodeName}", "admission.operatorWrites=false", "watchNamespaces={a}")
     )
-    (policy,) = kinds["ValidatingAdmissionPolicy"]
-    (binding,) = kinds["ValidatingAdmissionPolicyBinding"]
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"] == "ftspark-operator-ftspark-system"
+    (policy,) = _named(kinds["ValidatingAdmissionPolicy"], "ftspark-operator-ftspark-system")
+    (binding,) = _named(kinds["ValidatingAdmissionPolicyBinding"], "ftspark-operator-ftspark-system")
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     assert policy["spec"]["variables"][0] == {
         "name": "allowedEverywhere",
         "expression": '["hostPath","nodeName"]',
@@ -190,9 +192,15 @@ def test_job_policy_is_enforced_at_apply_time_by_default_and_can_be_turned_off(r
     assert env["FTSPARK_ALLOW"] == "hostPath,nodeName", "the operator grants the same"
     # Reading a namespace's allow.ftspark.io/* labels: a Role grants it for its own namespace.
     assert any("namespaces" in rule["resources"] for rule in kinds["Role"][0]["rules"])
-    assert "ValidatingAdmissionPolicy" not in _kinds(
-        render("jobPolicy.admission=false", "admission.operatorWrites=false")
-    )
+    (driver_binding,) = _named(kinds["ValidatingAdmissionPolicyBinding"], "ftspark-operator-driver-requests")
+    (watched,) = driver_binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    assert watched["values"] == ["a"]
+    off = ("jobPolicy.admission=false", "admission.operatorWrites=false", "admission.driverRequests=false")
+    assert "ValidatingAdmissionPolicy" not in _kinds(render(*off))
+
+
+def _named(documents: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [d for d in documents if d["metadata"]["name"] == name]
 
 
 def _operator_config(render: Render, monkeypatch: pytest.MonkeyPatch, *values: str) -> OperatorConfig:
@@ -253,3 +261,15 @@ def test_the_only_secret_the_operator_reads_is_its_record_key_in_its_own_namespa
         if "secrets" in rule["resources"] and {"get", "list", "watch"} & set(rule["verbs"])
     ]
     assert reads == [role["rules"][0]]
+
+
+def test_the_driver_policy_names_what_the_operator_names() -> None:
+    """The policy on the drivers' requests is written by hand: the ServiceAccount, the local-recovery root and
+    the names of a driver's pod, records and Lease it checks are the operator's own."""
+    policy = (CHART / "templates" / "admission-driver.yaml").read_text()
+    assert f"':{DRIVER_SERVICE_ACCOUNT}'" in policy
+    assert f"'^{LocalRecoverySpec().host_path}/jobs/' + request.namespace" in policy
+    job = "counts"
+    assert driver_pod_name(job, 7).removeprefix(job) == "-7-driver"  # what '-[0-9]+-driver$' finds
+    assert driver_lease_name(job) == f"{job}-driver" and "variables.job + '-driver'" in policy
+    assert "variables.job + '-checkpoints'" in policy  # the ConfigMap store's record (e2e: real drivers)

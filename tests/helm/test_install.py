@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.adapters.k8s.cluster import DRIVER_RULES
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
 from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, JOB_LABEL, record_key_name, term_floor_name
 from ftspark_dev.controlplane import ControlPlane
@@ -207,3 +208,137 @@ def _admitted(api: client.ApiClient, namespace: str, body: dict[str, object]) ->
             return False
         raise
     return True
+
+
+def test_a_drivers_token_creates_only_its_own_executors_and_writes_only_its_jobs_records(
+    installed: tuple[str, str], control_plane: ControlPlane, api_client: client.ApiClient
+) -> None:
+    """The chart's policy on the drivers' ServiceAccount, beyond its Role (pods create, ConfigMaps and Leases
+    update): in a privileged namespace (as local recovery's hostPath needs), a job's code holding its driver's
+    token gets no privileged pod, no node's root, no other job's record or Lease; Spark's executors pass."""
+    _, jobs_ns = installed
+    core = client.CoreV1Api(api_client)
+    core.patch_namespace(
+        jobs_ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}}
+    )
+    driver = _driver_of_counts(core, client.RbacAuthorizationV1Api(api_client), jobs_ns)
+    for name in ("counts-checkpoints", "other-checkpoints"):
+        core.create_namespaced_config_map(
+            jobs_ns, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name))
+        )
+    as_driver = config.new_client_from_config(
+        config_file=str(
+            control_plane.kubeconfig_for_service_account(
+                jobs_ns, DRIVER_SERVICE_ACCOUNT, pod="counts-1-driver"
+            )
+        )
+    )
+    driver_core, driver_leases = client.CoreV1Api(as_driver), client.CoordinationV1Api(as_driver)
+    owner = client.V1OwnerReference(
+        api_version="v1", kind="Pod", name="counts-1-driver", uid=driver.metadata.uid
+    )
+    local_state = f"/var/lib/ftspark/local-state/jobs/{jobs_ns}/{uuid.uuid4()}"
+
+    def refused(body: client.V1Pod) -> str:
+        with pytest.raises(client.ApiException) as error:
+            driver_core.create_namespaced_pod(jobs_ns, body)
+        assert error.value.status == 403, error.value.body
+        return str(error.value.body)
+
+    def privileged_refused() -> bool:
+        body = _pod("privileged", owner=owner, privileged=True)
+        try:
+            driver_core.create_namespaced_pod(jobs_ns, body)
+        except client.ApiException as error:
+            return error.status == 403 and "privileged container" in str(error.body)
+        core.delete_namespaced_pod("privileged", jobs_ns)  # admitted: the policy is not loaded yet
+        return False
+
+    eventually(privileged_refused, timeout=20, what="the driver admission policy in force")
+    assert "local-recovery" in refused(_pod("rooted", owner=owner, host_path="/"))
+    assert "local-recovery" in refused(
+        _pod("elsewhere", owner=owner, host_path=local_state.replace(jobs_ns, "x"))
+    )
+    assert "node's namespaces" in refused(_pod("host-pid", owner=owner, host_pid=True))
+    assert "its own executors" in refused(_pod("stray", spark_role="executor"))  # no owner: outlives the job
+    assert "ftspark-driver" in refused(_pod("other-sa", owner=owner, service_account="default"))
+    # What Spark's executor pods are: admitted, local-recovery directory included.
+    driver_core.create_namespaced_pod(jobs_ns, _pod("counts-exec-1", owner=owner, host_path=local_state))
+
+    for name, allowed in (("counts-checkpoints", True), ("other-checkpoints", False)):
+        record = driver_core.read_namespaced_config_map(name, jobs_ns)
+        record.data = {"counter": "9"}
+        if allowed:
+            driver_core.replace_namespaced_config_map(name, jobs_ns, record)
+        else:
+            with pytest.raises(client.ApiException) as error:
+                driver_core.replace_namespaced_config_map(name, jobs_ns, record)
+            assert error.value.status == 403 and "counts-checkpoints, not other" in str(error.value.body)
+    for name, allowed in (("counts-driver", True), ("other-driver", False)):
+        lease = client.V1Lease(
+            metadata=client.V1ObjectMeta(name=name), spec=client.V1LeaseSpec(holder_identity="x")
+        )
+        if allowed:
+            driver_leases.create_namespaced_lease(jobs_ns, lease)
+        else:
+            with pytest.raises(client.ApiException) as error:
+                driver_leases.create_namespaced_lease(jobs_ns, lease)
+            assert error.value.status == 403 and "Lease counts-driver, not other" in str(error.value.body)
+    # A token of the ServiceAccount bound to no driver pod (one an admin minted) creates nothing at all.
+    unbound = client.CoreV1Api(
+        config.new_client_from_config(
+            config_file=str(control_plane.kubeconfig_for_service_account(jobs_ns, DRIVER_SERVICE_ACCOUNT))
+        )
+    )
+    with pytest.raises(client.ApiException) as error:
+        unbound.create_namespaced_pod(jobs_ns, _pod("counts-exec-2", owner=owner))
+    assert error.value.status == 403 and "driver pod's own token" in str(error.value.body)
+
+
+def _driver_of_counts(
+    core: client.CoreV1Api, rbac: client.RbacAuthorizationV1Api, namespace: str
+) -> client.V1Pod:
+    """The driver's identity, as the operator makes it, and a driver pod of job "counts"."""
+    meta = client.V1ObjectMeta(name=DRIVER_SERVICE_ACCOUNT)
+    core.create_namespaced_service_account(namespace, client.V1ServiceAccount(metadata=meta))
+    rbac.create_namespaced_role(namespace, client.V1Role(metadata=meta, rules=DRIVER_RULES))
+    subject = client.RbacV1Subject(kind="ServiceAccount", name=DRIVER_SERVICE_ACCOUNT, namespace=namespace)
+    role = client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=DRIVER_SERVICE_ACCOUNT)
+    rbac.create_namespaced_role_binding(
+        namespace, client.V1RoleBinding(metadata=meta, role_ref=role, subjects=[subject])
+    )
+    return core.create_namespaced_pod(namespace, _pod("counts-1-driver", spark_role="driver"))
+
+
+def _pod(
+    name: str,
+    *,
+    spark_role: str = "executor",
+    owner: client.V1OwnerReference | None = None,
+    service_account: str = DRIVER_SERVICE_ACCOUNT,
+    privileged: bool = False,
+    host_pid: bool = False,
+    host_path: str = "",
+) -> client.V1Pod:
+    """A pod as Spark makes an executor (labels, owner reference to its driver, ServiceAccount), or with one
+    hostile change."""
+    volumes = [client.V1Volume(name="local", host_path=client.V1HostPathVolumeSource(path=host_path))]
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(
+            name=name,
+            labels={"spark-role": spark_role, "spark-app-selector": "ftspark-0123abcd-1"},
+            owner_references=[owner] if owner else None,
+        ),
+        spec=client.V1PodSpec(
+            service_account_name=service_account,
+            host_pid=host_pid or None,
+            containers=[
+                client.V1Container(
+                    name="spark",
+                    image="spark:test",
+                    security_context=client.V1SecurityContext(privileged=True) if privileged else None,
+                )
+            ],
+            volumes=volumes if host_path else None,
+        ),
+    )

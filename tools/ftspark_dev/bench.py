@@ -60,6 +60,8 @@ _SHIPPED_ACCESS = {
     "ServiceAccount",
     "ClusterRole",
     "ClusterRoleBinding",
+    "Role",  # in the operator's namespace: the record key's
+    "RoleBinding",
     "ValidatingAdmissionPolicy",
     "ValidatingAdmissionPolicyBinding",
 }

@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from ftspark_dev.controlplane import REPO_ROOT
 
@@ -12,6 +15,15 @@ CHART = REPO_ROOT / "helm" / "ftspark-operator"
 BUNDLE = REPO_ROOT / "deploy" / "ftspark-operator.yaml"
 NAMESPACE = "ftspark-system"
 SERVICE_ACCOUNT = "ftspark-operator"  # the operator's, as the chart names it in a release of that name
+
+
+DRIVER_POLICY = "ftspark-operator-driver-requests"  # the policy on the drivers' requests, and its binding
+
+
+def driver_policy() -> list[dict[str, Any]]:
+    """The bundle's policy on the drivers' requests and its binding, as the chart ships them."""
+    documents = yaml.safe_load_all(BUNDLE.read_text())
+    return [d for d in documents if d and d["metadata"]["name"] == DRIVER_POLICY]
 
 
 def render_bundle(helm: Path) -> str:

@@ -134,11 +134,13 @@ class ControlPlane:
             self.workdir / f"{name or user}.kubeconfig", self.server, self._ca.cert_pem, pair, user
         )
 
-    def kubeconfig_for_service_account(self, namespace: str, name: str) -> Path:
+    def kubeconfig_for_service_account(self, namespace: str, name: str, *, pod: str = "") -> Path:
         """A kubeconfig authenticating as the ServiceAccount, with a token the API server issues for it: its
-        real identity, groups included (a client certificate would carry only the name)."""
-        token = self.kubectl("-n", namespace, "create", "token", name).stdout.strip()
-        user = f"{namespace}-{name}"
+        real identity, groups included (a client certificate would carry only the name). pod: the token is
+        bound to that pod, as the kubelet's are (the pod's name and uid then travel with every request)."""
+        bound = ["--bound-object-kind=Pod", f"--bound-object-name={pod}"] if pod else []
+        token = self.kubectl("-n", namespace, "create", "token", name, *bound).stdout.strip()
+        user = f"{namespace}-{name}{f'-{pod}' if pod else ''}"
         document = yaml.safe_load(self.kubeconfig.read_text())
         document["users"] = [{"name": user, "user": {"token": token}}]
         document["contexts"][0]["context"]["user"] = user

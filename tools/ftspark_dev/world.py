@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
@@ -38,6 +39,7 @@ from ftspark.protocol import (
     spark_app_id,
     term_floor_name,
 )
+from ftspark_dev.bundle import driver_policy
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.netproxy import ApiProxy
 from ftspark_dev.nodes import NodeAgent
@@ -317,6 +319,8 @@ def running_world() -> Iterator[World]:
         plane.start_controllers()
         plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
         plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")
+        # The chart's policy on the drivers' requests: every job here proves that Spark's executors pass it.
+        plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(driver_policy()))
         api = config.new_client_from_config(config_file=str(plane.kubeconfig))
         for name in (OPERATOR_NAMESPACE, JOBS_NAMESPACE):
             client.CoreV1Api(api).create_namespace(
