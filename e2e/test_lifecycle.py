@@ -12,6 +12,7 @@ import pytest
 from kubernetes import client
 from tests.waiting import eventually
 
+from ftspark.domain.lifecycle import upgrade_savepoint_id
 from ftspark_dev.controlplane import REPO_ROOT
 from ftspark_dev.windowed_counts import Output, expected_counts, write_input
 from ftspark_dev.world import OPERATOR_NAMESPACE, World
@@ -69,7 +70,7 @@ def test_spec_upgrades_in_each_mode_and_a_fork_from_a_savepoint(world: World, tm
             assert min(new.batches()) >= first, (mode, before, sorted(new.batches()))
         if mode == "savepoint":  # the stop took a savepoint of its final batch, kept in the history
             taken = [sp["id"] for sp in world.status(name).get("savepoints", [])]
-            assert f"sp-upgrade-a{attempt}" in taken, taken
+            assert upgrade_savepoint_id(world.uid(name), attempt) in taken, taken
         took[f"{mode} upgrade -> new files counted"] = time.monotonic() - started
     events = world.events(name)
     assert events.count("Upgraded") == 3, events

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from tests.waiting import eventually
 
+from ftspark.domain.lifecycle import stop_savepoint_id
 from ftspark_dev.windowed_counts import Output, expected_counts, write_input
 from ftspark_dev.world import World
 
@@ -89,7 +90,8 @@ def test_periodic_savepoints_a_stop_with_savepoint_and_a_rolled_back_upgrade(
     attempt = world.status(NAME)["attempt"]
     world.patch(NAME, {"desiredState": "stopped", "savepoints": {**savepoints, "onStop": True}})
     eventually(lambda: world.status(NAME).get("phase") == "Stopped", timeout=240, what="Stopped")
-    taken = next(sp for sp in _savepoints(world) if sp["id"] == f"sp-stop-a{attempt}")
+    stop_savepoint = stop_savepoint_id(world.uid(NAME), attempt)
+    taken = next(sp for sp in _savepoints(world) if sp["id"] == stop_savepoint)
     assert taken["origin"] == "stop"
     assert taken["batchId"] == max(output.batches()), "the savepoint holds the stop's final batch"
     world.patch(NAME, {"desiredState": "running"})

@@ -12,6 +12,7 @@ from typing import Any
 from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.domain.savepoints import job_savepoint_id
 from ftspark.protocol import CONTROL_ANNOTATION, SAVEPOINT_ANNOTATION, SAVEPOINT_MANIFEST
 from ftspark_dev.operators import (
     OperatorFleet,
@@ -37,14 +38,14 @@ def _keys(s3: Any, bucket: str, prefix: str) -> list[str]:
     return sorted(item["Key"] for item in listed.get("Contents", []))
 
 
-def _take(api: client.ApiClient, s3: Any, bucket: str, namespace: str, nonce: int, manifest_job: str) -> str:
+def _take(api: client.ApiClient, s3: Any, bucket: str, namespace: str, nonce: int, owner_uid: str) -> str:
     """Trigger savepoint `nonce`, wait for the request on the driver pod, write its objects (manifest last)
     and answer. The savepoint's folder."""
     core = client.CoreV1Api(api)
     client.CustomObjectsApi(api).patch_namespaced_custom_object(
         API_GROUP, API_VERSION, namespace, PLURAL, JOB, {"spec": {"savepointTriggerNonce": nonce}}
     )
-    savepoint_id = f"sp-{nonce}-a1"
+    savepoint_id = _id(nonce, _uid(api, namespace))
 
     def asked() -> bool:
         annotations = core.read_namespaced_pod(DRIVER, namespace).metadata.annotations or {}
@@ -54,7 +55,8 @@ def _take(api: client.ApiClient, s3: Any, bucket: str, namespace: str, nonce: in
     folder = f"jobs/{JOB}/savepoints/{savepoint_id}/"
     for name in ("counts/offsets/7", "counts/commits/7", "counts/state/0/0/8.delta"):
         s3.put_object(Bucket=bucket, Key=folder + name, Body=b"x" * 100)
-    manifest = json.dumps({"id": savepoint_id, "job": manifest_job, "queries": {}}).encode()
+    owner = {"job": f"{namespace}/{JOB}", "jobUid": owner_uid}
+    manifest = json.dumps({"id": savepoint_id, **owner, "queries": {}}).encode()
     s3.put_object(Bucket=bucket, Key=folder + SAVEPOINT_MANIFEST, Body=manifest)
     location = f"s3://{bucket}/{folder}"
     answer = json.dumps({"id": savepoint_id, "location": location, "batches": {"counts": 7}})
@@ -75,24 +77,35 @@ def test_the_oldest_savepoint_beyond_the_history_is_deleted_from_s3_then_from_th
     )
     eventually(lambda: pod_names(api_client, ns, JOB) == [DRIVER], timeout=30, what="the driver")
     set_driver_running(client.CoreV1Api(api_client), ns, DRIVER)
-    take = partial(_take, api_client, s3, bucket, ns)
-    first = take(1, f"{ns}/{JOB}")
-    foreign = take(2, "someone-else/their-job")  # its manifest is not this job's: never deleted
-    assert _ids(api_client, ns) == ["sp-1-a1", "sp-2-a1"]
+    take, uid = partial(_take, api_client, s3, bucket, ns), _uid(api_client, ns)
+    first = take(1, uid)
+    foreign = take(2, "ffffffff-an-earlier-job-of-this-name")  # its manifest is not this job's: never deleted
+    assert _ids(api_client, ns) == [_id(1, uid), _id(2, uid)]
     assert len(_keys(s3, bucket, first)) == 4, "within the history, nothing is deleted"
 
-    take(3, f"{ns}/{JOB}")  # sp-1, then (after the next) sp-2, are beyond maxCount 2
-    take(4, f"{ns}/{JOB}")
+    take(3, uid)  # sp-1, then (after the next) sp-2, are beyond maxCount 2
+    take(4, uid)
 
     eventually(
-        lambda: _ids(api_client, ns) == ["sp-3-a1", "sp-4-a1"],
+        lambda: _ids(api_client, ns) == [_id(3, uid), _id(4, uid)],
         timeout=30,
         what=lambda: f"the history holds sp-3, sp-4; it holds {_ids(api_client, ns)}",
     )
     assert _keys(s3, bucket, first) == [], "the oldest savepoint's objects are gone from S3"
     assert len(_keys(s3, bucket, foreign)) == 4, "a folder without this job's manifest is left alone"
-    assert len(_keys(s3, bucket, f"jobs/{JOB}/savepoints/sp-4-a1/")) == 4, "the newest is kept"
+    assert len(_keys(s3, bucket, f"jobs/{JOB}/savepoints/{_id(4, uid)}/")) == 4, "the newest is kept"
     status = job_status(api_client, ns, JOB)
     assert not status.get("savepointsDisposing"), status
     reasons = event_reasons(api_client, ns, JOB)
     assert {"SavepointDisposing", "SavepointDisposed", "SavepointNotDisposed"} <= set(reasons), reasons
+
+
+def _uid(api: client.ApiClient, namespace: str) -> str:
+    objects = client.CustomObjectsApi(api)
+    job = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, JOB)
+    return str(job["metadata"]["uid"])
+
+
+def _id(nonce: int, uid: str) -> str:
+    """The id of the savepoint a nonce asks attempt 1 for."""
+    return job_savepoint_id(str(nonce), uid, 1)

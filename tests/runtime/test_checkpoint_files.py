@@ -100,9 +100,16 @@ def test_savepoint_copies_what_the_batch_needs_and_restores_verified(store: Obje
     _checkpoint(store, location, 6, snapshot_at=3)
     store.write(f"{location}/sources/0/2.compact", b"v1\n")
     target = f"s3://{bucket}/savepoints/sp"
-    taken = savepoint.take(store, "sp", target, {"q": location}, "ns/job")
+    taken = savepoint.take(store, "sp", target, {"q": location}, "ns/job", "uid-1")
     assert taken.batches == {"q": 5}
     manifest = json.loads(store.read(f"{target}/_manifest.json") or b"")
+    assert (manifest["job"], manifest["jobUid"]) == ("ns/job", "uid-1")
+    # Never overwritten: not by the same job again, not by another one whose savepoint has the same id.
+    before = store.list(target)
+    for uid in ("uid-1", "uid-2"):
+        with pytest.raises(SavepointError, match="never overwritten"):
+            savepoint.take(store, "sp", target, {"q": location}, "ns/job", uid)
+    assert store.list(target) == before
     files = set(manifest["queries"]["q"]["files"])
     # Version 6 = snapshot 3 + deltas 4..6; no file of the running batch 6.
     assert {
@@ -140,7 +147,7 @@ def test_a_savepoint_that_fails_midway_leaves_nothing_on_storage(store: ObjectSt
     target = f"s3://{bucket}/savepoints/failed"
 
     with pytest.raises(SavepointError, match="query running has no committed batch"):
-        savepoint.take(store, "failed", target, {"done": done, "running": running}, "ns/job")
+        savepoint.take(store, "failed", target, {"done": done, "running": running}, "ns/job", "uid-1")
 
     assert store.list(target) == {}
 

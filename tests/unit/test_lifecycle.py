@@ -252,17 +252,21 @@ def test_stop_asks_the_driver_then_escalates_to_cancel_after_the_timeout() -> No
 def test_a_stop_with_savepoint_records_it_before_the_pod_goes_and_resumes_from_its_batch() -> None:
     job = spec(desiredState="stopped", savepoints={"onStop": True})
     asked = run(job, JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.RUNNING))
-    assert asked.actions[0] == RequestStop("job-1-driver", 1, "sp-stop-a1")
-    answer = SavepointReport(id="sp-stop-a1", location="s3://bucket/job/savepoints/sp-stop-a1", batch_id=7)
+    assert asked.actions[0] == RequestStop("job-1-driver", 1, "sp-stop-0123abcd-a1")
+    answer = SavepointReport(
+        id="sp-stop-0123abcd-a1", location="s3://bucket/job/savepoints/sp-stop-0123abcd-a1", batch_id=7
+    )
     exited = driver(1, DriverPhase.SUCCEEDED, exit_code=0, savepoint=answer)
     recorded = run(job, asked.status, exited, at=5)
     assert kinds(recorded) == [], "the savepoint is in the status before the pod that reports it goes"
     (taken,) = recorded.status.savepoints
-    assert (taken.id, taken.batch_id, taken.origin) == ("sp-stop-a1", 7, "stop")
+    assert (taken.id, taken.batch_id, taken.origin) == ("sp-stop-0123abcd-a1", 7, "stop")
     stopped = run(job, recorded.status, exited, at=6)
     assert kinds(stopped) == ["DeleteDriver"]
     assert stopped.status.phase == "Stopped"
-    assert "savepoint sp-stop-a1" in next(c.message for c in stopped.status.conditions if c.type == "Ready")
+    assert "savepoint sp-stop-0123abcd-a1" in next(
+        c.message for c in stopped.status.conditions if c.type == "Ready"
+    )
     assert stopped.status.savepoints == recorded.status.savepoints, "recorded once"
     # Resuming restores the latest checkpoint: the stop's final one, the batch the savepoint holds.
     resumed = run(spec(savepoints={"onStop": True}), stopped.status, at=40)
@@ -272,7 +276,7 @@ def test_a_stop_with_savepoint_records_it_before_the_pod_goes_and_resumes_from_i
 def test_a_stop_with_savepoint_that_fails_to_take_it_still_stops_and_says_so() -> None:
     job = spec(desiredState="stopped", savepoints={"onStop": True})
     asked = run(job, JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.RUNNING))
-    failed = SavepointReport(id="sp-stop-a1", location="", batch_id=0, error="S3 refused the copy")
+    failed = SavepointReport(id="sp-stop-0123abcd-a1", location="", batch_id=0, error="S3 refused the copy")
     exited = driver(1, DriverPhase.SUCCEEDED, exit_code=0, savepoint=failed)
     answered = run(job, asked.status, exited, at=5)
     assert answered.status.savepoints == []
@@ -356,12 +360,12 @@ def test_spec_change_follows_the_upgrade_mode() -> None:
 
     new = spec(upgradeMode="savepoint", arguments=["--v2"])
     upgrading = run(new, running, driver(1, DriverPhase.RUNNING), submitted=old)
-    assert upgrading.actions[0] == RequestStop("job-1-driver", 1, "sp-upgrade-a1")
-    answer = SavepointReport(id="sp-upgrade-a1", location="s3://bucket/job/savepoints/x", batch_id=9)
+    assert upgrading.actions[0] == RequestStop("job-1-driver", 1, "sp-upgrade-0123abcd-a1")
+    answer = SavepointReport(id="sp-upgrade-0123abcd-a1", location="s3://bucket/job/savepoints/x", batch_id=9)
     stopped = driver(1, DriverPhase.SUCCEEDED, exit_code=0, savepoint=answer)
     finished = run(new, upgrading.status, stopped, submitted=old)
     assert kinds(finished) == [], "the savepoint is in the status before the pod that reports it goes"
-    assert [(sp.id, sp.batch_id) for sp in finished.status.savepoints] == [("sp-upgrade-a1", 9)]
+    assert [(sp.id, sp.batch_id) for sp in finished.status.savepoints] == [("sp-upgrade-0123abcd-a1", 9)]
     deleting = run(new, finished.status, stopped, submitted=old)
     assert kinds(deleting) == ["DeleteDriver"]
     assert deleting.status.savepoints == finished.status.savepoints
@@ -453,7 +457,7 @@ def test_a_request_the_driver_refused_is_asked_again_by_the_current_leader() -> 
     pending = run(nonce, JobStatus(phase="Running", attempt=2), driver(2, DriverPhase.RUNNING)).status
     refused_savepoint = driver(2, DriverPhase.RUNNING, request_refused=True)
     asked_again = run(nonce, pending, refused_savepoint, at=5)
-    assert RequestSavepoint("job-2-driver", 2, "sp-4-a2") in asked_again.actions
+    assert RequestSavepoint("job-2-driver", 2, "sp-4-0123abcd-a2") in asked_again.actions
     given_up = run(nonce, asked_again.status, refused_savepoint, at=nonce.stop_timeout_seconds)
     assert "RequestSavepoint" not in kinds(given_up)
     assert given_up.status.savepoint_in_progress is None, "a savepoint refused again and again fails in time"
@@ -463,19 +467,21 @@ def test_a_new_savepoint_nonce_asks_the_running_driver_once_and_records_the_answ
     job = spec(savepointTriggerNonce=4)
     running = JobStatus(phase="Running", attempt=2)
     asked = run(job, running, driver(2, DriverPhase.RUNNING))
-    assert RequestSavepoint("job-2-driver", 2, "sp-4-a2") in asked.actions
+    assert RequestSavepoint("job-2-driver", 2, "sp-4-0123abcd-a2") in asked.actions
     assert asked.status.savepoint_in_progress is not None
     assert asked.requeue_after == job.stop_timeout_seconds
 
     again = run(job, asked.status, driver(2, DriverPhase.RUNNING), at=5)
     assert not any(isinstance(a, RequestSavepoint) for a in again.actions), "asked once"
 
-    report = SavepointReport(id="sp-4-a2", location="s3://bkt/job/savepoints/sp-4-a2", batch_id=17)
+    report = SavepointReport(
+        id="sp-4-0123abcd-a2", location="s3://bkt/job/savepoints/sp-4-0123abcd-a2", batch_id=17
+    )
     done = run(job, asked.status, driver(2, DriverPhase.RUNNING, savepoint=report), at=8)
     assert done.status.savepoint_in_progress is None
     assert done.status.handled_savepoint_nonce == 4
     taken = done.status.savepoints[-1]
-    assert (taken.id, taken.batch_id, taken.trigger_nonce) == ("sp-4-a2", 17, 4)
+    assert (taken.id, taken.batch_id, taken.trigger_nonce) == ("sp-4-0123abcd-a2", 17, 4)
     assert any(isinstance(a, EmitEvent) and a.reason == "SavepointCompleted" for a in done.actions)
     assert kinds(run(job, done.status, driver(2, DriverPhase.RUNNING, savepoint=report), at=9)) == []
 

@@ -842,7 +842,7 @@ def take_periodic_savepoints(cluster: Cluster, count: int) -> list[str]:
         _, savepoint_id = cluster.drivers.controls[-1]
         folder = savepoint_folder(savepoint_id)
         cluster.storage.put(f"{folder}query-0/metadata", b"{}")
-        manifest = {"id": savepoint_id, "job": str(KEY)}
+        manifest = {"id": savepoint_id, "job": str(KEY), "jobUid": UID}
         cluster.storage.put(f"{folder}_manifest.json", json.dumps(manifest).encode())
         report = SavepointReport(savepoint_id, folder.rstrip("/"), batch_id=len(taken))
         cluster.drivers.set_driver(KEY, 1, DriverPhase.RUNNING, savepoint=report)
@@ -895,10 +895,21 @@ def test_a_new_leader_finishes_a_disposal_the_last_one_left_half_done(cluster: C
     assert oldest not in [sp.id for sp in successor.status().savepoints]
 
 
-def test_a_folder_without_this_jobs_manifest_is_never_deleted(cluster: Cluster) -> None:
+@pytest.mark.parametrize(
+    "owner",
+    [
+        {"job": "team-b/counts", "jobUid": "ffffffff-another-job"},
+        {"job": str(KEY), "jobUid": "ffffffff-an-earlier-job-of-the-same-name"},
+        {"job": str(KEY)},  # written before manifests named the uid: kept, never guessed at
+    ],
+    ids=["another-job", "same-name-earlier-uid", "no-uid"],
+)
+def test_a_folder_without_this_jobs_manifest_is_never_deleted(
+    cluster: Cluster, owner: dict[str, str]
+) -> None:
     oldest, *kept = take_periodic_savepoints(cluster, 3)
     manifest = f"{savepoint_folder(oldest)}_manifest.json"
-    cluster.storage.objects[manifest] = json.dumps({"id": oldest, "job": "team-b/counts"}).encode()
+    cluster.storage.objects[manifest] = json.dumps({"id": oldest, **owner}).encode()
     cluster.reconcile(after=1)
     assert cluster.storage.get(manifest) is not None
     assert cluster.storage.any_with_prefix(f"{savepoint_folder(oldest)}query-0/")

@@ -137,7 +137,7 @@ def test_the_first_periodic_savepoint_is_due_an_interval_after_the_attempt_start
     assert requested(early) == []
     assert early.requeue_after == pytest.approx(1), "looked at again when it is due, not at the 300 s poll"
     due = at(job, running(), 600)
-    assert requested(due) == [f"sp-periodic-{int((T0 + timedelta(seconds=600)).timestamp())}-a1"]
+    assert requested(due) == [f"sp-periodic-{int((T0 + timedelta(seconds=600)).timestamp())}-0123abcd-a1"]
     assert due.status.last_periodic_savepoint_at == T0 + timedelta(seconds=600)
     pending = due.status.savepoint_in_progress
     assert pending is not None
@@ -181,7 +181,7 @@ def test_an_unanswered_periodic_savepoint_is_given_up_and_the_next_one_comes_an_
 def test_a_new_nonce_wins_over_a_due_periodic_savepoint_which_follows_it() -> None:
     job = spec(interval=600, savepointTriggerNonce=7)
     both_due = at(job, running(handled_savepoint_nonce=6), 600)
-    assert requested(both_due) == ["sp-7-a1"]
+    assert requested(both_due) == ["sp-7-0123abcd-a1"]
     assert both_due.status.last_periodic_savepoint_at is None
     still_waiting = at(job, both_due.status, 610)
     assert requested(still_waiting) == [], "one savepoint at a time"
@@ -207,15 +207,20 @@ def test_periodic_savepoints_wait_while_earlier_ones_are_disposed_of() -> None:
 
 def test_a_nonce_whose_savepoint_id_is_being_disposed_of_waits_for_the_disposal() -> None:
     job = spec(savepointTriggerNonce=4)
-    reused = running(savepoints=[ref("sp-4-a1"), ref("sp-5-a1")], savepoints_disposing=["sp-4-a1"])
+    reused = running(
+        savepoints=[ref("sp-4-0123abcd-a1"), ref("sp-5-0123abcd-a1")],
+        savepoints_disposing=["sp-4-0123abcd-a1"],
+    )
     assert requested(at(job, reused, 0)) == []
-    gone = at(job, reused, 0, disposing={"sp-4-a1": SavepointData.GONE})
-    assert requested(at(job, gone.status, 1)) == ["sp-4-a1"]
+    gone = at(job, reused, 0, disposing={"sp-4-0123abcd-a1": SavepointData.GONE})
+    assert requested(at(job, gone.status, 1)) == ["sp-4-0123abcd-a1"]
 
 
 def test_an_upgrade_savepoint_records_its_origin() -> None:
     old, new = spec(upgradeMode="savepoint"), spec(upgradeMode="savepoint", arguments=["--v2"])
-    report = SavepointReport("sp-upgrade-a1", f"{STORAGE}/savepoints/sp-upgrade-a1", batch_id=9)
+    report = SavepointReport(
+        "sp-upgrade-0123abcd-a1", f"{STORAGE}/savepoints/sp-upgrade-0123abcd-a1", batch_id=9
+    )
     stopped = DriverObservation(1, "job-1-driver", DriverPhase.SUCCEEDED, exit_code=0, savepoint=report)
     observation = Observation(
         job_uid=UID,
@@ -227,7 +232,7 @@ def test_an_upgrade_savepoint_records_its_origin() -> None:
     upgrading = running().model_copy(update={"phase": "Upgrading", "stop_requested_at": T0})
     decision = decide(new, upgrading, observation, T0, lambda: 0.5)
     (taken,) = decision.status.savepoints
-    assert (taken.id, taken.origin) == ("sp-upgrade-a1", "upgrade")
+    assert (taken.id, taken.origin) == ("sp-upgrade-0123abcd-a1", "upgrade")
 
 
 # -- the history: which savepoints to dispose of --

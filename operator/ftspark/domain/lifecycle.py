@@ -56,6 +56,7 @@ from ftspark.domain.restart import on_failure
 from ftspark.domain.rollback import NOT_UPGRADED
 from ftspark.domain.savepoints import (
     SavepointData,
+    job_savepoint_id,
     own_folder,
     periodic_due,
     periodic_savepoint_id,
@@ -347,14 +348,14 @@ def job_data(spec: JobSpec, uid: str, status: JobStatus) -> tuple[str, ...]:
     return tuple(dict.fromkeys(folder_of(d) for d in own))
 
 
-def upgrade_savepoint_id(attempt: int) -> str:
+def upgrade_savepoint_id(uid: str, attempt: int) -> str:
     """The savepoint a savepoint-mode upgrade takes of the attempt it stops."""
-    return f"sp-upgrade-a{attempt}"
+    return job_savepoint_id("upgrade", uid, attempt)
 
 
-def stop_savepoint_id(attempt: int) -> str:
+def stop_savepoint_id(uid: str, attempt: int) -> str:
     """The savepoint a stop takes with savepoints.onStop (each resume is a new attempt: one per attempt)."""
-    return f"sp-stop-a{attempt}"
+    return job_savepoint_id("stop", uid, attempt)
 
 
 # -- the decision --
@@ -790,7 +791,9 @@ class _Context:
             if (
                 with_savepoint
                 and current is not None
-                and self._record_stop_savepoint(current, stop_savepoint_id(current.attempt), "stop")
+                and self._record_stop_savepoint(
+                    current, stop_savepoint_id(self.obs.job_uid, current.attempt), "stop"
+                )
             ):
                 return self._done(_SOON)  # the pod goes once the status holds its savepoint (see _upgrade)
             if current is not None:
@@ -805,7 +808,9 @@ class _Context:
             self._delete_current("stop requested before the driver ran")
             return self._done(1.0)
         first_request = self.status.stop_requested_at is None
-        self._request_stop(current, stop_savepoint_id(current.attempt) if with_savepoint else "")
+        self._request_stop(
+            current, stop_savepoint_id(self.obs.job_uid, current.attempt) if with_savepoint else ""
+        )
         if first_request:
             self._phase("Stopping", "Stopping", "waiting for the running batch to commit")
         return self._done(1.0)
@@ -813,7 +818,7 @@ class _Context:
     def _stopped_message(self, stopped: DriverObservation | None) -> str:
         if stopped is None or stopped.exit_code != 0:
             return "stopped"
-        taken = stop_savepoint_id(stopped.attempt)
+        taken = stop_savepoint_id(self.obs.job_uid, stopped.attempt)
         if any(ref.id == taken for ref in self.status.savepoints):
             return f"stopped with a final checkpoint and savepoint {taken}"
         return "stopped with a final checkpoint"
@@ -872,7 +877,7 @@ class _Context:
                 # Stop with a final checkpoint and a savepoint of it (FLIP-34's stop-with-savepoint); after
                 # a timeout, cancel: the new attempt then restores the latest checkpoint and re-runs at most
                 # the one uncommitted batch, as a last-state upgrade.
-                self._request_stop(self.current, upgrade_savepoint_id(self.current.attempt))
+                self._request_stop(self.current, upgrade_savepoint_id(self.obs.job_uid, self.current.attempt))
             else:
                 self._delete_current(f"spec changed ({mode} upgrade)")
             self._phase("Upgrading", "Upgrading", f"spec changed; {mode} upgrade")
@@ -881,7 +886,9 @@ class _Context:
         if (
             mode == "savepoint"
             and stopped is not None
-            and self._record_stop_savepoint(stopped, upgrade_savepoint_id(stopped.attempt), "upgrade")
+            and self._record_stop_savepoint(
+                stopped, upgrade_savepoint_id(self.obs.job_uid, stopped.attempt), "upgrade"
+            )
         ):
             # The report lives on the driver pod: the status keeps it before the pod goes (a status write
             # refused as stale would otherwise lose it with the pod). The status write wakes the job again.
@@ -1133,14 +1140,16 @@ class _Context:
             return
         nonce = self.spec.savepoint_trigger_nonce
         if nonce is not None and nonce != self.status.handled_savepoint_nonce:
-            savepoint_id = f"sp-{nonce}-a{driver.attempt}"
+            requested = job_savepoint_id(str(nonce), self.obs.job_uid, driver.attempt)
             # A nonce used before names a folder that may be being deleted: ask once that is done.
-            if savepoint_id not in self.status.savepoints_disposing:
-                self._request_savepoint(driver, savepoint_id, nonce)
+            if requested not in self.status.savepoints_disposing:
+                self._request_savepoint(driver, requested, nonce)
             return
         due = self._periodic_due()
         if due is not None and self.now >= due:
-            self._request_savepoint(driver, periodic_savepoint_id(self.now, driver.attempt), None)
+            self._request_savepoint(
+                driver, periodic_savepoint_id(self.now, self.obs.job_uid, driver.attempt), None
+            )
             self._update(last_periodic_savepoint_at=self.now)
 
     def _periodic_due(self) -> datetime | None:

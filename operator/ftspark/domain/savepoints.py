@@ -11,7 +11,7 @@ status writes, so that no reference ever stays in status.savepoints while its da
 A leader that crashes anywhere in between leaves the id recorded: the next one deletes again (deletes are
 idempotent) and then drops the reference. Storage is read and deleted only at the exact folder where the
 job's driver writes the savepoint (storage from the spec, id from the status), and only while the folder's
-manifest names this job: the locations come from the driver and the status is the user's object too.
+manifest names this job's uid: the locations come from the driver and the status is the user's object too.
 """
 
 from __future__ import annotations
@@ -33,9 +33,16 @@ class SavepointData(StrEnum):
     FOREIGN = "foreign"  # objects without this job's manifest: never deleted
 
 
-def periodic_savepoint_id(requested_at: datetime, attempt: int) -> str:
+def job_savepoint_id(what: str, uid: str, attempt: int) -> str:
+    """sp-<what>-<uid8>-a<attempt>: the job's uid in it, so that neither another job on the same storage nor
+    a re-created job of the same name ever names the same folder (each would overwrite, dispose of or
+    restore the other's savepoint), and the attempt's number."""
+    return f"sp-{what}-{uid[:8]}-a{attempt}"
+
+
+def periodic_savepoint_id(requested_at: datetime, uid: str, attempt: int) -> str:
     """Unique: one periodic savepoint at a time, and an interval of at least a second between two."""
-    return f"sp-periodic-{int(requested_at.timestamp())}-a{attempt}"
+    return job_savepoint_id(f"periodic-{int(requested_at.timestamp())}", uid, attempt)
 
 
 def periodic_due(policy: SavepointsSpec, last: datetime | None, started: datetime | None) -> datetime | None:
@@ -87,10 +94,11 @@ def same_location(a: str, b: str) -> bool:
     return as_s3(a).rstrip("/") == as_s3(b).rstrip("/")
 
 
-def manifest_job(manifest: bytes) -> str | None:
-    """The job (namespace/name) that wrote a savepoint manifest; None if it does not read as one."""
+def manifest_job_uid(manifest: bytes) -> str | None:
+    """The uid of the job whose driver wrote a savepoint manifest; None if it does not read as one (or was
+    written before manifests carried it: such a savepoint is never disposed of)."""
     try:
-        job = json.loads(manifest).get("job")
+        uid = json.loads(manifest).get("jobUid")
     except (ValueError, AttributeError):
         return None
-    return job if isinstance(job, str) else None
+    return uid if isinstance(uid, str) and uid else None

@@ -48,7 +48,7 @@ from ftspark.domain.recovery import (
     is_checkpoint_folder,
 )
 from ftspark.domain.rollback import effective_spec
-from ftspark.domain.savepoints import SavepointData, manifest_job, own_folder
+from ftspark.domain.savepoints import SavepointData, manifest_job_uid, own_folder
 from ftspark.manifests import AttemptPlan
 from ftspark.metrics import JOBS, UNTRUSTED_POINTERS
 from ftspark.ports.blobs import BlobStore
@@ -389,7 +389,7 @@ class Reconciler:
                 if can_submit and launched
                 else 0
             ),
-            disposing=self._disposing(key, spec, status),
+            disposing=self._disposing(job, spec, status),
             retired_present=self._retired_present(job, spec, status),
         )
 
@@ -412,7 +412,7 @@ class Reconciler:
                 )
         return found
 
-    def _disposing(self, key: JobKey, spec: JobSpec, status: JobStatus) -> dict[str, SavepointData]:
+    def _disposing(self, job: JobResource, spec: JobSpec, status: JobStatus) -> dict[str, SavepointData]:
         """What storage holds of each savepoint being disposed of, read only at the job's own folder for it;
         one that cannot be read now is left out (the decision then waits for the next pass)."""
         found: dict[str, SavepointData] = {}
@@ -421,15 +421,15 @@ class Reconciler:
             if ref.id not in status.savepoints_disposing or folder is None:
                 continue
             try:
-                found[ref.id] = self._savepoint_data(key, folder)
+                found[ref.id] = self._savepoint_data(job.uid, folder)
             except StoreUnavailableError as error:
-                log.warning("%s: savepoint %s could not be looked at: %s", key, ref.id, error)
+                log.warning("%s: savepoint %s could not be looked at: %s", job.key, ref.id, error)
         return found
 
-    def _savepoint_data(self, key: JobKey, folder: str) -> SavepointData:
+    def _savepoint_data(self, uid: str, folder: str) -> SavepointData:
         manifest = self._storage.get(folder + SAVEPOINT_MANIFEST)
         if manifest is not None:
-            return SavepointData.OWN if manifest_job(manifest) == str(key) else SavepointData.FOREIGN
+            return SavepointData.OWN if manifest_job_uid(manifest) == uid else SavepointData.FOREIGN
         # No manifest: the savepoint's own deletion removes it last, so whatever is left is not of it.
         return SavepointData.FOREIGN if self._storage.any_with_prefix(folder) else SavepointData.GONE
 

@@ -459,7 +459,9 @@ class Driver:
         target = join(self.config.storage, "savepoints", savepoint_id)
         locations = {q.name: q.location for q in self.queries.all()}
         try:
-            taken = savepoint.take(self.objects, savepoint_id, target, locations, str(self.config.job))
+            taken = savepoint.take(
+                self.objects, savepoint_id, target, locations, str(self.config.job), self.config.job_uid
+            )
         except (SavepointError, StorageError) as error:
             log.error("savepoint %s failed: %s", savepoint_id, error)
             self._watcher.annotate(

@@ -2,8 +2,11 @@
 latest committed batch.
 
     <storage>/savepoints/<id>/<query>/...      the files batch n needs (CheckpointDir.files_for)
-    <storage>/savepoints/<id>/_manifest.json   written last: {id, job, createdAt, queries: {query:
+    <storage>/savepoints/<id>/_manifest.json   written last: {id, job, jobUid, createdAt, queries: {query:
                                                {batchId, source, files: {path: {size, sha256}}}}}
+
+A folder that holds a manifest is never written again: a savepoint, once taken, is never overwritten (the
+operator disposes of one only while its manifest names the job's uid).
 
 Committed files are immutable until retention removes them (minBatchesToRetain, 100 by default), so a copy
 of the latest committed batch needs no pause of the query. Restoring copies a query's files into its empty
@@ -40,14 +43,16 @@ class Savepoint:
 
 
 def take(
-    store: ObjectStore, savepoint_id: str, target: str, queries: Mapping[str, str], job: str
+    store: ObjectStore, savepoint_id: str, target: str, queries: Mapping[str, str], job: str, job_uid: str
 ) -> Savepoint:
     """Copy every query (name → checkpoint location) at its latest committed batch to target. One that fails
     midway deletes what it copied before it raises: the operator records a failed savepoint nowhere, so a half
-    copy would stay on storage for good."""
+    copy would stay on storage for good. A target that holds a savepoint already is refused, untouched."""
+    if store.exists(join(target, SAVEPOINT_MANIFEST)):
+        raise SavepointError(f"{target} holds a savepoint already: a savepoint is never overwritten")
     written: list[str] = []
     try:
-        return _copy(store, savepoint_id, target, queries, job, written)
+        return _copy(store, savepoint_id, target, queries, {"job": job, "jobUid": job_uid}, written)
     except (SavepointError, StorageError):
         _remove(store, written)
         raise
@@ -58,10 +63,10 @@ def _copy(
     savepoint_id: str,
     target: str,
     queries: Mapping[str, str],
-    job: str,
+    owner: Mapping[str, str],
     written: list[str],
 ) -> Savepoint:
-    manifest: dict[str, Any] = {"id": savepoint_id, "job": job, "queries": {}}
+    manifest: dict[str, Any] = {"id": savepoint_id, **owner, "queries": {}}
     for name, location in sorted(queries.items()):
         checkpoint = CheckpointDir(store, location)
         batch = checkpoint.latest_commit()
