@@ -196,6 +196,24 @@ def test_the_operators_token_writes_only_objects_labelled_as_its_own(
     refused(
         partial(as_operator.create_namespaced_config_map, "kube-system", config_map("x", {JOB_LABEL: "x"}))
     )
+    # Labelled as its own, yet not what it grants: the drivers' Role bound to someone else, a wider Role.
+    rbac = client.RbacAuthorizationV1Api(as_operator.api_client)
+    labelled = client.V1ObjectMeta(name="ftspark-driver", labels={"app.kubernetes.io/managed-by": "ftspark"})
+    rbac.create_namespaced_role(jobs_ns, client.V1Role(metadata=labelled, rules=DRIVER_RULES))  # as it does
+    to_anyone = client.V1RoleBinding(
+        metadata=labelled,
+        role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="ftspark-driver"),
+        subjects=[client.RbacV1Subject(kind="User", name="mallory", api_group="rbac.authorization.k8s.io")],
+    )
+    assert "binds only the drivers' Roles" in refused(
+        partial(rbac.create_namespaced_role_binding, jobs_ns, to_anyone)
+    )
+    # Rights the operator holds (so RBAC lets it grant them) but a driver has not: every job's HA records.
+    records = client.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["list", "delete"])
+    wider = client.V1Role(
+        metadata=client.V1ObjectMeta(name="wider", labels=labelled.labels), rules=[*DRIVER_RULES, records]
+    )
+    assert "the drivers' rights and no more" in refused(partial(rbac.create_namespaced_role, jobs_ns, wider))
 
 
 def _admitted(api: client.ApiClient, namespace: str, body: dict[str, object]) -> bool:
