@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from ftspark import API_GROUP, API_VERSION, KIND
-from ftspark.domain.models import EnvVar, JobSpec
+from ftspark.domain.models import EnvVar, JobSpec, spark_size_mib
 from ftspark.protocol import (
     ATTEMPT_LABEL,
     BLOCK_MANAGER_PORT,
@@ -550,23 +550,13 @@ def _driver_memory_mib(conf: dict[str, str]) -> int:
     """The driver pod's memory as Spark 4.0's Kubernetes backend sizes a driver pod (BasicDriverFeatureStep):
     spark.driver.memory plus spark.driver.memoryOverhead, by default max(overhead factor * memory,
     spark.driver.minMemoryOverhead)."""
-    heap = _mib(conf["spark.driver.memory"])
+    heap = spark_size_mib(conf["spark.driver.memory"])
     if "spark.driver.memoryOverhead" in conf:
-        return heap + _mib(conf["spark.driver.memoryOverhead"])
+        return heap + spark_size_mib(conf["spark.driver.memoryOverhead"])
     factor = float(
         conf.get("spark.driver.memoryOverheadFactor")
         or conf.get("spark.kubernetes.memoryOverheadFactor")  # deprecated since Spark 3.3, still read
         or OVERHEAD_FACTOR
     )
-    minimum = _mib(conf.get("spark.driver.minMemoryOverhead", f"{MIN_OVERHEAD_MIB}m"))
+    minimum = spark_size_mib(conf.get("spark.driver.minMemoryOverhead", f"{MIN_OVERHEAD_MIB}m"))
     return heap + max(int(factor * heap), minimum)
-
-
-_MIB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2, "p": 1024**3}
-
-
-def _mib(size: str) -> int:
-    """Spark's size strings (512m, 1g, 1gb; a bare number is MiB) in whole MiB, as Spark rounds them."""
-    amount = size.strip().lower().removesuffix("b")
-    unit = amount[-1] if amount[-1] in _MIB_PER_UNIT else "m"
-    return int(int(amount.rstrip("kmgtp")) * _MIB_PER_UNIT[unit])

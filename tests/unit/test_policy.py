@@ -324,3 +324,24 @@ def test_a_storage_with_a_dot_or_empty_segment_is_refused(storage: str) -> None:
         _spec({"checkpoint": {"storage": storage}})
     assert [error["loc"] for error in refused.value.errors()] == [("checkpoint", "storage")]
     assert _spec({"checkpoint": {"storage": "s3://bucket/a/..b/.c/"}})  # dots inside a name are fine
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("spark.driver.memoryOverhead", "lots"),
+        ("spark.driver.memoryOverhead", ""),
+        ("spark.driver.minMemoryOverhead", "gb"),
+        ("spark.driver.memoryOverheadFactor", "x"),
+        ("spark.kubernetes.memoryOverheadFactor", "nan"),
+    ],
+)
+def test_a_spark_setting_the_operator_reads_itself_is_refused_unless_it_reads(key: str, value: str) -> None:
+    """It sizes the driver pod from them: a value it cannot read would fail every reconcile of the job."""
+    with pytest.raises(ValidationError) as refused:
+        _spec({"sparkConf": {key: value}})
+    (error,) = refused.value.errors()
+    assert error["loc"] == ("sparkConf",) and key in error["msg"]
+    assert _spec(
+        {"sparkConf": {"spark.driver.memoryOverhead": "512m", "spark.driver.memoryOverheadFactor": "0.2"}}
+    )

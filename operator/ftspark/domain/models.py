@@ -19,6 +19,24 @@ from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, shortest_timeout
 # prefix than the one checked (RE2 has no lookahead, hence the three ways a segment may start).
 _S3_URI = r"^s3a?://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+))*/?$"
 _JVM_MEMORY = r"^[0-9]+([kmgt]b?)?$"  # Spark's memory strings: 512m, 2g, 1gb
+_MIB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2, "p": 1024**3}
+# Settings the operator reads itself (to size the driver pod as Spark does): a value it cannot read is the
+# spec's error, named at apply time, not a reconcile that fails on every pass.
+SIZE_CONF = ("spark.driver.memoryOverhead", "spark.driver.minMemoryOverhead")
+FACTOR_CONF = ("spark.driver.memoryOverheadFactor", "spark.kubernetes.memoryOverheadFactor")
+
+
+def spark_size_mib(size: str) -> int:
+    """Spark's size strings (512m, 1g, 1gb; a bare number is MiB) in whole MiB, as Spark rounds them;
+    ValueError for anything else."""
+    amount = size.strip().lower().removesuffix("b")
+    unit = amount[-1:] if amount[-1:] in _MIB_PER_UNIT else ""
+    number = amount[: len(amount) - len(unit)]
+    if not (number.isascii() and number.isdigit()):
+        raise ValueError(f"{size!r} is not a size (e.g. 512m, 2g)")
+    return int(int(number) * _MIB_PER_UNIT[unit or "m"])
+
+
 # Every duration a user sets is at most a year: a date that far ahead is still representable, so no
 # arithmetic on it overflows (1e12 s would, and fail every reconcile of the job instead of its validation).
 YEAR_SECONDS = 365 * 24 * 3600
@@ -417,6 +435,20 @@ class JobSpec(_Model):
             raise ValueError(f"{', '.join(managed)} is set by ftspark and cannot be overridden")
         return conf
 
+    @field_validator("spark_conf")
+    @classmethod
+    def _readable(cls, conf: dict[str, str]) -> dict[str, str]:
+        for key in SIZE_CONF:
+            if key in conf:
+                try:
+                    spark_size_mib(conf[key])
+                except ValueError as error:
+                    raise ValueError(f"{key}: {error}") from None
+        for key in FACTOR_CONF:
+            if key in conf and not _positive_number(conf[key]):
+                raise ValueError(f"{key}: {conf[key]!r} is not a positive number (e.g. 0.1)")
+        return conf
+
     @model_validator(mode="after")
     def _fits_the_drivers_environment(self) -> JobSpec:
         # sparkConf and env values reach the driver as Spark settings in one environment variable, which
@@ -653,3 +685,10 @@ class FaultTolerantSparkJob(_Model):
     model_config = ConfigDict(extra="ignore")
     spec: JobSpec = Field(description="What to run and how to keep it running.")
     status: JobStatus = Field(default_factory=JobStatus, description="What the operator observed.")
+
+
+def _positive_number(text: str) -> bool:
+    try:
+        return 0 < float(text) < float("inf")
+    except ValueError:
+        return False
