@@ -30,7 +30,7 @@ from ftspark.protocol import (
     Exit,
     TerminationMessage,
 )
-from ftspark.reconcile.observe import observe_driver
+from ftspark.reconcile.observe import MAX_DRIVER_TEXT, MAX_ROLLBACKS, observe_driver
 
 Pod = dict[str, Any]
 NAME = "job-1-driver"
@@ -524,3 +524,30 @@ def test_ended_only_on_the_kubelets_word_that_nothing_of_the_driver_runs(body: P
     observed = observe_driver(body)
     assert observed is not None
     assert observed.ended is ended
+
+
+def test_what_a_driver_writes_reaches_the_status_bounded() -> None:
+    """A job's code chooses its driver's annotations and termination message (up to the API server's
+    256 KiB): cut to MAX_DRIVER_TEXT before they reach the status or an Event."""
+    huge = "x" * 200_000
+    words = json.dumps({"reason": "ScriptFailed", "message": huge})
+    ended = {
+        "phase": "Failed",
+        "conditions": [ready("False")],
+        "containerStatuses": [
+            container({"terminated": {"exitCode": 1, "reason": "Error", "message": words}})
+        ],
+    }
+    annotations = {
+        SAVEPOINT_ANNOTATION: json.dumps({"id": "sp-1", "error": huge}),
+        ROLLBACK_ANNOTATION: json.dumps([huge] * 1000),
+    }
+    observed = observe_driver(pod(ended, annotations=annotations))
+    assert observed is not None and observed.savepoint is not None
+    texts = [observed.message, observed.savepoint.error, *observed.rollbacks]
+    assert all(len(text) == MAX_DRIVER_TEXT and text.endswith("…") for text in texts)
+    assert len(observed.rollbacks) == MAX_ROLLBACKS
+    long_location = {"id": "sp-1", "location": f"s3://b/{huge}"}
+    answered = observe_driver(pod(running(), annotations={SAVEPOINT_ANNOTATION: json.dumps(long_location)}))
+    assert answered is not None and answered.savepoint is not None
+    assert (answered.savepoint.id, answered.savepoint.location) == ("", "")

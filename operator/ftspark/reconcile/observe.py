@@ -62,6 +62,10 @@ log = logging.getLogger(__name__)
 # The kubelet's reason for a container it could not find in the runtime (after a restart): not proof that
 # nothing of it runs.
 CONTAINER_STATUS_UNKNOWN = "ContainerStatusUnknown"
+# What a driver writes (its annotations, its termination message) is the job's code's to choose: every
+# string of it that reaches the status or an Event is cut to this, and at most so many rollbacks are read.
+MAX_DRIVER_TEXT = 1024
+MAX_ROLLBACKS = 20
 
 
 class _View(BaseModel):
@@ -195,8 +199,10 @@ def _phase(pod: PodView, attempt: int) -> DriverObservation:
         phase = DriverPhase.SUCCEEDED if done.exit_code == 0 else DriverPhase.FAILED
         words = _last_words(done.message)
         if words is None:  # killed, or the runtime never got to say (the message is the log's tail)
-            return DriverObservation(attempt, name, phase, done.exit_code, done.reason, done.message)
-        return DriverObservation(attempt, name, phase, done.exit_code, words.reason, words.message)
+            reason, message = done.reason, done.message
+        else:
+            reason, message = words.reason, words.message
+        return DriverObservation(attempt, name, phase, done.exit_code, _bounded(reason), _bounded(message))
     if status.phase in {"Failed", "Unknown"}:  # e.g. evicted, or its node was lost
         reason = status.reason or (NODE_LOST if status.phase == "Unknown" else "PodFailed")
         return DriverObservation(attempt, name, DriverPhase.FAILED, None, reason, status.message)
@@ -250,10 +256,16 @@ def _savepoint(raw: str) -> SavepointReport | None:
     try:
         answer = SavepointAnswer.model_validate_json(raw)
     except ValidationError as error:
-        return SavepointReport(id="", error=f"unreadable savepoint answer {raw!r}: {_problems(error)}")
+        return SavepointReport(
+            id="", error=_bounded(f"unreadable savepoint answer {raw!r}: {_problems(error)}")
+        )
+    if len(answer.id) > MAX_DRIVER_TEXT or len(answer.location) > MAX_DRIVER_TEXT:
+        return SavepointReport(
+            id="", error=f"a savepoint answer with an id or location over {MAX_DRIVER_TEXT} characters"
+        )
     # The status holds one batch per savepoint: the lowest of its queries'.
     batch_id = min(answer.batches.values(), default=0)
-    return SavepointReport(answer.id, answer.location, batch_id, answer.error)
+    return SavepointReport(answer.id, answer.location, batch_id, _bounded(answer.error))
 
 
 def _refused(annotations: Mapping[str, str]) -> bool:
@@ -280,9 +292,10 @@ def _rollbacks(raw: str) -> tuple[str, ...]:
     if not raw:
         return ()
     try:
-        return tuple(_ROLLBACKS.validate_json(raw))
+        rollbacks = _ROLLBACKS.validate_json(raw)
     except ValidationError:
-        return (f"unreadable rollback report {raw!r}",)
+        return (_bounded(f"unreadable rollback report {raw!r}"),)
+    return tuple(_bounded(rollback) for rollback in rollbacks[-MAX_ROLLBACKS:])
 
 
 def _problems(error: ValidationError) -> str:
@@ -291,3 +304,7 @@ def _problems(error: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(map(str, p['loc']))}: {p['msg']}" if p["loc"] else p["msg"] for p in problems
     )
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= MAX_DRIVER_TEXT else f"{text[: MAX_DRIVER_TEXT - 1]}…"
