@@ -71,6 +71,29 @@ def test_urgent_keys_go_first_and_each_lane_keeps_its_order() -> None:
     assert _drain(queue) == ["failed-1", "failed-2", "bulk-1", "bulk-2", "bulk-3"]
 
 
+def test_namespaces_take_turns_in_each_lane_and_keep_their_own_order() -> None:
+    """One tenant's burst (a thousand new jobs, or failing ones in the urgent lane) does not starve another:
+    its keys wait behind each other, not in front of the other namespace's."""
+    queue: WorkQueue[str] = WorkQueue(tenant_of=lambda key: key.split("/")[0])
+    for n in range(4):
+        queue.add(f"noisy/new-{n}")
+        queue.add(f"noisy/failed-{n}", urgent=True)
+    queue.add("quiet/new")
+    queue.add("quiet/failed", urgent=True)
+    assert _drain(queue) == [
+        "noisy/failed-0",
+        "quiet/failed",
+        "noisy/failed-1",
+        "noisy/failed-2",
+        "noisy/failed-3",
+        "noisy/new-0",
+        "quiet/new",
+        "noisy/new-1",
+        "noisy/new-2",
+        "noisy/new-3",
+    ]
+
+
 def test_an_urgent_add_moves_a_queued_key_ahead_once_and_never_back() -> None:
     queue: WorkQueue[str] = WorkQueue()
     for key in ("a", "b", "c"):

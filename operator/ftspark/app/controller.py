@@ -44,7 +44,7 @@ class Controller:
         (reconcile.pacing)."""
         self._reconciler = reconciler
         self._api_configuration = api_configuration
-        self._queue: WorkQueue[JobKey] = WorkQueue()
+        self._queue: WorkQueue[JobKey] = WorkQueue(tenant_of=lambda key: key.namespace)
         self._workers = workers
         self._namespaces = list(namespaces)
         self._on_fatal = on_fatal

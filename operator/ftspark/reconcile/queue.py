@@ -7,6 +7,9 @@ through. A key keeps one place in the queue: an urgent add moves a queued key to
 A key handled from the urgent lane stays urgent for its follow-ups due within `urgent_follow_up_seconds` (the
 restart delay after a failure, the next step of a stop): a transition in progress is finished first; its
 later periodic checks are bulk again.
+
+Within each lane, keys are taken in turn by tenant (`tenant_of`, the job's namespace): one namespace's
+thousand new or failing jobs wait behind each other, not in front of another namespace's one.
 """
 
 from __future__ import annotations
@@ -24,19 +27,53 @@ K = TypeVar("K", bound=Hashable)
 URGENT_FOLLOW_UP_SECONDS = 60.0
 
 
+def _one_tenant(_: object) -> None:
+    return None
+
+
+class _FairLane(Generic[K]):
+    """Keys in order within each tenant, the tenants taking turns."""
+
+    def __init__(self, tenant_of: Callable[[K], Hashable]) -> None:
+        self._tenant_of = tenant_of
+        self._keys: dict[Hashable, deque[K]] = {}
+        self._turns: deque[Hashable] = deque()  # the tenants with keys, next first
+
+    def append(self, key: K) -> None:
+        tenant = self._tenant_of(key)
+        if tenant not in self._keys:
+            self._keys[tenant] = deque()
+            self._turns.append(tenant)
+        self._keys[tenant].append(key)
+
+    def popleft(self) -> K:
+        tenant = self._turns.popleft()
+        keys = self._keys[tenant]
+        key = keys.popleft()
+        if keys:
+            self._turns.append(tenant)
+        else:
+            del self._keys[tenant]
+        return key
+
+    def __bool__(self) -> bool:
+        return bool(self._turns)
+
+
 class WorkQueue(Generic[K]):
     def __init__(
         self,
         clock: Callable[[], float] = time.monotonic,
         *,
         urgent_follow_up_seconds: float = URGENT_FOLLOW_UP_SECONDS,
+        tenant_of: Callable[[K], Hashable] = _one_tenant,
     ) -> None:
         self._clock = clock
         self._urgent_follow_up_seconds = urgent_follow_up_seconds
         # Lanes hold a key's entries; the key's current lane is _queued[key] (True: urgent). An entry left in
         # the bulk lane by a move to the urgent one, or by a key handled since, is skipped when reached.
-        self._urgent_lane: deque[K] = deque()
-        self._bulk_lane: deque[K] = deque()
+        self._urgent_lane: _FairLane[K] = _FairLane(tenant_of)
+        self._bulk_lane: _FairLane[K] = _FairLane(tenant_of)
         self._queued: dict[K, bool] = {}
         self._processing: dict[K, bool] = {}  # taken from the urgent lane?
         self._dirty: dict[K, bool] = {}  # added while being processed, urgently?
