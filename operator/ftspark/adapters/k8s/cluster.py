@@ -6,7 +6,12 @@ import datetime
 import json
 import logging
 import secrets
-from collections.abc import Mapping
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from kubernetes import client
@@ -367,17 +372,72 @@ class KubeDrivers:
         _ignore(409, self._rbac.create_namespaced_role_binding, floor_namespace, binding)
 
 
-class KubeEvents:
-    """core/v1 Events about a job, as `kubectl describe ftsj` shows them."""
+@dataclass
+class _Recorded:
+    name: str  # the Event's
+    first: float  # when it was created (clock seconds)
+    written: float  # when its count was last written
+    count: int
 
-    def __init__(self, api: client.ApiClient, component: str = "ftspark-operator") -> None:
+
+class KubeEvents:
+    """core/v1 Events about a job, as `kubectl describe ftsj` shows them.
+
+    Like client-go's EventCorrelator: an Event that repeats (same job, type, reason and message) within
+    REPEAT_WINDOW seconds is one Event whose count and lastTimestamp grow, written at most every
+    REPEAT_WRITE_SECONDS, so a job whose every pass says the same costs the API server no write per pass."""
+
+    REPEAT_WINDOW = 600.0
+    REPEAT_WRITE_SECONDS = 60.0
+    REMEMBERED = 4096  # repeating Events tracked; the oldest is forgotten first
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        component: str = "ftspark-operator",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._core = client.CoreV1Api(api)
         self._component = component
+        self._clock = clock
+        self._recorded: OrderedDict[tuple[str, str, str, str], _Recorded] = OrderedDict()
+        self._lock = threading.Lock()
 
     def emit(self, job: JobResource, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        message = message[:1024]
+        fingerprint, now = (job.uid, type_, reason, message), self._clock()
+        with self._lock:
+            seen = self._recorded.get(fingerprint)
+            if seen is not None and now - seen.first < self.REPEAT_WINDOW:
+                seen.count += 1
+                if now - seen.written < self.REPEAT_WRITE_SECONDS:
+                    return
+                seen.written = now
+                count, name = seen.count, seen.name
+            else:
+                name = f"{job.key.name}.{uuid.uuid4().hex[:16]}"
+                self._recorded[fingerprint] = _Recorded(name, now, now, 1)
+                self._recorded.move_to_end(fingerprint)
+                while len(self._recorded) > self.REMEMBERED:
+                    self._recorded.popitem(last=False)
+                count = 0
+        try:
+            if count:
+                patch = {"count": count, "lastTimestamp": datetime.datetime.now(datetime.UTC).isoformat()}
+                without_answer(self._core.patch_namespaced_event, name, job.key.namespace, patch)
+            else:
+                self._create(job, name, type_, reason, message)
+        except ApiException as error:
+            # Best effort: an Event the API server refuses (a quota, a namespace being deleted) must not stop
+            # the reconcile that acts on the job; the status says the same.
+            log.warning("%s: Event %s not recorded (%s %s)", job.key, reason, error.status, error.reason)
+
+    def _create(
+        self, job: JobResource, name: str, type_: Literal["Normal", "Warning"], reason: str, message: str
+    ) -> None:
         now = datetime.datetime.now(datetime.UTC)
         event = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(generate_name=f"{job.key.name}.", namespace=job.key.namespace),
+            metadata=client.V1ObjectMeta(name=name, namespace=job.key.namespace),
             involved_object=client.V1ObjectReference(
                 api_version=f"{API_GROUP}/{API_VERSION}",
                 kind=KIND,
@@ -387,16 +447,11 @@ class KubeEvents:
             ),
             type=type_,
             reason=reason,
-            message=message[:1024],
+            message=message,
             first_timestamp=now,
             last_timestamp=now,
             count=1,
             source=client.V1EventSource(component=self._component),
             reporting_component=self._component,
         )
-        try:
-            without_answer(self._core.create_namespaced_event, job.key.namespace, event)
-        except ApiException as error:
-            # Best effort: an Event the API server refuses (a quota, a namespace being deleted) must not stop
-            # the reconcile that acts on the job; the status says the same.
-            log.warning("%s: Event %s not recorded (%s %s)", job.key, reason, error.status, error.reason)
+        without_answer(self._core.create_namespaced_event, job.key.namespace, event)
