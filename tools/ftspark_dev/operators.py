@@ -275,11 +275,13 @@ def invalid_spec(api: client.ApiClient, namespace: str, name: str) -> dict[str, 
     return ready if ready.get("reason") == "InvalidSpec" else None
 
 
-def event_reasons(api: client.ApiClient, namespace: str, name: str) -> list[str]:
-    events = client.CoreV1Api(api).list_namespaced_event(
-        namespace, field_selector=f"involvedObject.name={name}"
-    )
-    return [e.reason for e in sorted(events.items, key=lambda e: e.metadata.creation_timestamp)]
+def event_reasons(api: client.ApiClient, namespace: str, name: str, uid: str | None = None) -> list[str]:
+    """The reasons of the Events about the object of that name, oldest first, a repeated one as often as it
+    was counted; given its uid, only those of this object (Events outlive it)."""
+    selector = f"involvedObject.name={name}" + (f",involvedObject.uid={uid}" if uid else "")
+    events = client.CoreV1Api(api).list_namespaced_event(namespace, field_selector=selector)
+    ordered = sorted(events.items, key=lambda e: e.metadata.creation_timestamp)
+    return [e.reason for e in ordered for _ in range(e.count or 1)]
 
 
 def pod_names(api: client.ApiClient, namespace: str, job: str) -> list[str]:

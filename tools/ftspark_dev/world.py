@@ -43,7 +43,7 @@ from ftspark_dev.bundle import driver_policy
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.netproxy import ApiProxy
 from ftspark_dev.nodes import NodeAgent
-from ftspark_dev.operators import OPERATOR_LEASE, OperatorFleet, job_manifest, leading
+from ftspark_dev.operators import OPERATOR_LEASE, OperatorFleet, event_reasons, job_manifest, leading
 from ftspark_dev.s3server import ACCESS_KEY, SECRET_KEY, S3Server
 from ftspark_dev.windowed_counts import EXAMPLE
 
@@ -164,9 +164,7 @@ class JobsClient:
     def events(self, name: str, uid: str | None = None) -> list[str]:
         """The reasons of the Events about the object of that name, oldest first; given its uid, only those of
         this object (Events outlive it: an earlier test's job of the same name left its own)."""
-        selector = f"involvedObject.name={name}" + (f",involvedObject.uid={uid}" if uid else "")
-        found = client.CoreV1Api(self.api).list_namespaced_event(JOBS_NAMESPACE, field_selector=selector)
-        return [e.reason for e in sorted(found.items, key=lambda e: e.metadata.creation_timestamp)]
+        return event_reasons(self.api, JOBS_NAMESPACE, name, uid)
 
 
 @dataclass

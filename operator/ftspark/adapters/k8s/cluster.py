@@ -376,7 +376,6 @@ class KubeDrivers:
 class _Recorded:
     name: str  # the Event's
     first: float  # when it was created (clock seconds)
-    written: float  # when its count was last written
     count: int
 
 
@@ -384,11 +383,10 @@ class KubeEvents:
     """core/v1 Events about a job, as `kubectl describe ftsj` shows them.
 
     Like client-go's EventCorrelator: an Event that repeats (same job, type, reason and message) within
-    REPEAT_WINDOW seconds is one Event whose count and lastTimestamp grow, written at most every
-    REPEAT_WRITE_SECONDS, so a job whose every pass says the same costs the API server no write per pass."""
+    REPEAT_WINDOW seconds is one Event whose count and lastTimestamp grow, so a job whose every pass says the
+    same leaves one object, not one per pass (`kubectl describe` shows "x<count> over <time>")."""
 
     REPEAT_WINDOW = 600.0
-    REPEAT_WRITE_SECONDS = 60.0
     REMEMBERED = 4096  # repeating Events tracked; the oldest is forgotten first
 
     def __init__(
@@ -410,13 +408,10 @@ class KubeEvents:
             seen = self._recorded.get(fingerprint)
             if seen is not None and now - seen.first < self.REPEAT_WINDOW:
                 seen.count += 1
-                if now - seen.written < self.REPEAT_WRITE_SECONDS:
-                    return
-                seen.written = now
                 count, name = seen.count, seen.name
             else:
                 name = f"{job.key.name}.{uuid.uuid4().hex[:16]}"
-                self._recorded[fingerprint] = _Recorded(name, now, now, 1)
+                self._recorded[fingerprint] = _Recorded(name, now, 1)
                 self._recorded.move_to_end(fingerprint)
                 while len(self._recorded) > self.REMEMBERED:
                     self._recorded.popitem(last=False)
