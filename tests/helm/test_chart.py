@@ -273,3 +273,9 @@ def test_the_driver_policy_names_what_the_operator_names() -> None:
     assert driver_pod_name(job, 7).removeprefix(job) == "-7-driver"  # what '-[0-9]+-driver$' finds
     assert driver_lease_name(job) == f"{job}-driver" and "variables.job + '-driver'" in policy
     assert "variables.job + '-checkpoints'" in policy  # the ConfigMap store's record (e2e: real drivers)
+
+
+def test_the_storage_prefixes_reach_the_operator(render: Render, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _operator_config(render, monkeypatch).storage_prefixes == ()
+    limited = _operator_config(render, monkeypatch, "jobPolicy.storagePrefixes={s3://team-a/x,s3://shared}")
+    assert limited.storage_prefixes == ("s3://team-a/x", "s3://shared")

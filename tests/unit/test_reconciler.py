@@ -19,8 +19,8 @@ from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import DriverPhase, SavepointReport
 from ftspark.domain.models import JobSpec, JobStatus
-from ftspark.domain.policy import Allowance
-from ftspark.ports.cluster import JobResource, StaleReadError
+from ftspark.domain.policy import STORAGE_PREFIXES_ANNOTATION, Allowance, outside_storage
+from ftspark.ports.cluster import JobResource, NamespaceMetadata, StaleReadError
 from ftspark.ports.stores import StoreUnavailableError
 from ftspark.protocol import NO_PROGRESS, Exit, HaStoreConfig, driver_pod_name, spark_app_id
 from ftspark.reconcile.reconciler import Reconciler
@@ -64,6 +64,7 @@ class Cluster:
     now: datetime = datetime(2026, 1, 1, tzinfo=UTC)
     ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
     allowed: frozenset[Allowance] = frozenset()
+    storage_prefixes: tuple[str, ...] = ()
     leading: bool = True
     max_retention: int = 30 * 24 * 3600
     max_results: int = 1000
@@ -83,6 +84,7 @@ class Cluster:
             uniform=lambda: 0.5,
             ha_store=self.ha_store,
             allowed=self.allowed,
+            storage_prefixes=self.storage_prefixes,
             term_floor=TERM_FLOOR,
             max_result_retention_seconds=self.max_retention,
             max_results_per_namespace=self.max_results,
@@ -574,14 +576,43 @@ def test_a_field_the_job_policy_refuses_is_named_and_nothing_is_created(cluster:
 
 
 def test_a_namespace_label_grants_an_allowance_there_only(cluster: Cluster) -> None:
-    cluster.jobs.namespaces["team-b"] = {"allow.ftspark.io/hostNetwork": "true"}
+    cluster.jobs.namespaces["team-b"] = NamespaceMetadata(labels={"allow.ftspark.io/hostNetwork": "true"})
     cluster.jobs.apply(KEY, HOST_NETWORK, uid=UID)
     cluster.reconcile()
     assert cluster.drivers.plans == []
-    cluster.jobs.namespaces[KEY.namespace] = {"allow.ftspark.io/hostNetwork": "true"}
+    cluster.jobs.namespaces[KEY.namespace] = NamespaceMetadata(
+        labels={"allow.ftspark.io/hostNetwork": "true"}
+    )
     cluster.reconcile()
     (plan,) = cluster.drivers.plans
     assert plan.spec.driver.pod_template == {"spec": {"hostNetwork": True}}
+
+
+def test_storage_outside_the_admins_prefixes_is_refused_unless_its_namespace_is_granted_it() -> None:
+    """The operator's own S3 credentials act under a job's storage (payloads, commits, savepoints): with an
+    allow-list, a job's storage elsewhere is an invalid spec, with no pod and no byte written there."""
+    cluster = Cluster(storage_prefixes=("s3://bucket/team-a",))
+    cluster.jobs.apply(KEY, SPEC, uid=UID)  # its storage: s3://bucket/counts
+    cluster.reconcile()
+    assert cluster.drivers.plans == [] and cluster.stores.job_graphs.get(KEY) is None
+    ready = next(c for c in cluster.status().conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("False", "InvalidSpec")
+    assert "spec.checkpoint.storage: s3://bucket/counts is outside" in ready.message
+    annotated = {STORAGE_PREFIXES_ANNOTATION: "s3://other/x, s3a://bucket/counts"}
+    cluster.jobs.namespaces["team-b"] = NamespaceMetadata(annotations=annotated)
+    cluster.reconcile()
+    assert cluster.drivers.plans == [], "another namespace's grant is not this one's"
+    cluster.jobs.namespaces[KEY.namespace] = NamespaceMetadata(annotations=annotated)
+    cluster.reconcile()
+    assert len(cluster.drivers.plans) == 1
+    within = Cluster(storage_prefixes=("s3://bucket/",))
+    within.jobs.apply(KEY, SPEC, uid=UID)
+    within.reconcile()
+    assert len(within.drivers.plans) == 1 and within.jobs.namespace_reads == 0
+    assert outside_storage(
+        JobSpec.model_validate({**SPEC, "checkpoint": {"storage": "s3://bucket/counts-x"}}),
+        ("s3://bucket/counts",),
+    )
 
 
 def test_the_installation_grants_allowances_everywhere_and_a_plain_job_reads_no_namespace() -> None:

@@ -6,9 +6,11 @@ import argparse
 import os
 import socket
 import uuid
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from ftspark.domain.models import S3_URI
 from ftspark.domain.policy import Allowance
 from ftspark.leader.elector import LeaderElectionConfig
 from ftspark.protocol import HaStoreConfig, HaStoreKind
@@ -67,6 +69,11 @@ class OperatorConfig(BaseModel):
     )
     allow: frozenset[Allowance] = Field(
         default=frozenset(), description="Job policy allowances granted in every namespace (--allow a,b)."
+    )
+    storage_prefixes: tuple[Annotated[str, Field(pattern=S3_URI)], ...] = Field(
+        default=(),
+        description="s3:// prefixes a job's checkpoint.storage must be under, in every namespace (a "
+        "namespace's ftspark.io/storage-prefixes annotation adds its own); empty: anywhere.",
     )
 
     @field_validator("watch_namespaces")
@@ -157,6 +164,11 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
         help="clean job results kept per namespace; the oldest beyond it are deleted by the sweeper",
     )
     parser.add_argument(
+        "--storage-prefixes",
+        default=_env("FTSPARK_STORAGE_PREFIXES", ""),
+        help="comma-separated s3:// prefixes every job's checkpoint.storage must be under (default: any)",
+    )
+    parser.add_argument(
         "--allow",
         default=_env("FTSPARK_ALLOW", ""),
         help="comma-separated job policy allowances for every namespace, e.g. hostPath (default: none)",
@@ -184,6 +196,7 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
             max_results_per_namespace=args.max_results_per_namespace,
             probe_port=args.probe_port,
             allow=frozenset(a.strip() for a in args.allow.split(",") if a.strip()),
+            storage_prefixes=tuple(p.strip() for p in args.storage_prefixes.split(",") if p.strip()),
         )
     except ValidationError as error:  # one line naming the flag and the problem, not a traceback
         parser.error("; ".join(_problem(e["loc"], str(e["msg"])) for e in error.errors()))

@@ -171,6 +171,7 @@ class OperatorReplica:
             ha_store=self.ha,
             term_floor=f"{self.cfg.namespace}/{term_floor_name(self.cfg.lease_name)}",
             allowed=self.cfg.allow,
+            storage_prefixes=self.cfg.storage_prefixes,
             max_result_retention_seconds=self.cfg.max_result_retention_seconds,
             max_results_per_namespace=self.cfg.max_results_per_namespace,
         )

@@ -17,7 +17,7 @@ from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, shortest_timeout
 
 # A bucket, then segments none of which is empty, "." or "..": Hadoop normalizes s3://b/a/../c to another
 # prefix than the one checked (RE2 has no lookahead, hence the three ways a segment may start).
-_S3_URI = r"^s3a?://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+))*/?$"
+S3_URI = r"^s3a?://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+))*/?$"
 _JVM_MEMORY = r"^[0-9]+([kmgt]b?)?$"  # Spark's memory strings: 512m, 2g, 1gb
 _MIB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2, "p": 1024**3}
 # Settings the operator reads itself (to size the driver pod as Spark does): a value it cannot read is the
@@ -132,7 +132,7 @@ class ExecutorSpec(_Model):
 
 class CheckpointSpec(_Model):
     storage: str = Field(
-        pattern=_S3_URI,
+        pattern=S3_URI,
         description="s3:// prefix under which the job keeps checkpoints/, savepoints/, ha/ and results/.",
     )
     retained: int = Field(
@@ -413,7 +413,7 @@ class JobSpec(_Model):
     )
     initial_savepoint: str | None = Field(
         default=None,
-        pattern=_S3_URI,
+        pattern=S3_URI,
         description="Start from this savepoint (s3:// path of savepoints/<id>).",
     )
     local_recovery: LocalRecoverySpec = Field(

@@ -23,6 +23,7 @@ from typing import Any, Literal, assert_never, get_args
 
 from ftspark import API_GROUP
 from ftspark.domain.models import JobSpec, LocalRecoverySpec
+from ftspark.domain.recovery import as_s3
 from ftspark.protocol import SPARK_APP_SELECTOR_LABEL, SPARK_ROLE_LABEL, DriverEnv
 
 Allowance = Literal[
@@ -39,6 +40,10 @@ Allowance = Literal[
 ALLOWANCES: tuple[Allowance, ...] = get_args(Allowance)
 # Namespace labels an admin sets to grant one allowance there; CEL reads namespaceObject.metadata.labels too.
 NAMESPACE_LABEL_PREFIX = "allow.ftspark.io/"
+# Where a job keeps its state is where the operator's own S3 credentials read, write job-graph payloads and
+# dispose of savepoints for it: an admin may bound checkpoint.storage to prefixes, for the installation
+# (--storage-prefixes) and, beyond those, for one namespace (this annotation, comma-separated s3:// prefixes).
+STORAGE_PREFIXES_ANNOTATION = "ftspark.io/storage-prefixes"
 
 
 @dataclass(frozen=True)
@@ -313,3 +318,23 @@ def _fails(
             return bool(value != expected)
         case _:
             assert_never(test)
+
+
+def storage_prefixes(annotations: Mapping[str, str]) -> tuple[str, ...]:
+    """The storage prefixes a namespace's annotation grants."""
+    named = annotations.get(STORAGE_PREFIXES_ANNOTATION, "")
+    return tuple(prefix.strip() for prefix in named.split(",") if prefix.strip())
+
+
+def outside_storage(spec: JobSpec, prefixes: Collection[str]) -> str:
+    """Why the job's checkpoint.storage is outside every prefix; empty when it is inside one, or when no
+    prefix is set (no limit)."""
+    storage = as_s3(spec.checkpoint.storage).rstrip("/")
+    roots = [as_s3(prefix).rstrip("/") for prefix in prefixes]
+    if not roots or any(storage == root or storage.startswith(f"{root}/") for root in roots):
+        return ""
+    return (
+        f"spec.checkpoint.storage: {spec.checkpoint.storage} is outside the storage this namespace may use "
+        f"({', '.join(sorted(prefixes))}; an admin grants more with the namespace annotation "
+        f"{STORAGE_PREFIXES_ANNOTATION})"
+    )

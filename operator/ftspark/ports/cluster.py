@@ -9,7 +9,8 @@ idempotent) and passes the suite of the one it stands in for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from ftspark.domain.ha import JobKey
@@ -34,6 +35,12 @@ class StaleReadError(Exception):
     reconcile reads it again)."""
 
 
+@dataclass(frozen=True)
+class NamespaceMetadata:
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
 class ObjectRejectedError(Exception):
     """The API server refused an object built from the job's spec (e.g. a podTemplate it finds invalid):
     retrying cannot help, the spec has to change. Nothing of the attempt was created."""
@@ -46,8 +53,9 @@ class Jobs(Protocol):
         """Replace the status subresource (the operator is its only writer); StaleReadError if the job
         changed since `job` was read. Returns the resourceVersion the write gave the job."""
 
-    def namespace_labels(self, namespace: str) -> dict[str, str]:
-        """The labels of a jobs' namespace: an admin grants allowances of the job policy there."""
+    def namespace_metadata(self, namespace: str) -> NamespaceMetadata:
+        """A jobs' namespace's labels and annotations: an admin grants allowances of the job policy there
+        (labels) and the storage its jobs may use (domain.policy.STORAGE_PREFIXES_ANNOTATION)."""
 
 
 class Drivers(Protocol):

@@ -39,7 +39,7 @@ from ftspark.domain.lifecycle import (
     standby_made_for,
 )
 from ftspark.domain.models import JobSpec, JobStatus
-from ftspark.domain.policy import Violation, namespace_allowances, violations
+from ftspark.domain.policy import namespace_allowances, outside_storage, storage_prefixes, violations
 from ftspark.domain.recovery import (
     RestorePoint,
     choose_restore_point,
@@ -144,6 +144,7 @@ class Reconciler:
         storage: BlobStore,
         epoch: Callable[[], Epoch],
         allowed: frozenset[str] = frozenset(),
+        storage_prefixes: tuple[str, ...] = (),
         clock: Callable[[], datetime] = _now,
         uniform: Callable[[], float] = random.random,
         ha_store: HaStoreConfig = CONFIGMAP_STORES,  # the installation's, which its drivers use too
@@ -153,8 +154,10 @@ class Reconciler:
     ) -> None:
         """storage: the jobs' storage (spec.checkpoint.storage), where savepoints are disposed of.
         allowed: the job policy's allowances granted in every namespace (ftspark.domain.policy).
+        storage_prefixes: where jobs may keep their storage in every namespace (none: anywhere).
         term_floor: <namespace>/<name> of the operator's term floor ConfigMap, which its drivers read."""
         self._jobs, self._drivers, self._events, self._allowed = jobs, drivers, events, allowed
+        self._storage_prefixes = storage_prefixes
         self._graphs, self._checkpoints, self._results = graphs, checkpoints, results
         self._inspector, self._storage = inspector, storage
         self._epoch, self._clock, self._uniform = epoch, clock, uniform
@@ -321,7 +324,7 @@ class Reconciler:
                 job, None, invalid_spec(status, job.generation, "status.lastStableSpec", message, now)
             )
         if refused := self._refused_by_policy(job, spec):
-            message = "; ".join(violation.message for violation in refused)
+            message = "; ".join(refused)
             return self._carried_out(job, None, invalid_spec(status, job.generation, "", message, now))
         observation = self._observe(job, spec, status)
         decision = decide(spec, status, observation, now, self._uniform)
@@ -330,12 +333,20 @@ class Reconciler:
         except ObjectRejectedError as error:
             return self._carried_out(job, None, rejected(status, job.generation, str(error), now))
 
-    def _refused_by_policy(self, job: JobResource, spec: JobSpec) -> list[Violation]:
+    def _refused_by_policy(self, job: JobResource, spec: JobSpec) -> list[str]:
+        """Why the job policy refuses the spec, here or in the job's namespace."""
         refused = violations(spec, self._allowed)
-        if not refused:  # most jobs ask for nothing that needs an allowance: no read of their namespace
+        outside = outside_storage(spec, self._storage_prefixes)
+        if not (refused or outside):  # most jobs need no allowance nor storage of their namespace: no read
             return []
-        granted = namespace_allowances(self._jobs.namespace_labels(job.key.namespace))
-        return [violation for violation in refused if violation.rule.allowance not in granted]
+        namespace = self._jobs.namespace_metadata(job.key.namespace)
+        granted = namespace_allowances(namespace.labels)
+        messages = [violation.message for violation in refused if violation.rule.allowance not in granted]
+        if outside:
+            prefixes = (*self._storage_prefixes, *storage_prefixes(namespace.annotations))
+            if still_outside := outside_storage(spec, prefixes):
+                messages.append(still_outside)
+        return messages
 
     def _observe(self, job: JobResource, spec: JobSpec, status: JobStatus) -> Observation:
         """Everything `decide` needs, read from the API server and the stores (never from a cache)."""

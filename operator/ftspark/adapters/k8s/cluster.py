@@ -33,7 +33,7 @@ from ftspark.manifests import (
     executor_admission_probe,
     local_recovery_secret,
 )
-from ftspark.ports.cluster import JobResource, ObjectRejectedError, StaleReadError
+from ftspark.ports.cluster import JobResource, NamespaceMetadata, ObjectRejectedError, StaleReadError
 from ftspark.ports.leadership import LockUnavailableError
 from ftspark.protocol import (
     CONTROL_ANNOTATION,
@@ -145,9 +145,9 @@ class KubeJobs:
             raise
         return job_resource(key, body)
 
-    def namespace_labels(self, namespace: str) -> dict[str, str]:
-        labels: dict[str, str] | None = self._core.read_namespace(namespace).metadata.labels
-        return labels or {}
+    def namespace_metadata(self, namespace: str) -> NamespaceMetadata:
+        metadata = self._core.read_namespace(namespace).metadata
+        return NamespaceMetadata(metadata.labels or {}, metadata.annotations or {})
 
     def write_status(self, job: JobResource, status: dict[str, Any]) -> str:
         # A merge patch of the status subresource; keys we no longer set are nulled explicitly. With the

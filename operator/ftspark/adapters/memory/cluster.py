@@ -12,7 +12,7 @@ from typing import Any, Literal
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation, DriverPhase
 from ftspark.manifests import AttemptPlan
-from ftspark.ports.cluster import JobResource, ObjectRejectedError, StaleReadError
+from ftspark.ports.cluster import JobResource, NamespaceMetadata, ObjectRejectedError, StaleReadError
 from ftspark.protocol import driver_pod_name, job_app_prefix
 
 
@@ -21,7 +21,7 @@ class MemoryJobs:
         self.resources: dict[JobKey, JobResource] = {}
         self.status_writes = 0
         self._versions = 0
-        self.namespaces: dict[str, dict[str, str]] = {}  # labels by namespace
+        self.namespaces: dict[str, NamespaceMetadata] = {}
         self.namespace_reads = 0
 
     def apply(self, key: JobKey, spec: dict[str, Any], *, uid: str = "uid-1") -> JobResource:
@@ -41,9 +41,9 @@ class MemoryJobs:
     def get(self, key: JobKey) -> JobResource | None:
         return self.resources.get(key)
 
-    def namespace_labels(self, namespace: str) -> dict[str, str]:
+    def namespace_metadata(self, namespace: str) -> NamespaceMetadata:
         self.namespace_reads += 1
-        return self.namespaces.get(namespace, {})
+        return self.namespaces.get(namespace, NamespaceMetadata())
 
     def write_status(self, job: JobResource, status: dict[str, Any]) -> str:
         current = self.resources.get(job.key)
