@@ -112,7 +112,9 @@ def test_a_job_runs_with_its_ha_records_on_s3(
     assert graph is not None and graph.uid == uid
     pointers = stores.checkpoints.pointers(job)
     assert pointers and pointers[0].checkpoint_id >= status["latestCheckpoint"]["id"], pointers
-    assert {f"ha/{ns}/{name}/jobgraph.json", f"ha/{ns}/{name}/checkpoints.json"} <= set(_objects(world, root))
+    assert {f"graphs/{ns}/{name}/jobgraph.json", f"ha/{ns}/{name}/checkpoints.json"} <= set(
+        _objects(world, root)
+    )
     core = client.CoreV1Api(world.api)
     assert core.list_namespaced_config_map(ns, label_selector=STORE_LABEL).items == []
 

@@ -2,9 +2,12 @@
 
 Layout under the store's root s3://<bucket>/<prefix> (record data keys: adapters.records):
 
-    <prefix>/ha/<namespace>/<job>/jobgraph.json
-    <prefix>/ha/<namespace>/<job>/checkpoints.json
-    <prefix>/results/<uid>_DIRTY.json  →  <prefix>/results/<uid>.json     (FLIP-194, as Flink's file store)
+    <prefix>/ha/<namespace>/<job>/checkpoints.json                            (drivers write here)
+    <prefix>/graphs/<namespace>/<job>/jobgraph.json                           (the operator alone)
+    <prefix>/results/<uid>_DIRTY.json  →  <prefix>/results/<uid>.json     (the operator alone; FLIP-194)
+
+Drivers reach the root with their jobs' credentials, so what only the operator writes lies apart from what
+drivers write: an admin's bucket policy gives the jobs' credentials `ha/` and nothing else of the root.
 
 Each object is JSON {"data": {...}, "fences": {"operator": n, "driver": n}, "writtenBy": "..."}; its ETag is
 the record's version. Writes are conditional: IfNoneMatch="*" to create, IfMatch=<etag> to replace or
@@ -145,7 +148,9 @@ def _folder(kind: Kind) -> str:
     match kind:
         case "result" | "result-dirty":
             return "results/"
-        case "jobgraph" | "checkpoints":
+        case "jobgraph":
+            return "graphs/"
+        case "checkpoints":
             return "ha/"
         case _:
             assert_never(kind)
