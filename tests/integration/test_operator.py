@@ -19,6 +19,7 @@ from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.fencing import Epoch, FencedOutError, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
+from ftspark.domain.savepoints import job_savepoint_id
 from ftspark.protocol import (
     JOB_LABEL,
     SPARK_APP_SELECTOR_LABEL,
@@ -818,20 +819,24 @@ def test_savepoint_nonce_round_trip_through_the_driver_pod(
     _start_running(api_client, ns, "snap", bucket)
 
     _patch_spec(api_client, ns, "snap", {"savepointTriggerNonce": 1})
+    uid = client.CustomObjectsApi(api_client).get_namespaced_custom_object(
+        API_GROUP, API_VERSION, ns, PLURAL, "snap"
+    )["metadata"]["uid"]
+    savepoint_id = job_savepoint_id("1", uid, 1)  # the job's uid in it: no other job names its folder
 
     def asked() -> bool:
         annotations = core.read_namespaced_pod("snap-1-driver", ns).metadata.annotations or {}
-        return bool(annotations.get("ftspark.io/control", "").startswith("savepoint@sp-1-a1;"))
+        return bool(annotations.get("ftspark.io/control", "").startswith(f"savepoint@{savepoint_id};"))
 
-    eventually(asked, timeout=30, what="the driver is asked for savepoint sp-1-a1")
+    eventually(asked, timeout=30, what=f"the driver is asked for savepoint {savepoint_id}")
     # With the leader's term, the one its acquisition raised the term floor to.
     floor = core.read_namespaced_config_map(term_floor_name("ftspark-operator"), fleet.namespace).data["term"]
     annotations = core.read_namespaced_pod("snap-1-driver", ns).metadata.annotations
     assert ControlRequest.parse(annotations["ftspark.io/control"]) == ControlRequest(
-        "savepoint", "sp-1-a1", int(floor)
+        "savepoint", savepoint_id, int(floor)
     )
-    location = f"s3://{bucket}/jobs/snap/savepoints/sp-1-a1"
-    answer = f'{{"id": "sp-1-a1", "location": "{location}", "batches": {{"counts": 12}}}}'
+    location = f"s3://{bucket}/jobs/snap/savepoints/{savepoint_id}"
+    answer = json.dumps({"id": savepoint_id, "location": location, "batches": {"counts": 12}})
     core.patch_namespaced_pod(
         "snap-1-driver", ns, {"metadata": {"annotations": {"ftspark.io/savepoint": answer}}}
     )
@@ -842,7 +847,7 @@ def test_savepoint_nonce_round_trip_through_the_driver_pod(
 
     taken = eventually(recorded, timeout=30, what="the savepoint in status")[-1]
     assert (taken["id"], taken["location"], taken["batchId"], taken["triggerNonce"]) == (
-        "sp-1-a1",
+        savepoint_id,
         location,
         12,
         1,
