@@ -196,6 +196,10 @@ def test_the_operators_token_writes_only_objects_labelled_as_its_own(
     refused(
         partial(as_operator.create_namespaced_config_map, "kube-system", config_map("x", {JOB_LABEL: "x"}))
     )
+    # Leases: a node's heartbeat (kube-node-lease) is not its own to renew, whatever RBAC says.
+    leases = client.CoordinationV1Api(as_operator.api_client)
+    node_lease = client.V1Lease(metadata=client.V1ObjectMeta(name="node-x"), spec=client.V1LeaseSpec())
+    assert "labelled as its own" in refused(partial(leases.create_namespaced_lease, jobs_ns, node_lease))
     # Labelled as its own, yet not what it grants: the drivers' Role bound to someone else, a wider Role.
     rbac = client.RbacAuthorizationV1Api(as_operator.api_client)
     labelled = client.V1ObjectMeta(name="ftspark-driver", labels={"app.kubernetes.io/managed-by": "ftspark"})

@@ -3,6 +3,8 @@
 from collections.abc import Callable
 from typing import Any
 
+MANAGED = {"app.kubernetes.io/managed-by": "ftspark"}  # the label ftspark's own objects carry
+
 
 def without_answer(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     """Make a request whose answer is not used, without turning it into models: the client would build a

@@ -18,7 +18,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
-from ftspark.adapters.k8s import without_answer
+from ftspark.adapters.k8s import MANAGED, without_answer
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation
@@ -70,7 +70,6 @@ DRIVER_RULES = [
 ]
 
 
-MANAGED = {"app.kubernetes.io/managed-by": "ftspark"}
 LEASE_REQUEST_SECONDS = 10.0  # a driver Lease release is only a shortcut: a slow one is given up
 
 

@@ -15,6 +15,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
+from ftspark.adapters.k8s import MANAGED
 from ftspark.adapters.k8s import request_timeout as k8s_request_timeout
 from ftspark.ports.leadership import ConflictError, LeaderElectionRecord, LockUnavailableError
 from ftspark.protocol import term_floor_name
@@ -125,7 +126,7 @@ class KubernetesLeaseLock:
                 "kind": "ConfigMap",
                 "metadata": {
                     "name": self._floor_name,
-                    "labels": {"app.kubernetes.io/managed-by": "ftspark"},
+                    "labels": MANAGED,
                     **({"resourceVersion": self._floor_version} if self._floor_version else {}),
                 },
                 "data": {"term": str(term)},
@@ -171,7 +172,9 @@ class KubernetesLeaseLock:
 
     def _body(self, record: LeaderElectionRecord, *, version: str | None) -> dict[str, Any]:
         # A plain dict, so the times go out as MicroTime strings rather than the client's datetime isoformat.
-        metadata: dict[str, Any] = {"name": self._name, "namespace": self._namespace}
+        # Labelled as ftspark's on every write (a replace sets them all): the operator's admission policy lets
+        # its token write only Leases so labelled, never a node's or kube-system's.
+        metadata: dict[str, Any] = {"name": self._name, "namespace": self._namespace, "labels": MANAGED}
         if version is not None:
             metadata["resourceVersion"] = version
         spec: dict[str, Any] = {

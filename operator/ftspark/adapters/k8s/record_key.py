@@ -9,7 +9,7 @@ import base64
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ftspark.adapters.k8s.cluster import MANAGED
+from ftspark.adapters.k8s import MANAGED
 from ftspark.adapters.seal import RecordSeal
 
 KEY = "key"
