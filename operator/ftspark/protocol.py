@@ -141,9 +141,21 @@ ControlAction = Literal["stop", "savepoint", "stop-savepoint", "promote"]
 CONTROL_ACTIONS: tuple[ControlAction, ...] = get_args(ControlAction)
 
 
-# <action>@<argument>;term=<operator term>: no ';' or '@' in an argument (times and savepoint ids have none);
-# a term of at most 18 digits (an int64, as leaseTransitions).
-_CONTROL_REQUEST = re.compile(r"(?P<action>[a-z-]+)@(?P<argument>[^;@]*)(?:;term=(?P<term>[0-9]{1,18}))?")
+# An operator term is its Lease's leaseTransitions, an int32 in the Lease API: a higher one could never be
+# written to the Lease, so a term floor above it would keep every replica from leading.
+MAX_TERM = 2**31 - 1
+
+
+def parse_term(text: str) -> int | None:
+    """A term as written (decimal digits, 0 to MAX_TERM); None for anything else."""
+    if not (text.isascii() and text.isdigit()) or len(text) > len(str(MAX_TERM)):
+        return None
+    term = int(text)
+    return term if term <= MAX_TERM else None
+
+
+# <action>@<argument>;term=<operator term>: no ';' or '@' in an argument (times and savepoint ids have none).
+_CONTROL_REQUEST = re.compile(r"(?P<action>[a-z-]+)@(?P<argument>[^;@]*)(?:;term=(?P<term>[0-9]+))?")
 
 
 @dataclass(frozen=True)
@@ -175,7 +187,9 @@ class ControlRequest:
         if matched is None or matched["action"] not in CONTROL_ACTIONS:
             return None
         known, argument = cast(ControlAction, matched["action"]), matched["argument"]
-        term = None if matched["term"] is None else int(matched["term"])
+        term = None if matched["term"] is None else parse_term(matched["term"])
+        if matched["term"] is not None and term is None:
+            return None  # a term no Lease can hold
         return ControlRequest(known, argument, term) if argument or not _names_a_savepoint(known) else None
 
 

@@ -286,3 +286,11 @@ def test_terms_never_go_back_when_the_lease_is_deleted_and_re_created(
     floor = client.CoreV1Api(api_client).read_namespaced_config_map(f"{LEASE}-term", namespace)
     assert floor.data == {"term": "2"}
     assert floor.metadata.labels == {"app.kubernetes.io/managed-by": "ftspark"}, "the operator's own"
+
+    # A floor beyond any term a Lease can hold (leaseTransitions is an int32) would keep every replica from
+    # leading again: it reads as no floor, and the next leader writes its own.
+    core = client.CoreV1Api(api_client)
+    core.patch_namespaced_config_map(f"{LEASE}-term", namespace, {"data": {"term": str(2**62)}})
+    client.CoordinationV1Api(api_client).delete_namespaced_lease(LEASE, namespace)
+    assert lead_once("d").term == 0
+    assert core.read_namespaced_config_map(f"{LEASE}-term", namespace).data == {"term": "0"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ftspark.protocol import ControlRequest
+from ftspark.protocol import MAX_TERM, ControlRequest
 from ftspark.runtime.control import judge
 
 STOP = "stop@2026-01-01T00:00:00+00:00"
@@ -15,7 +15,7 @@ def test_a_request_round_trips_with_its_term() -> None:
     for request in (
         ControlRequest("stop", "2026-01-01T00:00:00+00:00", 7),
         ControlRequest("savepoint", "sp-3-a1", 0),
-        ControlRequest("stop-savepoint", "upgrade-a2", 123456789012345678),
+        ControlRequest("stop-savepoint", "upgrade-a2", MAX_TERM),  # the highest a Lease holds
         ControlRequest("promote", "", 3),  # a standby restores the latest checkpoint
         ControlRequest("promote", "41", 3),  # or the batch the operator names
     ):
@@ -44,7 +44,8 @@ def test_the_format_before_terms_parses_without_a_term() -> None:
         f"{STOP};term=1 ",
         f"{STOP};term=1\n",
         f"{STOP};term=\u0661",  # a digit, but not an ASCII one
-        f"{STOP};term=1234567890123456789",  # past an int64
+        f"{STOP};term={MAX_TERM + 1}",  # past an int32: no Lease holds it
+        f"{STOP};term=123456789012345678",  # an int64, still no Lease's
         f"{STOP};term=1;term=9",  # two terms: which one would count?
         f"{STOP};TERM=1",
         "savepoint@a@b;term=1",

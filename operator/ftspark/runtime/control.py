@@ -24,7 +24,13 @@ from kubernetes.client.rest import ApiException
 from pyspark import SparkContext
 
 from ftspark.adapters.k8s import request_timeout
-from ftspark.protocol import CONTROL_ACTIONS, CONTROL_ANNOTATION, CONTROL_REFUSED_ANNOTATION, ControlRequest
+from ftspark.protocol import (
+    CONTROL_ACTIONS,
+    CONTROL_ANNOTATION,
+    CONTROL_REFUSED_ANNOTATION,
+    ControlRequest,
+    parse_term,
+)
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +141,7 @@ class ControlWatcher:
         except (ApiException, urllib3.exceptions.HTTPError) as error:
             log.warning("cannot read the term floor %s/%s: %s", namespace, name, error)
             return None
-        term = (found.data or {}).get("term", "")
-        return int(term) if term.isascii() and term.isdigit() else None
+        return parse_term((found.data or {}).get("term", ""))
 
 
 def stop_at_boundary(queries: Sequence[Any], timeout: float) -> bool:
