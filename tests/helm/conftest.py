@@ -38,7 +38,9 @@ def run_helm(helm: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="session")
 def render(helm: Path) -> Render:
     def render_chart(*values: str, namespace: str = "ftspark-system") -> list[dict[str, Any]]:
-        flags = [f"--set={value}" for value in values]
+        """The chart as a user installs it: namespaced mode needs the namespaces of jobs (here "jobs")."""
+        chosen = any(value.startswith(("watchNamespaces=", "rbac.clusterWide=true")) for value in values)
+        flags = [f"--set={value}" for value in (*values, *([] if chosen else ["watchNamespaces={jobs}"]))]
         result = run_helm(
             helm,
             "template",

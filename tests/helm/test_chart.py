@@ -26,7 +26,7 @@ def _kinds(documents: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def test_chart_lints_in_both_rbac_modes(helm: Path) -> None:
-    for extra in ([], ["--set=watchNamespaces={jobs}"], ["--set=rbac.clusterWide=true"]):
+    for extra in (["--set=watchNamespaces={jobs}"], ["--set=rbac.clusterWide=true"]):
         result = run_helm(helm, "lint", "--strict", str(CHART), f"--kube-version={KUBE_VERSION}", *extra)
         assert result.returncode == 0, result.stdout + result.stderr
 
@@ -54,9 +54,9 @@ def test_default_install_is_two_hardened_replicas_with_lease_liveness(render: Re
     assert kinds["PodDisruptionBudget"][0]["spec"]["minAvailable"] == 1
     assert "ServiceMonitor" not in kinds
     assert {"Role", "RoleBinding", "ServiceAccount", "Service", "ValidatingAdmissionPolicy"} <= kinds.keys()
-    assert "ClusterRole" not in kinds, "least privilege by default: the release's namespace only"
-    assert {r["metadata"]["namespace"] for r in kinds["Role"]} == {"ftspark-system"}
-    assert env["FTSPARK_WATCH_NAMESPACES"] == "ftspark-system"
+    assert "ClusterRole" not in kinds, "least privilege by default: the namespaces of jobs, listed"
+    assert {r["metadata"]["namespace"] for r in kinds["Role"]} == {"ftspark-system", "jobs"}
+    assert env["FTSPARK_WATCH_NAMESPACES"] == "jobs"
 
 
 def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
@@ -115,6 +115,17 @@ def test_bad_values_are_refused_with_the_reason(helm: Path) -> None:
         )
         assert system.returncode != 0
         assert "never manages kube-system" in system.stderr
+    # Its own namespace: a driver's Role there would reach its Lease, results and record key.
+    refusals = {
+        "watchNamespaces={jobs,x}": "never manages its own namespace x",
+        "": "list the namespaces whose",
+    }
+    for values, reason in refusals.items():
+        flags = [f"--set={values}"] if values else []
+        own = run_helm(
+            helm, "template", "x", str(CHART), "--namespace=x", f"--kube-version={KUBE_VERSION}", *flags
+        )
+        assert own.returncode != 0 and reason in own.stderr
     zero = run_helm(
         helm, "template", "x", str(CHART), f"--kube-version={KUBE_VERSION}", "--set=replicaCount=0"
     )

@@ -17,7 +17,8 @@ def test_chart_template_matches_the_rules() -> None:
 
 
 def test_one_validation_per_rule_naming_its_field() -> None:
-    checks = admission.policy_spec("[]")["validations"]
+    own_namespace, *checks = admission.policy_spec("[]")["validations"]
+    assert own_namespace["expression"].startswith("request.namespace != ")
     assert len(checks) == len(RULES)
     for rule, check in zip(RULES, checks, strict=True):
         assert check["message"].startswith("spec." + rule.field.replace("[]", "[*]") + ": ")

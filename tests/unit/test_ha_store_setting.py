@@ -54,6 +54,11 @@ def test_s3_from_the_flags_or_the_environment_reaches_the_driver(monkeypatch: py
         (["--ha-s3-root=s3://ha-bucket/ftspark"], "but the HA store is configmaps"),
         (["--ha-store=etcd"], "invalid choice: 'etcd'"),
         (["--watch-namespaces=jobs,kube-system"], "never manages kube-system"),
+        (
+            ["--namespace=ops", "--watch-namespaces=jobs,ops"],
+            "--watch-namespaces: the operator never manages its own",
+        ),
+        (["--storage-prefixes=bucket/x"], "--storage-prefixes"),
         (["--checkpoint-refreshes-per-second=0"], "--checkpoint-refreshes-per-second: Input should be"),
     ],
 )

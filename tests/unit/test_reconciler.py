@@ -65,6 +65,7 @@ class Cluster:
     ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
     allowed: frozenset[Allowance] = frozenset()
     storage_prefixes: tuple[str, ...] = ()
+    own_namespace: str = "ftspark-system"
     leading: bool = True
     max_retention: int = 30 * 24 * 3600
     max_results: int = 1000
@@ -86,6 +87,7 @@ class Cluster:
             allowed=self.allowed,
             storage_prefixes=self.storage_prefixes,
             term_floor=TERM_FLOOR,
+            own_namespace=self.own_namespace,
             max_result_retention_seconds=self.max_retention,
             max_results_per_namespace=self.max_results,
         )
@@ -613,6 +615,20 @@ def test_storage_outside_the_admins_prefixes_is_refused_unless_its_namespace_is_
         JobSpec.model_validate({**SPEC, "checkpoint": {"storage": "s3://bucket/counts-x"}}),
         ("s3://bucket/counts",),
     )
+
+
+def test_a_job_in_the_operators_own_namespace_never_runs() -> None:
+    """Cluster-wide, the operator watches its own namespace too, where a driver's Role would reach its Lease,
+    results and record key: such a job is an invalid spec, said once, and nothing of it is made."""
+    cluster = Cluster(own_namespace=KEY.namespace)
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    assert cluster.reconcile() is None
+    assert cluster.drivers.plans == [] and cluster.stores.job_graphs.get(KEY) is None
+    ready = next(c for c in cluster.status().conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("False", "InvalidSpec")
+    assert f"the operator's own namespace {KEY.namespace} runs no jobs" in ready.message
+    cluster.reconcile()
+    assert cluster.events.reasons() == ["InvalidSpec"]
 
 
 def test_the_installation_grants_allowances_everywhere_and_a_plain_job_reads_no_namespace() -> None:

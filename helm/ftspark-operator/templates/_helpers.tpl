@@ -19,15 +19,19 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{/* The namespaces the operator manages, as JSON: the release's own when none are listed (namespaced mode),
-     [] (all) in cluster-wide mode; kube-system never. */}}
+{{/* The namespaces the operator manages, as JSON: those listed (required in namespaced mode), [] (all) in
+     cluster-wide mode; never kube-system, never its own: there the drivers' Role would reach the operator's
+     Lease, results and ServiceAccount. */}}
 {{- define "ftspark.watchNamespaces" -}}
 {{- $namespaces := .Values.watchNamespaces -}}
 {{- if and (not $namespaces) (not .Values.rbac.clusterWide) -}}
-{{- $namespaces = list .Release.Namespace -}}
+{{- fail (printf "watchNamespaces: list the namespaces whose jobs this operator manages (not its own, %s), or set rbac.clusterWide=true" .Release.Namespace) -}}
 {{- end -}}
 {{- if has "kube-system" $namespaces -}}
 {{- fail "watchNamespaces: the operator never manages kube-system" -}}
+{{- end -}}
+{{- if has .Release.Namespace $namespaces -}}
+{{- fail (printf "watchNamespaces: the operator never manages its own namespace %s (its Lease, results and keys live there): run jobs in another namespace" .Release.Namespace) -}}
 {{- end -}}
 {{- toJson $namespaces -}}
 {{- end -}}

@@ -84,6 +84,15 @@ class OperatorConfig(BaseModel):
         return namespaces
 
     @model_validator(mode="after")
+    def _never_its_own_namespace(self) -> OperatorConfig:
+        if self.namespace in self.watch_namespaces:
+            raise ValueError(
+                f"--watch-namespaces: the operator never manages its own namespace {self.namespace} (its "
+                "Lease, results and record key live there): run jobs in another namespace"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _valid_election(self) -> OperatorConfig:
         self.election()  # fails with the field named when the timings do not fit together
         self.ha()  # fails when s3 has no root, or a root is given for ConfigMaps

@@ -170,6 +170,7 @@ class OperatorReplica:
             epoch=self.epoch,
             ha_store=self.ha,
             term_floor=f"{self.cfg.namespace}/{term_floor_name(self.cfg.lease_name)}",
+            own_namespace=self.cfg.namespace,
             allowed=self.cfg.allow,
             storage_prefixes=self.cfg.storage_prefixes,
             max_result_retention_seconds=self.cfg.max_result_retention_seconds,

@@ -149,19 +149,21 @@ class Reconciler:
         uniform: Callable[[], float] = random.random,
         ha_store: HaStoreConfig = CONFIGMAP_STORES,  # the installation's, which its drivers use too
         term_floor: str,
+        own_namespace: str = "",
         max_result_retention_seconds: int = MAX_RESULT_RETENTION_SECONDS,
         max_results_per_namespace: int = MAX_RESULTS_PER_NAMESPACE,
     ) -> None:
         """storage: the jobs' storage (spec.checkpoint.storage), where savepoints are disposed of.
         allowed: the job policy's allowances granted in every namespace (ftspark.domain.policy).
         storage_prefixes: where jobs may keep their storage in every namespace (none: anywhere).
-        term_floor: <namespace>/<name> of the operator's term floor ConfigMap, which its drivers read."""
+        term_floor: <namespace>/<name> of the operator's term floor ConfigMap, which its drivers read.
+        own_namespace: the operator's, where it never runs a job."""
         self._jobs, self._drivers, self._events, self._allowed = jobs, drivers, events, allowed
         self._storage_prefixes = storage_prefixes
         self._graphs, self._checkpoints, self._results = graphs, checkpoints, results
         self._inspector, self._storage = inspector, storage
         self._epoch, self._clock, self._uniform = epoch, clock, uniform
-        self._ha_store, self._term_floor = ha_store, term_floor
+        self._ha_store, self._term_floor, self._own_namespace = ha_store, term_floor, own_namespace
         self._max_retention, self._max_results = max_result_retention_seconds, max_results_per_namespace
         self._deleted: dict[JobKey, JobResource] = {}  # note_deleted -> reconcile, across threads
         self._deleted_lock = threading.Lock()
@@ -310,6 +312,14 @@ class Reconciler:
         self._graphs.delete(key, epoch)
 
     def _decide_and_act(self, job: JobResource, status: JobStatus, now: datetime) -> Decision:
+        if job.key.namespace == self._own_namespace:
+            # Cluster-wide, the watch sees it too; a driver's Role here would reach the operator's Lease,
+            # results and record key.
+            message = (
+                f"the operator's own namespace {self._own_namespace} runs no jobs (its Lease, results and "
+                "record key live here): create the job in another namespace"
+            )
+            return self._carried_out(job, None, invalid_spec(status, job.generation, "", message, now))
         try:
             spec = JobSpec.model_validate(job.spec)
         except ValidationError as error:
