@@ -1,8 +1,8 @@
 """Prometheus metrics, all prefixed ftspark_. Process-wide (prometheus_client's default registry), as usual.
 
 Per-job figures come from the statuses the reconciler records (JobMetrics); the rest is counted where it
-happens: reconciles in the controller, store conflicts in the fenced CAS loop, leadership in app.main, API
-requests in adapters.k8s.counted.
+happens: reconciles in the controller, store conflicts in the fenced CAS loop, leadership in app.main (the
+term floors ignored in leader.elector), API requests in adapters.k8s.counted.
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ RECONCILE_SECONDS = Histogram(
 )
 LEADER = Gauge("ftspark_leader", "1 while this replica holds the operator Lease, else 0.")
 LEASE_TRANSITIONS = Counter("ftspark_lease_transitions_total", "Changes of the operator Lease holder seen.")
+IGNORED_TERM_FLOORS = Counter(
+    "ftspark_term_floor_ignored_total",
+    "Reads of the term floor that held no term a Lease could follow (unreadable, or at or past int32): "
+    "ignored and replaced at the next acquisition. Only admins write there: look at who did.",
+)
 FAILOVER_SECONDS = Gauge(
     "ftspark_failover_duration_seconds",
     "At this replica's last take-over: seconds since it first saw the previous holder's last renew (0 after "

@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from prometheus_client import REGISTRY
 from pydantic import ValidationError
 
 from ftspark.adapters.memory.leadership import InMemoryLease, InMemoryLeaseLock
 from ftspark.domain.fencing import Epoch
 from ftspark.leader.elector import LeaderElectionConfig, LeaderElector, release_for_ended_holder
 from ftspark.ports.leadership import LeaderElectionRecord, LockUnavailableError
+from ftspark.protocol import MAX_TERM
 
 CONFIG = {"lease_duration": 15, "renew_deadline": 10.0, "retry_period": 2.0}
 MAX_RETRY_WAIT = 2.0 * (1 + 1.2)
@@ -396,6 +398,33 @@ def test_a_lock_deleted_under_its_holder_is_re_created_but_acted_on_only_after_a
     assert renewed is not None and renewed >= clock.wall() - timedelta(seconds=CONFIG["retry_period"] * 2), (
         "held, renewed, while it waits to act"
     )
+
+
+@pytest.mark.parametrize("forged", [2**62, MAX_TERM, -5])
+def test_a_term_floor_no_lease_term_can_follow_does_not_stop_replicas_leading(forged: int) -> None:
+    """leaseTransitions is an int32: obeyed, a floor at or past its largest value would make every next term
+    one the Lease refuses, and no replica would ever lead again. It is ignored, counted, and replaced by the
+    term acted on; the terms after it go on from there."""
+    clock, lease = FakeClock(), InMemoryLease()
+    recorder = Recorder(clock)
+    write(lease, "a", clock.wall(), transitions=6)  # "a" led at term 6, then went quiet
+    lease.term_floor = forged  # written into the operator's namespace by someone who should not have
+    ignored = REGISTRY.get_sample_value("ftspark_term_floor_ignored_total") or 0.0
+    for holder in ("b", "c"):
+        stop = threading.Event()
+        clock.at(clock.now() + 40.0, stop.set)
+        elector(InMemoryLeaseLock(lease, holder), clock, recorder).run(stop)
+
+    assert [(e.holder, e.term) for e in recorder.epochs() if isinstance(e, Epoch)] == [("b", 7), ("c", 8)]
+    assert lease.term_floor == 8, "replaced by the term acted on, then raised as usual"
+    assert REGISTRY.get_sample_value("ftspark_term_floor_ignored_total") == ignored + 1
+
+
+def test_the_in_memory_lease_refuses_a_term_past_int32_as_the_api_server_does() -> None:
+    lease = InMemoryLease()
+    with pytest.raises(LockUnavailableError, match="leaseTransitions"):
+        write(lease, "a", EPOCH_ZERO, transitions=MAX_TERM + 1)
+    write(lease, "a", EPOCH_ZERO, transitions=MAX_TERM)
 
 
 class RacingLock(InMemoryLeaseLock):

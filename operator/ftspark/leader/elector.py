@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationInfo, field_validator
 
 from ftspark.domain.fencing import Epoch
+from ftspark.metrics import IGNORED_TERM_FLOORS
 from ftspark.ports.leadership import (
     Clock,
     ConflictError,
@@ -26,6 +27,7 @@ from ftspark.ports.leadership import (
     LeaseLock,
     LockUnavailableError,
 )
+from ftspark.protocol import MAX_TERM
 
 log = logging.getLogger(__name__)
 
@@ -325,8 +327,29 @@ class LeaderElector:
         keeps no floor). The floor is raised only once the lock is ours (_settle_floor): raised by an attempt
         that then lost the race for the lock, it would sit above the holder's term, and drivers refuse every
         request written below the floor."""
-        floor = self._lock.term_floor()
+        floor = self._term_floor(report=True)
         return (at_least if floor is None else max(at_least, floor + 1)), floor
+
+    def _term_floor(self, *, report: bool) -> int | None:
+        """The lock's floor, or -1 (a floor exists, but no term of it is known) when it holds no term a
+        Lease's could follow: unreadable (the lock says -1), or at or past MAX_TERM, where no next term fits
+        in leaseTransitions and no replica would ever lead again. No operator writes such a floor (its terms
+        come from the Lease), and only admins write in its namespace: so it is ignored, reported, and replaced
+        by the next term acted on, rather than obeyed forever. What it loses is the guard against reusing a
+        term after the Lease itself is deleted, for that one transition."""
+        floor = self._lock.term_floor()
+        if floor is None or 0 <= floor < MAX_TERM:
+            return floor
+        if report:
+            log.error(
+                "%s: the term floor of %s holds no term a Lease can follow (%d): ignored, and replaced when "
+                "a term is acquired",
+                self._config.identity,
+                self._lock.describe(),
+                floor,
+            )
+            IGNORED_TERM_FLOORS.inc()
+        return -1
 
     def _settle_floor(self) -> bool:
         """Before acting on a term just acquired: the floor records it (only upward), so a lock deleted and
@@ -335,7 +358,7 @@ class LeaderElector:
         owed = self._floor_owed
         if owed is None:
             return True
-        floor = self._lock.term_floor()  # also what the raise compares and swaps
+        floor = self._term_floor(report=False)  # also what the raise compares and swaps
         if floor is not None and floor > owed:
             log.error("%s: term %d is below the floor %d: not acting", self._config.identity, owed, floor)
             return False

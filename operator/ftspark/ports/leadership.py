@@ -52,7 +52,8 @@ class LeaseLock(Protocol):
 
     def term_floor(self) -> int | None:
         """The highest term (leader_transitions) ever acted on with this lock, kept apart from the lock
-        object so that it survives the lock's deletion and re-creation; None if none ever was."""
+        object so that it survives the lock's deletion and re-creation; None if none ever was, -1 if one is
+        there but unreadable. The elector ignores any floor no int32 term could follow (leader.elector)."""
 
     def raise_term_floor(self, term: int) -> None:
         """Record that term (above the floor term_floor() last returned) is acted on: after the lock holds it,

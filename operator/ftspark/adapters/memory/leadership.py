@@ -1,10 +1,12 @@
-"""An in-memory LeaseLock with the API server's compare-and-swap on a resource version."""
+"""An in-memory LeaseLock with the API server's compare-and-swap on a resource version, and its int32
+leaseTransitions."""
 
 from __future__ import annotations
 
 import threading
 
-from ftspark.ports.leadership import ConflictError, LeaderElectionRecord
+from ftspark.ports.leadership import ConflictError, LeaderElectionRecord, LockUnavailableError
+from ftspark.protocol import MAX_TERM
 
 
 class InMemoryLease:
@@ -15,7 +17,8 @@ class InMemoryLease:
         self._mutex = threading.Lock()
         self._record: LeaderElectionRecord | None = None
         self._version = 0
-        self.term_floor: int | None = None  # kept apart from the record: it survives delete()
+        # Kept apart from the record (it survives delete()); any int, as a ConfigMap holds any text.
+        self.term_floor: int | None = None
 
     def get(self) -> tuple[LeaderElectionRecord, str] | None:
         with self._mutex:
@@ -40,9 +43,15 @@ class InMemoryLease:
 
     def raise_term_floor(self, term: int) -> None:
         with self._mutex:
-            self.term_floor = term if self.term_floor is None else max(self.term_floor, term)
+            floor = self.term_floor
+            # A floor no Lease's term could follow is replaced, as the ConfigMap's compare-and-swap replaces
+            # the one the elector read as corrupt; otherwise it only goes up.
+            self.term_floor = term if floor is None or floor >= MAX_TERM else max(floor, term)
 
     def _write(self, record: LeaderElectionRecord) -> str:
+        if not 0 <= record.leader_transitions <= MAX_TERM:
+            # The API server refuses it (leaseTransitions is an int32); the Lease lock reports that so.
+            raise LockUnavailableError(f"lease {self.name}: leaseTransitions {record.leader_transitions}")
         self._record = record
         self._version += 1
         return str(self._version)
