@@ -118,6 +118,7 @@ def test_bad_values_are_refused_with_the_reason(helm: Path) -> None:
     # Its own namespace: a driver's Role there would reach its Lease, results and record key.
     refusals = {
         "watchNamespaces={jobs,x}": "never manages its own namespace x",
+        "rbac.clusterWide=true,watchNamespaces={x}": "never manages its own namespace x",
         "": "list the namespaces whose",
     }
     for values, reason in refusals.items():
@@ -208,6 +209,17 @@ def test_job_policy_is_enforced_at_apply_time_by_default_and_can_be_turned_off(r
     assert watched["values"] == ["a"]
     off = ("jobPolicy.admission=false", "admission.operatorWrites=false", "admission.driverRequests=false")
     assert "ValidatingAdmissionPolicy" not in _kinds(render(*off))
+
+
+def test_cluster_wide_the_job_policy_refuses_jobs_in_the_operators_own_namespace(render: Render) -> None:
+    """Cluster-wide, every namespace is watched, the operator's own too: a job there is refused at apply time
+    (and by the operator, tests/unit/test_reconciler.py), as its drivers' Role would reach the Lease."""
+    kinds = _kinds(render("rbac.clusterWide=true", namespace="ops"))
+    (policy,) = _named(kinds["ValidatingAdmissionPolicy"], "ftspark-operator-ops")
+    (binding,) = _named(kinds["ValidatingAdmissionPolicyBinding"], "ftspark-operator-ops")
+    assert "matchResources" not in binding["spec"], "every namespace"
+    assert policy["spec"]["validations"][0]["expression"] == "request.namespace != 'ops'"
+    assert "the operator's own namespace ops runs no jobs" in policy["spec"]["validations"][0]["message"]
 
 
 def _named(documents: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:

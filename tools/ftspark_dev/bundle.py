@@ -36,7 +36,7 @@ def render_bundle(helm: Path) -> str:
             f"--namespace={NAMESPACE}",
             "--include-crds",
             # Plain manifests cannot be told which namespaces to manage at install time: cluster-wide mode
-            # (the chart's default is the release's namespace only).
+            # (namespaced mode needs them listed; its own namespace still runs no jobs).
             "--set=rbac.clusterWide=true",
             "--kube-version=1.34.12",
         ],
