@@ -185,15 +185,6 @@ class KubeDrivers:
         return sorted((d for d in drivers if d is not None), key=lambda d: d.attempt)
 
     def create(self, plan: AttemptPlan) -> None:
-        floor_namespace = plan.term_floor.partition("/")[0]
-        if plan.namespace == floor_namespace:
-            # The reconciler refuses such a job first; this holds even if it did not. The drivers' Role (pods
-            # create, ConfigMaps and Leases update) must never exist beside the operator's Lease, results and
-            # record key.
-            raise ObjectRejectedError(
-                f"the operator's own namespace {floor_namespace} runs no jobs: create the job in another "
-                "namespace"
-            )
         self._ensure_driver_identity(plan)
         core, networking, namespace = self._core, self._networking, plan.namespace
         if plan.spec.local_recovery.enabled:
