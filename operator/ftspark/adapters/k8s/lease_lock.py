@@ -7,7 +7,6 @@ handed out, so that a Lease deleted and re-created never starts its terms again 
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,9 +17,7 @@ from urllib3.exceptions import HTTPError
 from ftspark.adapters.k8s import MANAGED
 from ftspark.adapters.k8s import request_timeout as k8s_request_timeout
 from ftspark.ports.leadership import ConflictError, LeaderElectionRecord, LockUnavailableError
-from ftspark.protocol import parse_term, term_floor_name
-
-log = logging.getLogger(__name__)
+from ftspark.protocol import term_floor_name
 
 
 def format_micro_time(moment: datetime) -> str:
@@ -163,13 +160,10 @@ class KubernetesLeaseLock:
             raise self._unavailable("read the term floor of", error) from error
         except HTTPError as error:
             raise self._unavailable("read the term floor of", error) from error
-        term = parse_term((found.data or {}).get("term", ""))
-        if term is None:
-            # Unreadable, or beyond any term a Lease can hold (edited by hand, or by someone who should not
-            # have): no floor known, so the next acquisition replaces it instead of never leading again.
-            log.error("term floor %s/%s is unreadable: %s", self._namespace, self._floor_name, found.data)
-            return -1, found.metadata.resource_version
-        return term, found.metadata.resource_version
+        # Any whole number as written, or -1 if it is none: the elector decides which floors it can follow
+        # (and reports the others), whatever lock holds them.
+        term = (found.data or {}).get("term", "")
+        return (int(term) if term.isascii() and term.isdigit() else -1), found.metadata.resource_version
 
     def _body(self, record: LeaderElectionRecord, *, version: str | None) -> dict[str, Any]:
         # A plain dict, so the times go out as MicroTime strings rather than the client's datetime isoformat.
