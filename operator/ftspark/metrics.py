@@ -2,7 +2,8 @@
 
 Per-job figures come from the statuses the reconciler records (JobMetrics); the rest is counted where it
 happens: reconciles in the controller, store conflicts in the fenced CAS loop, leadership in app.main (the
-term floors ignored in leader.elector), API requests in adapters.k8s.counted.
+term floors ignored in leader.elector), API requests in adapters.k8s.counted, the local-state sweeper's
+work in app.sweeper.
 """
 
 from __future__ import annotations
@@ -53,6 +54,28 @@ UNTRUSTED_POINTERS = Counter(
     "Pointers in HA records the operator refused to follow (read, delete or inspect): not a name it wrote, "
     "or a directory it chose, for the job.",
     ["pointer"],
+)
+
+LOCAL_STATE_BYTES_FREED = Counter(
+    "ftspark_local_state_bytes_freed_total",
+    "Bytes of localRecovery's node-local directories the sweeper removed (whole directories of jobs that are "
+    "gone, and copies of live jobs over their bound).",
+    ["reason"],
+)
+LOCAL_STATE_DIRS_REMOVED = Counter(
+    "ftspark_local_state_dirs_removed_total",
+    "Directories of jobs that are gone (jobs/<namespace>/<uid>) the sweeper removed from this node.",
+)
+LOCAL_STATE_SWEEPS = Counter(
+    "ftspark_local_state_sweeps_total",
+    "Passes of the local-state sweeper: done, or skipped because the jobs could not be listed or the root "
+    "could not be scanned (nothing is deleted then).",
+    ["outcome"],
+)
+LOCAL_STATE_OVER_BOUND = Gauge(
+    "ftspark_local_state_over_bound_bytes",
+    "After the sweeper's last pass: bytes above the per-job bound it could not remove (files newer than the "
+    "grace period, or Spark's own files outside state/), all live jobs on this node together.",
 )
 
 
