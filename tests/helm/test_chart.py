@@ -302,3 +302,8 @@ def test_the_storage_prefixes_reach_the_operator(render: Render, monkeypatch: py
     assert _operator_config(render, monkeypatch).storage_prefixes == ()
     limited = _operator_config(render, monkeypatch, "jobPolicy.storagePrefixes={s3://team-a/x,s3://shared}")
     assert limited.storage_prefixes == ("s3://team-a/x", "s3://shared")
+    # The job policy refuses the same at apply time (tests/integration/test_policy.py runs it).
+    kinds = _kinds(render("jobPolicy.storagePrefixes={s3://team-a/x,s3://shared}"))
+    (policy,) = _named(kinds["ValidatingAdmissionPolicy"], "ftspark-operator-ftspark-system")
+    variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
+    assert variables["storageEverywhere"] == '["s3://team-a/x","s3://shared"]'

@@ -2,7 +2,8 @@
 refused each hostile field at apply time by the chart's ValidatingAdmissionPolicy, the field named, unless the
 namespace or the installation grants its allowance; the API server and ftspark.domain.policy give the same
 verdict on every case of tests/unit/test_policy.py. Without the admission policy, the operator refuses the
-same specs before it creates anything."""
+same specs before it creates anything. A job's storage outside the allowed prefixes is refused at apply time
+in the operator's words."""
 
 from __future__ import annotations
 
@@ -19,7 +20,14 @@ from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.domain.models import JobSpec
-from ftspark.domain.policy import ALLOWANCES, NAMESPACE_LABEL_PREFIX, violations
+from ftspark.domain.policy import (
+    ALLOWANCES,
+    NAMESPACE_LABEL_PREFIX,
+    STORAGE_PREFIXES_ANNOTATION,
+    outside_storage,
+    storage_prefixes,
+    violations,
+)
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import (
     OperatorFleet,
@@ -34,6 +42,7 @@ from tests.unit.test_policy import HARMLESS, HOSTILE
 from tests.waiting import eventually
 
 INSTALLATION_ALLOWS = "nodeName"  # what the chart's jobPolicy.allow grants in every namespace here
+INSTALLATION_STORAGE = "s3://bucket/jobs"  # the chart's jobPolicy.storagePrefixes: where job_manifest's are
 ALL_ALLOWED = {f"{NAMESPACE_LABEL_PREFIX}{allowance}": "true" for allowance in ALLOWANCES}
 TENANT_RULES = [
     client.V1PolicyRule(
@@ -53,7 +62,7 @@ def tenancy(
     crd: None, control_plane: ControlPlane, api_client: client.ApiClient
 ) -> Iterator[tuple[client.ApiClient, str, str]]:
     """(the tenant's client, a namespace that grants nothing, one that grants every allowance), under the
-    chart's admission policy bound to those two namespaces."""
+    chart's admission policy bound to those two namespaces (jobs' storage bounded to INSTALLATION_STORAGE)."""
     core, rbac = client.CoreV1Api(api_client), client.RbacAuthorizationV1Api(api_client)
     plain, allowing = _namespace(core, {}), _namespace(core, ALL_ALLOWED)
     tenant = f"tenant-{plain}"
@@ -74,6 +83,7 @@ def tenancy(
         f"--kube-version={KUBE_VERSION}",
         "--show-only=templates/job-policy.yaml",
         f"--set=jobPolicy.allow={{{INSTALLATION_ALLOWS}}}",
+        f"--set=jobPolicy.storagePrefixes={{{INSTALLATION_STORAGE}}}",
         f"--set=watchNamespaces={{{plain},{allowing}}}",
     )
     assert rendered.returncode == 0, rendered.stderr
@@ -184,6 +194,49 @@ def test_hostile_specs_are_refused_at_apply_time_with_the_field_named(
             assert _apply(tenant, allowing, "hostile", fields) is None, field
     nodename = {"driver": {"podTemplate": {"spec": {"nodeName": "n1"}}}}
     assert _apply(tenant, plain, "nodename", nodename) is None, "granted to the installation"
+
+
+def test_storage_outside_the_allowed_prefixes_is_refused_at_apply_time_as_the_operator_refuses_it(
+    tenancy: tuple[client.ApiClient, str, str], api_client: client.ApiClient
+) -> None:
+    """Where a job keeps its state: under the chart's storagePrefixes, or in a namespace annotated with its
+    own, under those too; the API server refuses the rest with the operator's own words (outside_storage)."""
+    tenant, plain, annotated = tenancy
+    granted = "s3a://team-a/x/, s3://shared"  # an admin's spelling: s3a://, a trailing slash, spaces
+    annotations = {STORAGE_PREFIXES_ANNOTATION: granted}
+    client.CoreV1Api(api_client).patch_namespace(annotated, {"metadata": {"annotations": annotations}})
+    shared = {"checkpoint": {"storage": "s3://shared/j"}}
+    eventually(lambda: _apply(tenant, annotated, "seen", shared) is None, timeout=30, what="the annotation")
+    storages = [
+        "s3://bucket/jobs",
+        "s3a://bucket/jobs/a/",
+        "s3://bucket/jobs-x/a",  # a prefix ends at a path segment
+        "s3://bucket/job",
+        "s3://other/jobs/a",
+        "s3://team-a/x/y",
+        "s3://team-a/xy",
+        "s3a://shared/",
+        "s3://shared-b/a",
+    ]
+    started, disagreements, refusals = time.monotonic(), [], {plain: 0, annotated: 0}
+    for namespace, prefixes in ((plain, ()), (annotated, storage_prefixes(annotations))):
+        for index, storage in enumerate(storages):
+            fields = {"checkpoint": {"storage": storage}}
+            expected = outside_storage(_spec(fields), (INSTALLATION_STORAGE, *prefixes))
+            refused = _apply(tenant, namespace, f"stored-{index}", fields)
+            if bool(refused) != bool(expected) or (refused and expected not in refused):
+                disagreements.append(f"{namespace} {storage}: operator {expected!r}, API server {refused!r}")
+            refusals[namespace] += bool(refused)
+    print(f"\n{2 * len(storages)} creates in {time.monotonic() - started:.2f} s; e.g. {refused}")
+    assert disagreements == []
+    assert refusals == {plain: 7, annotated: 5}, "the annotation grants team-a/x and shared, there only"
+    # A way back out of a prefix is not even a storage: the CRD's schema refuses it before any policy.
+    dotted = job_manifest("dotted", "bucket", checkpoint={"storage": f"{INSTALLATION_STORAGE}/../other"})
+    with pytest.raises(client.ApiException) as invalid:
+        client.CustomObjectsApi(tenant).create_namespaced_custom_object(
+            API_GROUP, API_VERSION, plain, PLURAL, dotted
+        )
+    assert invalid.value.status == 422 and "spec.checkpoint.storage" in str(invalid.value.body)
 
 
 PLAIN_SECRET = "wJalrXUtnFEMI-not-a-real-key"

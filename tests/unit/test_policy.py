@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from ftspark.app.config import parse
 from ftspark.domain.models import JobSpec
-from ftspark.domain.policy import ALLOWANCES, RULES, namespace_allowances, violations
+from ftspark.domain.policy import ALLOWANCES, RULES, namespace_allowances, storage_within, violations
 
 BASE: dict[str, Any] = {
     "image": "img",
@@ -345,3 +345,15 @@ def test_a_spark_setting_the_operator_reads_itself_is_refused_unless_it_reads(ke
     assert _spec(
         {"sparkConf": {"spark.driver.memoryOverhead": "512m", "spark.driver.memoryOverheadFactor": "0.2"}}
     )
+
+
+def test_a_storage_prefix_holds_itself_and_below_it_at_a_path_segment() -> None:
+    """The rule the operator and the chart's admission policy both apply (tests/integration/test_policy.py
+    runs these cases through the API server)."""
+    assert storage_within("s3://b/team", ["s3://b/team"])
+    assert storage_within("s3a://b/team/x/", ["s3://b/team/"])
+    assert storage_within("s3://b/team/x", ["s3a://b/team"])
+    assert not storage_within("s3://b/team-x", ["s3://b/team"])
+    assert not storage_within("s3://b/tea", ["s3://b/team"])
+    assert not storage_within("s3://c/team", ["s3://b/team", "s3://b"])
+    assert storage_within("s3://anywhere/x", []), "no prefix: anywhere"

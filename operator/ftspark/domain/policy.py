@@ -17,7 +17,7 @@ default directory, the driver's ServiceAccount) is not the user's.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, assert_never, get_args
 
@@ -326,15 +326,34 @@ def storage_prefixes(annotations: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(prefix.strip() for prefix in named.split(",") if prefix.strip())
 
 
-def outside_storage(spec: JobSpec, prefixes: Collection[str]) -> str:
-    """Why the job's checkpoint.storage is outside every prefix; empty when it is inside one, or when no
-    prefix is set (no limit)."""
-    storage = as_s3(spec.checkpoint.storage).rstrip("/")
-    roots = [as_s3(prefix).rstrip("/") for prefix in prefixes]
-    if not roots or any(storage == root or storage.startswith(f"{root}/") for root in roots):
-        return ""
+# The one field the storage prefixes bound (its spelling under spec).
+STORAGE_FIELD = "checkpoint.storage"
+
+
+def storage_root(uri: str) -> str:
+    """A storage URI or prefix as prefixes are compared: s3a:// written s3://, without trailing slashes."""
+    return as_s3(uri).rstrip("/")
+
+
+def storage_within(storage: str, prefixes: Collection[str]) -> bool:
+    """Whether the storage is under one of the prefixes: the prefix itself, or below it at a path segment
+    (s3://b/team does not hold s3://b/team-x). No prefix: anywhere. ftspark.admission says it in CEL."""
+    root = storage_root(storage)
+    roots = [storage_root(prefix) for prefix in prefixes]
+    return not roots or any(root == each or root.startswith(f"{each}/") for each in roots)
+
+
+def storage_message(storage: str, prefixes: str) -> str:
+    """What the user is told of a storage outside `prefixes` (the allowed ones, as listed to them)."""
     return (
-        f"spec.checkpoint.storage: {spec.checkpoint.storage} is outside the storage this namespace may use "
-        f"({', '.join(sorted(prefixes))}; an admin grants more with the namespace annotation "
-        f"{STORAGE_PREFIXES_ANNOTATION})"
+        f"spec.{STORAGE_FIELD}: {storage} is outside the storage this namespace may use ({prefixes}; "
+        f"an admin grants more with the namespace annotation {STORAGE_PREFIXES_ANNOTATION})"
     )
+
+
+def outside_storage(spec: JobSpec, prefixes: Sequence[str]) -> str:
+    """Why the job's checkpoint.storage is outside every prefix (listed in their order: the installation's,
+    then the namespace's); empty when it is inside one, or when no prefix is set (no limit)."""
+    if storage_within(spec.checkpoint.storage, prefixes):
+        return ""
+    return storage_message(spec.checkpoint.storage, ", ".join(prefixes))
