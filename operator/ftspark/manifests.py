@@ -101,6 +101,10 @@ STANDBY_READINESS_PROBE: Manifest = {
 RPC_SECRET_VOLUME = "ftspark-rpc"
 RPC_SECRET_DIR = "/etc/ftspark/rpc"
 RPC_SECRET_FILE, RPC_SECRET_KEY = "secret", "key"
+# The job's checkpoint key (adapters.seal): the driver seals its job's checkpoint record with it.
+CHECKPOINT_KEY_VOLUME = "ftspark-checkpoint-key"
+CHECKPOINT_KEY_DIR = "/etc/ftspark/checkpoint-key"
+CHECKPOINT_KEY_FILE = "checkpoint-key"
 SPARK_AUTH_SECRET_ENV = "_SPARK_AUTH_SECRET"
 # Spark's defaults for the memory a pod needs beyond the heap (spark.driver.memoryOverhead*).
 OVERHEAD_FACTOR = 0.10
@@ -347,14 +351,16 @@ def _scratch_volumes() -> tuple[list[Manifest], list[Manifest]]:
     return volumes, mounts
 
 
-def attempt_secret(plan: AttemptPlan, key: bytes) -> Manifest:
+def attempt_secret(plan: AttemptPlan, key: bytes, checkpoint_key: bytes) -> Manifest:
     """The attempt's Secret: Spark's RPC key (random bytes) as the driver's file and as Spark's key from it,
-    and the executor pod template as the file Spark reads. One object, not a ConfigMap beside it: an attempt
-    is one write fewer. Made per attempt, so a spec change never alters the template of a running attempt."""
+    the job's checkpoint key (the driver's file only: executors never get it), and the executor pod template
+    as the file Spark reads. One object, not a ConfigMap beside it: an attempt is one write fewer. Made per
+    attempt, so a spec change never alters the template of a running attempt."""
     template = {"apiVersion": "v1", "kind": "Pod", **executor_pod_template(plan)}
     data = {
         RPC_SECRET_FILE: key,
         RPC_SECRET_KEY: base64.b64encode(key),
+        CHECKPOINT_KEY_FILE: checkpoint_key,
         EXECUTOR_TEMPLATE_FILE: json.dumps(template, indent=2, sort_keys=True).encode(),
     }
     return _secret(plan, _attempt_secret_name(plan), _labels(plan), data)
@@ -409,6 +415,8 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
     volumes, mounts = _scratch_volumes()
     volumes.append(_secret_file_volume(RPC_SECRET_VOLUME, plan, RPC_SECRET_FILE))
     mounts.append({"name": RPC_SECRET_VOLUME, "mountPath": RPC_SECRET_DIR, "readOnly": True})
+    volumes.append(_secret_file_volume(CHECKPOINT_KEY_VOLUME, plan, CHECKPOINT_KEY_FILE))
+    mounts.append({"name": CHECKPOINT_KEY_VOLUME, "mountPath": CHECKPOINT_KEY_DIR, "readOnly": True})
     memory = f"{_driver_memory_mib(conf)}Mi"  # also the limit: eviction under node pressure takes it last
     probed = spec.liveness.progress_timeout_seconds > 0  # 0 turns the job's liveness checks off, both
     served = probed or plan.standby  # the runtime's health endpoint: liveness, a standby's readiness
@@ -432,6 +440,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         {"name": DriverEnv.HA_STORE, "value": plan.ha_store.kind},
         {"name": DriverEnv.HA_S3_ROOT, "value": plan.ha_store.s3_root},
         {"name": DriverEnv.TERM_FLOOR, "value": plan.term_floor},
+        {"name": DriverEnv.CHECKPOINT_KEY_FILE, "value": f"{CHECKPOINT_KEY_DIR}/{CHECKPOINT_KEY_FILE}"},
         *([{"name": DriverEnv.HEALTH_PORT, "value": str(HEALTH_PORT)}] if served else []),
         *([{"name": DriverEnv.STANDBY, "value": "1"}] if plan.standby else []),
         *(

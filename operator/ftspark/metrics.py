@@ -52,7 +52,7 @@ API_REQUESTS = Counter(
 UNTRUSTED_POINTERS = Counter(
     "ftspark_untrusted_pointers_total",
     "Pointers in HA records the operator refused to follow (read, delete or inspect): not a name it wrote, "
-    "or a directory it chose, for the job.",
+    "or a directory it chose, for the job; and HA records whose seal did not verify, by kind.",
     ["pointer"],
 )
 

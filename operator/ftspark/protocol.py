@@ -76,6 +76,7 @@ class DriverEnv(StrEnum):
     HA_STORE = "FTSPARK_HA_STORE"  # the operator's own setting of the same name, passed on
     HA_S3_ROOT = "FTSPARK_HA_S3_ROOT"
     TERM_FLOOR = "FTSPARK_TERM_FLOOR"  # <namespace>/<name> of the operator's term floor ConfigMap
+    CHECKPOINT_KEY_FILE = "FTSPARK_CHECKPOINT_KEY_FILE"  # the job's checkpoint key (adapters.seal), a file
     HEALTH_PORT = "FTSPARK_HEALTH_PORT"
     STANDBY = "FTSPARK_STANDBY"  # "1": a standby, started before it is needed, that waits to be promoted
     STANDBY_EXECUTORS = "FTSPARK_STANDBY_EXECUTORS"  # how many executors a standby keeps up and warm

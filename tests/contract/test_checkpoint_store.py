@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from ftspark.adapters.records import ConflictError, Record, RecordId, stores_on
+from ftspark.adapters.records import ConflictError, Record, RecordId, driver_checkpoint_store, stores_on
 from ftspark.adapters.s3.stores import S3Records
 from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import RetiredRecordError, StaleEpochError
@@ -35,7 +35,7 @@ def test_round_trip_keeps_the_newest_retained(backend: Backend) -> None:
     assert store.counter(job) == 4
     record = backend.records.read(RecordId.of_job("checkpoints", job))
     assert record is not None
-    assert set(record.data) == {"counter", "checkpoint-4", "checkpoint-3", "checkpoint-2"}
+    assert set(record.data) == {"counter", "checkpoint-4", "checkpoint-3", "checkpoint-2", "seal"}
 
     store.add(job, pointer(7), leader(1), retained=1)
     assert backend.reopen().checkpoints.pointers(job) == [pointer(7)]
@@ -225,6 +225,47 @@ def test_a_driver_never_revives_a_deleted_record(backend: Backend) -> None:
     store.advance_fence(job, driver(1), leader(1))  # a new job of the same name starts at attempt 1 again
     store.add(job, pointer(0, attempt=1), driver(1), retained=3)
     assert store.pointers(job) == [pointer(0, attempt=1)]
+
+
+@pytest.mark.parametrize("forgery", ["fences raised", "pointers of its own", "another job's record"])
+def test_a_checkpoint_record_without_the_jobs_seal_is_neither_obeyed_nor_followed(
+    backend: Backend, forgery: str
+) -> None:
+    """Every job's driver writes where checkpoint records live (on S3 with its own credentials, under the
+    one root): without the victim's checkpoint key it can neither fence the victim out for good nor point
+    its recovery at a checkpoint of its choosing."""
+    job, other = backend.job(), backend.job("other")
+    store = backend.stores.checkpoints  # the operator's
+    rid = RecordId.of_job("checkpoints", job)
+    for key in (job, other):
+        store.advance_fence(key, driver(1), leader(1), new=True)
+        # The job's driver, with the key its attempt's Secret gives it: its pointers are the job's.
+        driver_checkpoint_store(backend.records, backend.seal.job_key(str(key))).add(
+            key, pointer(1, attempt=1), driver(1), retained=3
+        )
+    assert store.pointers(job) == [pointer(1, attempt=1)]
+    genuine, theirs = (backend.records.read(r) for r in (rid, RecordId.of_job("checkpoints", other)))
+    assert genuine is not None and theirs is not None
+    planted = pointer(9).model_copy(update={"location": "s3://attacker/prepared/commits/9"})
+    data, fences = {
+        "fences raised": (dict(genuine.data), {"operator": 2**62, "driver": 2**62}),
+        "pointers of its own": ({"counter": "9", "checkpoint-9": planted.model_dump_json()}, None),
+        "another job's record": (dict(theirs.data), dict(theirs.fences)),
+    }[forgery]
+    backend.forge(rid, data, fences)
+
+    assert store.pointers(job) == [] and store.counter(job) == -1
+    assert backend.reopen().checkpoints.pointers(job) == []
+    # Its driver finds the record gone (as if the job were deleted) and writes nothing there.
+    with pytest.raises(RetiredRecordError):
+        driver_checkpoint_store(backend.records, backend.seal.job_key(str(job))).add(
+            job, pointer(2, attempt=1), driver(1), retained=3
+        )
+    # The next attempt's fence advance replaces the forgery, whatever fences it claims.
+    store.advance_fence(job, driver(2), leader(1))
+    store.add(job, pointer(2, attempt=2), driver(2), retained=3)
+    assert store.pointers(job) == [pointer(2, attempt=2)]
+    assert store.pointers(other) == [pointer(1, attempt=1)]
 
 
 def test_on_s3_a_listing_tells_whose_checkpoints_changed(s3_server: S3Server) -> None:

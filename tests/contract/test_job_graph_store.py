@@ -150,15 +150,6 @@ def test_unreachable_store_raises_store_unavailable(networked_backend: Backend) 
     assert time.monotonic() - started < 30
 
 
-def _forge(backend: Backend, job: JobKey, pointer: str) -> None:
-    """What a tenant may do to its own record: point it anywhere (fences and writer kept), without the
-    operator's key to seal it."""
-    rid = RecordId.of_job("jobgraph", job)
-    record = backend.records.read(rid)
-    assert record is not None
-    backend.records.replace(rid, {JOBGRAPH_POINTER: pointer}, record.fences, "tenant", record.version)
-
-
 @pytest.mark.parametrize(
     "target",
     [
@@ -186,7 +177,7 @@ def test_a_pointer_to_anything_but_the_jobs_own_payload_is_neither_used_nor_dele
     }.get(target, f"{bucket_root}/{target}")
     if target != "other":
         blobs.put(victim, (blobs.get(own.data[JOBGRAPH_POINTER]) or b"") if target == "copy" else b"secret")
-    _forge(backend, graph.job, victim)
+    backend.forge(RecordId.of_job("jobgraph", graph.job), {JOBGRAPH_POINTER: victim})
     reads: list[str] = []
     read = blobs.get
 
@@ -200,7 +191,7 @@ def test_a_pointer_to_anything_but_the_jobs_own_payload_is_neither_used_nor_dele
         store.get(graph.job)
     assert "seal" in str(refused.value) and "secret" not in str(refused.value)
     store.put(backend.graph(generation=2, padding=LARGE), leader(1))  # replaces the forged pointer
-    _forge(backend, graph.job, victim)
+    backend.forge(RecordId.of_job("jobgraph", graph.job), {JOBGRAPH_POINTER: victim})
     store.delete(graph.job, leader(1))
 
     assert victim not in reads, "an unsealed pointer is never followed"

@@ -118,16 +118,6 @@ def test_unreachable_store_raises_store_unavailable(networked_backend: Backend) 
     assert time.monotonic() - started < 30
 
 
-def _forge(backend: Backend, rid: RecordId, data: dict[str, str]) -> None:
-    """What a writer without the operator's key may do where results live (the operator's namespace, or the
-    S3 store's root, which drivers' credentials reach): write any record."""
-    current = backend.records.read(rid)
-    if current is None:
-        backend.records.create(rid, data, {}, "tenant")
-    else:
-        backend.records.replace(rid, data, current.fences, "tenant", current.version)
-
-
 @pytest.mark.parametrize("forgery", ["unsealed", "copied from another uid"])
 def test_a_result_the_operator_did_not_write_is_never_taken_for_the_jobs(
     backend: Backend, forgery: str
@@ -144,7 +134,7 @@ def test_a_result_the_operator_did_not_write_is_never_taken_for_the_jobs(
         "unsealed": {"result": victim.model_dump_json()},
         "copied from another uid": dict(genuine.data),
     }[forgery]
-    _forge(backend, RecordId("result", "victim"), forged)
+    backend.forge(RecordId("result", "victim"), forged)
 
     with pytest.raises(UntrustedRecordError):
         store.get("victim")
@@ -164,7 +154,7 @@ def test_on_s3_a_dirty_result_copied_as_clean_stays_dirty(s3_backend: Backend) -
     store.create_dirty(entry, leader(1))
     dirty = s3_backend.records.read(RecordId("result-dirty", "u1"))
     assert dirty is not None
-    _forge(s3_backend, RecordId("result", "u1"), dict(dirty.data))
+    s3_backend.forge(RecordId("result", "u1"), dict(dirty.data))
     assert store.get("u1") == entry and not entry.clean
     assert store.entries() == [entry]
 
@@ -173,5 +163,5 @@ def test_an_unreadable_result_record_does_not_hide_the_others(backend: Backend) 
     store = backend.stores.results
     entry = backend.result("u1", "Failed")
     store.create_dirty(entry, leader(1))
-    _forge(backend, RecordId("result", "junk"), {"result": "{"})
+    backend.forge(RecordId("result", "junk"), {"result": "{"})
     assert store.entries() == [entry]

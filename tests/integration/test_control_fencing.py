@@ -14,6 +14,7 @@ from kubernetes import client, config
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.cluster import KubeDrivers
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
+from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey
 from ftspark.domain.models import JobSpec
@@ -73,7 +74,7 @@ def test_the_driver_obeys_the_current_leaders_request_and_refuses_a_deposed_ones
     job = client.CustomObjectsApi(api_client).create_namespaced_custom_object(
         API_GROUP, API_VERSION, key.namespace, PLURAL, manifest
     )
-    drivers = KubeDrivers(api_client)
+    drivers = KubeDrivers(api_client, RecordSeal(RecordSeal.new_key()))
     # The operator creates the attempt: its pod, and the driver's right to read the term floor.
     drivers.create(
         AttemptPlan(

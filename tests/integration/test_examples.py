@@ -48,7 +48,7 @@ def test_example_and_the_pods_built_from_it_are_accepted(
     )
     core = client.CoreV1Api(api_client)
     core.create_namespaced_pod(namespace, driver_pod(plan), dry_run="All")
-    core.create_namespaced_secret(namespace, attempt_secret(plan, b"key"), dry_run="All")
+    core.create_namespaced_secret(namespace, attempt_secret(plan, b"key", b"checkpoint-key"), dry_run="All")
     # Credentials come from a Secret by reference: no value of theirs is in the spec or Spark's conf.
     conf = spark_conf(plan)
     assert not any("secret.key" in key or "access.key" in key for key in conf), conf

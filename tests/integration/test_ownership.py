@@ -118,17 +118,18 @@ def world(
 
     operator_s3.meta.events.register("before-call.s3", record)
     # Every job graph is a payload behind a pointer: the indirection a forged pointer abuses.
+    seal = RecordSeal(RecordSeal.new_key())
     stores = configmap_stores(
         api_client,
         S3BlobStore(operator_s3),
-        RecordSeal(RecordSeal.new_key()),
+        seal,
         results_namespace=namespace,
         namespaces=(namespace,),
         payload_threshold=0,
     )
     reconciler = Reconciler(
         jobs=KubeJobs(api_client),
-        drivers=KubeDrivers(api_client),
+        drivers=KubeDrivers(api_client, seal),
         term_floor=f"{namespace}/ftspark-operator-term",
         events=KubeEvents(api_client),
         graphs=stores.job_graphs,

@@ -77,6 +77,8 @@ class RuntimeJob:
     short_lease: bool = True
     attempt: int = 0
     process: subprocess.Popen[bytes] | None = None
+    # The installation's record key: the tests read the job's records with it, its drivers get the job's key.
+    seal: RecordSeal = field(default_factory=lambda: RecordSeal(RecordSeal.new_key()))
 
     @property
     def key(self) -> JobKey:
@@ -110,7 +112,7 @@ class RuntimeJob:
         return configmap_stores(
             self.api,
             S3BlobStore(self.s3.client()),
-            RecordSeal(RecordSeal.new_key()),  # a driver's records are its checkpoints: never sealed
+            self.seal,
             results_namespace=self.namespace,
             namespaces=(self.namespace,),
         )
@@ -161,6 +163,7 @@ class RuntimeJob:
             **(SHORT_LEASE if self.short_lease else {}),
             "FTSPARK_CONTROL_INTERVAL": "0.5",
             "FTSPARK_TERM_FLOOR": f"{self.namespace}/{TERM_FLOOR}",
+            "FTSPARK_CHECKPOINT_KEY_FILE": str(self.checkpoint_key_file()),
             **self.env,
             **extra_env,
         }
@@ -184,6 +187,12 @@ class RuntimeJob:
         )
         return self.process
 
+    def checkpoint_key_file(self) -> Path:
+        """The job's checkpoint key as the operator gives it to each driver (a file from its Secret)."""
+        path = self.work / "checkpoint-key"
+        path.write_bytes(self.seal.job_key(str(self.key)))
+        return path
+
     @property
     def termination_log(self) -> Path:
         return self.work / f"termination-{self.attempt}.json"
@@ -194,7 +203,7 @@ class RuntimeJob:
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(30)
-        KubeDrivers(self.api).release_lease(self.key, driver_lease_holder(self.pod, self.attempt))
+        KubeDrivers(self.api, self.seal).release_lease(self.key, driver_lease_holder(self.pod, self.attempt))
 
     def wait(self, timeout: float) -> int:
         assert self.process is not None

@@ -191,6 +191,7 @@ def test_config_from_the_operators_environment() -> None:
         "FTSPARK_RESTORE_BATCH": "17",
         "FTSPARK_SPARK_CONF": '{"spark.master": "local[2]"}',
         "FTSPARK_TERM_FLOOR": "ftspark-system/ftspark-operator-term",
+        "FTSPARK_CHECKPOINT_KEY_FILE": "/etc/ftspark/checkpoint-key/checkpoint-key",
     }
     config = RuntimeConfig.from_env(env)
     assert (config.identity, config.restore_batch, config.storage) == (

@@ -120,6 +120,7 @@ def test_the_timeout_reaches_the_driver_runtime() -> None:
         DriverEnv.POD_NAME: "job-1-driver",
         DriverEnv.CHECKPOINT_LOCATION: "/c",
         DriverEnv.TERM_FLOOR: "ftspark-system/ftspark-operator-term",
+        DriverEnv.CHECKPOINT_KEY_FILE: "/etc/ftspark/checkpoint-key/checkpoint-key",
     }
     runtime = RuntimeConfig.from_env({**required, DriverEnv.PROGRESS_TIMEOUT: "45"})
     assert runtime.progress_timeout == 45.0

@@ -105,7 +105,7 @@ def test_executor_pod_template_is_mounted_and_named_to_spark() -> None:
 
 def _executor_template(attempt: AttemptPlan) -> dict[str, Any]:
     stored: dict[str, Any] = json.loads(
-        base64.b64decode(attempt_secret(attempt, b"key")["data"]["pod-template.json"])
+        base64.b64decode(attempt_secret(attempt, b"key", b"checkpoint-key")["data"]["pod-template.json"])
     )
     return stored
 
@@ -292,7 +292,7 @@ def test_rpc_is_authenticated_with_the_attempts_secret_which_no_pod_spec_holds()
     attempt = plan()
     conf = spark_conf(attempt)
     assert conf["spark.authenticate"] == "true"
-    secret = attempt_secret(attempt, b"\x00key")
+    secret = attempt_secret(attempt, b"\x00key", b"checkpoint-key")
     assert secret["metadata"]["name"] == "job-3-driver-rpc"
     assert secret["metadata"]["ownerReferences"][0]["uid"] == "0123456789ab"
     assert secret["immutable"] is True

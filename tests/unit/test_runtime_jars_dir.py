@@ -37,6 +37,7 @@ def test_runtime_config_uses_it() -> None:
         "FTSPARK_POD_NAME": "job-1",
         "FTSPARK_CHECKPOINT_LOCATION": "s3://b/c/d",
         "FTSPARK_TERM_FLOOR": "ftspark-system/ftspark-operator-term",
+        "FTSPARK_CHECKPOINT_KEY_FILE": "/etc/ftspark/checkpoint-key/checkpoint-key",
     }
     assert RuntimeConfig.from_env({**env, "FTSPARK_SPARK_JARS_DIR": "/j"}).jars_dir == Path("/j")
     assert RuntimeConfig.from_env(env).jars_dir == s3a_jars_dir(env, IMAGE_JARS_DIR)

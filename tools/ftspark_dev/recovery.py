@@ -291,7 +291,8 @@ class PlainSpark:
             checkpoint_location=f"s3://{self.world.bucket}/plain/root",
             restore_from="latest-checkpoint",
         )
-        self._create(attempt_secret(plan, secrets.token_bytes(32)))
+        # The plain driver reports no checkpoints: its checkpoint key is never used.
+        self._create(attempt_secret(plan, secrets.token_bytes(32), secrets.token_bytes(32)))
         self._create(plain_driver_pod(plan, self.world.jars))
         return driver_pod_name(self.name, self.attempt)
 

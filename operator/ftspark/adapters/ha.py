@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from kubernetes import client
 
 from ftspark.adapters.k8s.configmap_stores import ConfigMapRecords
-from ftspark.adapters.records import HaStores, RecordCheckpointStore, Records, stores_on
+from ftspark.adapters.records import HaStores, Records, driver_checkpoint_store, stores_on
 from ftspark.adapters.s3.stores import S3BlobStore, S3Records
 from ftspark.adapters.seal import RecordSeal
 from ftspark.ports.stores import CheckpointStore
@@ -36,11 +36,18 @@ def ha_stores(
 
 
 def checkpoint_store(
-    store: HaStoreConfig, api: client.ApiClient, s3: S3Client, *, results_namespace: str, namespace: str
+    store: HaStoreConfig,
+    api: client.ApiClient,
+    s3: S3Client,
+    checkpoint_key: bytes,
+    *,
+    results_namespace: str,
+    namespace: str,
 ) -> CheckpointStore:
-    """A driver's: it writes its job's checkpoint pointers and nothing else of the HA records."""
-    return RecordCheckpointStore(
-        _records(store, api, s3, results_namespace=results_namespace, namespaces=(namespace,))
+    """A driver's: it writes its job's checkpoint pointers and nothing else of the HA records, sealed with the
+    job's checkpoint key, which the operator gave it."""
+    return driver_checkpoint_store(
+        _records(store, api, s3, results_namespace=results_namespace, namespaces=(namespace,)), checkpoint_key
     )
 
 

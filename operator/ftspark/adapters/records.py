@@ -16,8 +16,11 @@ Record data, the same keys on every backend (where a record lives is in each bac
     result       "result": a JobResultEntry as JSON (backends with `clean_results_apart` keep dirty entries as
                  separate "result-dirty" records, FLIP-194's `<uid>_DIRTY.json` → `<uid>.json`)
 
-Job graph and result records, which only the operator writes, also carry "seal" (adapters.seal): a record
-whose seal does not verify is not the operator's and is treated as absent: never returned, never followed.
+Every record also carries "seal" (adapters.seal) over its identity, data and fences, added and checked by
+SealedRecords under every store: the record key's for job graphs and results, which only the operator
+writes, the job's checkpoint key for its checkpoint record, which its drivers write too. A record whose seal
+does not verify is treated as absent: never returned, never followed, its fences not obeyed, replaced by the
+next write.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from typing import Literal, Protocol, assert_never
 
 from pydantic import ValidationError
 
-from ftspark.adapters.seal import RecordSeal
+from ftspark.adapters.seal import SEAL, RecordSeal
 from ftspark.domain.fencing import Epoch, FenceScope, RetiredRecordError, StaleEpochError, admit
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.metrics import FENCED_WRITES, STORE_CONFLICTS, UNTRUSTED_POINTERS
@@ -62,6 +65,14 @@ log = logging.getLogger(__name__)
 
 Kind = Literal["jobgraph", "checkpoints", "result", "result-dirty"]
 
+_NOT_SEALED = "does not carry this operator's seal (forged, or written with another record key)"
+
+
+def not_sealed(rid: RecordId) -> str:
+    if rid.kind == "checkpoints":
+        return "does not carry the job's seal (forged, or written with another job's key)"
+    return _NOT_SEALED
+
 
 @dataclass(frozen=True)
 class RecordId:
@@ -85,6 +96,7 @@ class Record:
     data: Mapping[str, str]
     fences: Mapping[str, int]
     version: str
+    trusted: bool = True  # False: its seal does not verify (SealedRecords); its data and fences mean nothing
 
 
 class ConflictError(Exception):
@@ -114,19 +126,74 @@ class Records(Protocol):
 
 
 Change = Callable[[Mapping[str, str] | None], Mapping[str, str] | None]
+Seals = Callable[[RecordId], RecordSeal]  # the seal a record is written and checked with
+
+
+def operator_seals(seal: RecordSeal) -> Seals:
+    """The operator's: its record key for what only it writes, each job's checkpoint key for that job's
+    checkpoint record (its drivers write there too, with the key the operator gives them)."""
+    checkpoint_seals: dict[str, RecordSeal] = {}
+
+    def seal_of(rid: RecordId) -> RecordSeal:
+        if rid.kind != "checkpoints":
+            return seal
+        if (found := checkpoint_seals.get(rid.key)) is None:
+            found = checkpoint_seals[rid.key] = RecordSeal(seal.job_key(rid.key))
+        return found
+
+    return seal_of
+
+
+class SealedRecords:
+    """Records as the stores see them: written with a seal, read without it, `trusted` saying whether it
+    verified."""
+
+    def __init__(self, records: Records, seals: Seals) -> None:
+        self._records = records
+        self._seals = seals
+        self.clean_results_apart = records.clean_results_apart
+
+    def read(self, rid: RecordId) -> Record | None:
+        record = self._records.read(rid)
+        return None if record is None else self._opened(rid, record)
+
+    def create(self, rid: RecordId, data: Mapping[str, str], fences: Mapping[str, int], writer: str) -> None:
+        self._records.create(rid, self._sealed(rid, data, fences), fences, writer)
+
+    def replace(
+        self, rid: RecordId, data: Mapping[str, str], fences: Mapping[str, int], writer: str, version: str
+    ) -> None:
+        self._records.replace(rid, self._sealed(rid, data, fences), fences, writer, version)
+
+    def remove(self, rid: RecordId, version: str) -> None:
+        self._records.remove(rid, version)
+
+    def scan(self, kind: Kind) -> dict[str, Record]:
+        return {
+            key: self._opened(RecordId(kind, key), record) for key, record in self._records.scan(kind).items()
+        }
+
+    def _sealed(self, rid: RecordId, data: Mapping[str, str], fences: Mapping[str, int]) -> dict[str, str]:
+        return {**data, SEAL: self._seals(rid).seal(str(rid), data, fences)}
+
+    def _opened(self, rid: RecordId, record: Record) -> Record:
+        data = {key: value for key, value in record.data.items() if key != SEAL}
+        seal = record.data.get(SEAL, "")
+        trusted = self._seals(rid).verifies(str(rid), data, record.fences, seal)
+        return Record(data, record.fences, record.version, trusted)
 
 
 class FencedRecords:
-    """The fenced compare-and-swap loop every store write goes through."""
+    """The fenced compare-and-swap loop every store write goes through. A record that is not trusted counts
+    as absent (its fences too), but is replaced, never created beside."""
 
-    def __init__(self, records: Records, *, max_conflicts: int = 100) -> None:
+    def __init__(self, records: SealedRecords, *, max_conflicts: int = 100) -> None:
         self.records = records
         self._max_conflicts = max_conflicts
 
     def check(self, rid: RecordId, epochs: Sequence[Epoch]) -> None:
         """Refuse a stale writer before it writes anything outside the record (payloads)."""
-        current = self.records.read(rid)
-        _admit_all(rid, current.fences if current else {}, epochs)
+        _admit_all(rid, _trusted(self.records.read(rid)).fences, epochs)
 
     def update(
         self, rid: RecordId, epochs: Sequence[Epoch], change: Change, *, assume_absent: bool = False
@@ -141,8 +208,12 @@ class FencedRecords:
         writer = ", ".join(str(epoch) for epoch in epochs)
         for round_ in range(self._max_conflicts):
             current = None if assume_absent and round_ == 0 else self.records.read(rid)
-            old = current.data if current else None
-            fences = _admit_all(rid, current.fences if current else {}, epochs)
+            seen = _trusted(current)
+            if current is not None and not current.trusted and round_ == 0:
+                UNTRUSTED_POINTERS.labels(pointer=rid.kind).inc()
+                log.warning("%s %s; not heeded, overwritten", rid, not_sealed(rid))
+            old = seen.data if seen.trusted else None
+            fences = _admit_all(rid, seen.fences, epochs)
             new = change(old)
             try:
                 if current is None:
@@ -150,7 +221,7 @@ class FencedRecords:
                         self.records.create(rid, new, fences, writer)
                 elif new is None:
                     self.records.remove(rid, current.version)
-                elif dict(new) != dict(current.data) or fences != dict(current.fences):
+                elif not current.trusted or dict(new) != dict(current.data) or fences != dict(current.fences):
                     self.records.replace(rid, new, fences, writer, current.version)
             except ConflictError:
                 STORE_CONFLICTS.labels(record=rid.kind).inc()
@@ -158,6 +229,14 @@ class FencedRecords:
                 continue
             return old
         raise StoreUnavailableError(f"{rid}: still conflicting after {self._max_conflicts} attempts")
+
+
+_ABSENT = Record({}, {}, "", trusted=False)
+
+
+def _trusted(record: Record | None) -> Record:
+    """The record as a writer may heed it: absent (no data, no fences) unless it is there and trusted."""
+    return record if record is not None and record.trusted else _ABSENT
 
 
 def _admit_all(rid: RecordId, fences: Mapping[str, int], epochs: Sequence[Epoch]) -> dict[str, int]:
@@ -185,9 +264,6 @@ def _untrusted(job: JobKey, why: str, pointer: str = "jobgraph-payload") -> Untr
     return UntrustedRecordError(f"the job graph record of {job} {why}")
 
 
-_NOT_SEALED = "does not carry this operator's seal (forged, or written with another record key)"
-
-
 class RecordJobGraphStore:
     """Graphs above the threshold go to the blob store first; the record then only points at them."""
 
@@ -195,13 +271,12 @@ class RecordJobGraphStore:
         self,
         records: Records,
         blobs: BlobStore | None,
-        seal: RecordSeal,
+        seals: Seals,
         *,
         threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
     ) -> None:
-        self._fenced = FencedRecords(records)
+        self._fenced = FencedRecords(SealedRecords(records, seals))
         self._blobs = blobs
-        self._seal = seal
         self._threshold = threshold
 
     def put(self, graph: JobGraph, epoch: Epoch, *, new: bool = False) -> None:
@@ -213,11 +288,10 @@ class RecordJobGraphStore:
             # A fresh name per write: the old pointer stays valid until the new one replaces it.
             uri = payload_uri(graph, uuid.uuid4().hex)
             self._blobs.put(uri, payload.encode())
-        data = self._seal.sealed(
-            str(rid),
+        data = (
             {JOBGRAPH_POINTER: uri, JOBGRAPH_DIGEST: _digest(payload.encode())}
             if uri
-            else {JOBGRAPH: payload},
+            else {JOBGRAPH: payload}
         )
         try:
             old = self._fenced.update(rid, [epoch], lambda _: data, assume_absent=new)
@@ -235,7 +309,7 @@ class RecordJobGraphStore:
             record = self._fenced.records.read(rid)
             if record is None:
                 return None
-            if not self._seal.verifies(str(rid), record.data):
+            if not record.trusted:
                 raise _untrusted(job, _NOT_SEALED, pointer="jobgraph")
             if JOBGRAPH in record.data:
                 return JobGraph.model_validate_json(record.data[JOBGRAPH])
@@ -255,11 +329,8 @@ class RecordJobGraphStore:
 
     def _drop_payload(self, job: JobKey, old: Mapping[str, str] | None, keep: str | None) -> None:
         """Second phase: the pointer no longer names the payload, so it can go — if it is the job's own, named
-        by a record the operator wrote."""
+        by a record the operator wrote (old is only ever a trusted record's data)."""
         if old is None or JOBGRAPH_POINTER not in old or old[JOBGRAPH_POINTER] == keep:
-            return
-        if not self._seal.verifies(str(RecordId.of_job("jobgraph", job)), old):
-            log.warning("%s; its payload pointer is left alone", _untrusted(job, _NOT_SEALED, "jobgraph"))
             return
         uri = old[JOBGRAPH_POINTER]
         try:
@@ -302,8 +373,12 @@ class RecordJobGraphStore:
 
 
 class RecordCheckpointStore:
-    def __init__(self, records: Records) -> None:
-        self._fenced = FencedRecords(records)
+    """seals: the operator's (operator_seals), or a driver's: its job's checkpoint key (driver_seals). A
+    record that does not verify holds no pointers and no fences: a driver finds its job's record gone, the
+    operator replaces it at the next attempt."""
+
+    def __init__(self, records: Records, seals: Seals) -> None:
+        self._fenced = FencedRecords(SealedRecords(records, seals))
 
     def add(self, job: JobKey, pointer: CheckpointPointer, epoch: Epoch, *, retained: int) -> None:
         if retained < 1:
@@ -347,8 +422,15 @@ class RecordCheckpointStore:
         self._fenced.update(RecordId.of_job("checkpoints", job), [epoch], lambda _: None)
 
     def _data(self, job: JobKey) -> Mapping[str, str]:
-        record = self._fenced.records.read(RecordId.of_job("checkpoints", job))
-        return record.data if record else {}
+        rid = RecordId.of_job("checkpoints", job)
+        record = self._fenced.records.read(rid)
+        if record is None:
+            return {}
+        if not record.trusted:
+            UNTRUSTED_POINTERS.labels(pointer="checkpoints").inc()
+            log.warning("%s %s; its pointers are ignored", rid, not_sealed(rid))
+            return {}
+        return record.data
 
 
 def _creates_checkpoint_records(scope: FenceScope) -> bool:
@@ -372,47 +454,47 @@ def _checkpoint_ids(data: Mapping[str, str]) -> list[int]:
 
 
 class RecordResultStore:
-    """Every entry is sealed (adapters.seal): one that is not is neither returned nor kept in the way of the
+    """Every entry is sealed (SealedRecords): one that is not is neither returned nor kept in the way of the
     real result, which replaces it."""
 
-    def __init__(self, records: Records, seal: RecordSeal) -> None:
-        self._fenced = FencedRecords(records)
-        self._records = records
-        self._seal = seal
+    def __init__(self, records: Records, seals: Seals) -> None:
+        self._records = SealedRecords(records, seals)
+        self._fenced = FencedRecords(self._records)
 
     def create_dirty(self, result: JobResultEntry, epoch: Epoch) -> None:
         dirty, clean = self._ids(result.uid)
         for rid in dict.fromkeys((dirty, clean)):
             record = self._records.read(rid)
-            if record is not None and self._sealed(rid, record.data):
+            if record is not None and record.trusted:
                 self._fenced.check(rid, [epoch])  # kept as it is: not even the fences are rewritten
                 return
-        entry = self._entry_data(dirty, result.model_copy(update={"clean": False}))
-        self._fenced.update(dirty, [epoch], lambda data: data if self._sealed(dirty, data) else entry)
+        entry = _entry_data(result.model_copy(update={"clean": False}))
+        self._fenced.update(dirty, [epoch], lambda data: entry if data is None else data)
 
     def mark_clean(self, uid: str, epoch: Epoch) -> None:
         dirty, clean = self._ids(uid)
 
-        def cleaned(rid: RecordId, data: Mapping[str, str] | None) -> dict[str, str]:
-            if data is None or not self._sealed(rid, data):
+        def cleaned(data: Mapping[str, str] | None) -> dict[str, str]:
+            if data is None:
                 raise KeyError(f"no job result for {uid} (or none of this operator's)")
-            entry = JobResultEntry.model_validate_json(data[RESULT]).model_copy(update={"clean": True})
-            return self._entry_data(clean, entry)
+            return _entry_data(
+                JobResultEntry.model_validate_json(data[RESULT]).model_copy(update={"clean": True})
+            )
 
         if dirty == clean:
-            self._fenced.update(clean, [epoch], lambda data: cleaned(clean, data))
+            self._fenced.update(clean, [epoch], cleaned)
             return
         # FLIP-194: write <uid>.json, then drop <uid>_DIRTY.json; a crash in between leaves both (clean wins).
         current = self._records.read(dirty)
-        if current is None or not self._sealed(dirty, current.data):
+        if current is None or not current.trusted:
             found = self._records.read(clean)
-            if found is None or not self._sealed(clean, found.data):
+            if found is None or not found.trusted:
                 raise KeyError(f"no job result for {uid} (or none of this operator's)")
             self._fenced.check(clean, [epoch])
             return
         self._fenced.check(dirty, [epoch])
-        entry = cleaned(dirty, current.data)
-        self._fenced.update(clean, [epoch], lambda data: data if self._sealed(clean, data) else entry)
+        entry = cleaned(current.data)
+        self._fenced.update(clean, [epoch], lambda data: entry if data is None else data)
         self._fenced.update(dirty, [epoch], lambda _: None)
 
     def get(self, uid: str) -> JobResultEntry | None:
@@ -422,7 +504,7 @@ class RecordResultStore:
             record = self._records.read(rid)
             if record is None:
                 continue
-            if entry := self._entry(rid, record.data):
+            if entry := _entry(record):
                 return entry
             untrusted.append(rid)
         if untrusted:
@@ -438,11 +520,10 @@ class RecordResultStore:
         found: dict[str, JobResultEntry] = {}
         for kind in kinds:  # clean last: it wins over a dirty one of the same uid
             for uid, record in self._records.scan(kind).items():
-                rid = RecordId(kind, uid)
-                if (entry := self._entry(rid, record.data)) is not None:
+                if (entry := _entry(record)) is not None:
                     found[uid] = entry
                 else:
-                    log.warning("job result record %s %s; ignored", rid, _NOT_SEALED)
+                    log.warning("job result record %s %s; ignored", RecordId(kind, uid), _NOT_SEALED)
         return [found[uid] for uid in sorted(found)]
 
     def delete(self, uid: str, epoch: Epoch) -> None:
@@ -456,26 +537,25 @@ class RecordResultStore:
         if dirty != clean:
             self._fenced.update(dirty, [epoch], lambda _: None)
 
-    def _entry_data(self, rid: RecordId, entry: JobResultEntry) -> dict[str, str]:
-        return self._seal.sealed(str(rid), {RESULT: entry.model_dump_json()})
-
-    def _sealed(self, rid: RecordId, data: Mapping[str, str] | None) -> bool:
-        return data is not None and self._seal.verifies(str(rid), data)
-
-    def _entry(self, rid: RecordId, data: Mapping[str, str]) -> JobResultEntry | None:
-        """The record's entry if this operator sealed it; None (counted) otherwise."""
-        if self._sealed(rid, data):
-            try:
-                return JobResultEntry.model_validate_json(data[RESULT])
-            except (KeyError, ValidationError):
-                pass  # sealed, yet not an entry this version reads: not one to act on either
-        UNTRUSTED_POINTERS.labels(pointer="result").inc()
-        return None
-
     def _ids(self, uid: str) -> tuple[RecordId, RecordId]:
         """(dirty, clean): the same record unless the backend keeps them apart."""
         clean = RecordId("result", uid)
         return (RecordId("result-dirty", uid) if self._records.clean_results_apart else clean), clean
+
+
+def _entry_data(entry: JobResultEntry) -> dict[str, str]:
+    return {RESULT: entry.model_dump_json()}
+
+
+def _entry(record: Record) -> JobResultEntry | None:
+    """The record's entry if this operator sealed it; None (counted) otherwise."""
+    if record.trusted:
+        try:
+            return JobResultEntry.model_validate_json(record.data[RESULT])
+        except (KeyError, ValidationError):
+            pass  # sealed, yet not an entry this version reads: not one to act on either
+    UNTRUSTED_POINTERS.labels(pointer="result").inc()
+    return None
 
 
 @dataclass(frozen=True)
@@ -492,9 +572,16 @@ def stores_on(
     *,
     payload_threshold: int = DEFAULT_PAYLOAD_THRESHOLD,
 ) -> HaStores:
-    """seal: the operator's (adapters.seal), which its job graphs and results carry."""
+    """The operator's stores; seal: its record key's (adapters.seal)."""
+    seals = operator_seals(seal)
     return HaStores(
-        job_graphs=RecordJobGraphStore(records, blobs, seal, threshold=payload_threshold),
-        checkpoints=RecordCheckpointStore(records),
-        results=RecordResultStore(records, seal),
+        job_graphs=RecordJobGraphStore(records, blobs, seals, threshold=payload_threshold),
+        checkpoints=RecordCheckpointStore(records, seals),
+        results=RecordResultStore(records, seals),
     )
+
+
+def driver_checkpoint_store(records: Records, checkpoint_key: bytes) -> CheckpointStore:
+    """A driver's: its job's checkpoint record, sealed with the job's checkpoint key (RecordSeal.job_key)."""
+    seal = RecordSeal(checkpoint_key)
+    return RecordCheckpointStore(records, lambda _: seal)

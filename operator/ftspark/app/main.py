@@ -96,9 +96,14 @@ class OperatorReplica:
         self.s3 = s3_client(cfg)
         self.ha = cfg.ha()
         # Read (or made) before anything else: without it no job graph or result can be trusted.
-        seal = record_seal(self.api, cfg.namespace, record_key_name(cfg.lease_name))
+        self.seal = record_seal(self.api, cfg.namespace, record_key_name(cfg.lease_name))
         self.stores = ha_stores(
-            self.ha, self.api, self.s3, seal, results_namespace=cfg.namespace, namespaces=cfg.watch_namespaces
+            self.ha,
+            self.api,
+            self.s3,
+            self.seal,
+            results_namespace=cfg.namespace,
+            namespaces=cfg.watch_namespaces,
         )
         # S3 has no watch: the controller polls the checkpoint records' versions instead.
         self.checkpoint_versions = (
@@ -160,7 +165,7 @@ class OperatorReplica:
             FAILOVER_SECONDS.set(self.elector.takeover_gap)
         reconciler = Reconciler(
             jobs=KubeJobs(self.api),
-            drivers=KubeDrivers(self.api),
+            drivers=KubeDrivers(self.api, self.seal),
             events=KubeEvents(self.api),
             graphs=self.stores.job_graphs,
             checkpoints=self.stores.checkpoints,

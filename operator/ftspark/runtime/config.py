@@ -17,6 +17,7 @@
 | FTSPARK_HA_STORE | where pointers are reported: `configmaps` (default) or `s3`, as the operator's setting |
 | FTSPARK_HA_S3_ROOT | with `s3`: the installation's `s3://<bucket>/<prefix>`, with the job's S3 settings |
 | FTSPARK_TERM_FLOOR | `<namespace>/<name>` of the operator's term floor: older control requests are refused |
+| FTSPARK_CHECKPOINT_KEY_FILE | the job's checkpoint key, sealing its checkpoint record (attempt's Secret) |
 | FTSPARK_RESULTS_NAMESPACE | the operator's results namespace (the store needs one; default: the job's) |
 | FTSPARK_LEASE_DURATION / _RENEW_DEADLINE / _RETRY_PERIOD | driver Lease timings in seconds (15/10/2) |
 | FTSPARK_LEASE_ACQUIRE_TIMEOUT | give up if the Lease is not ours within this (default 4 lease durations) |
@@ -69,6 +70,7 @@ class RuntimeConfig:
     storage: str
     spark_conf: Mapping[str, str]
     jars_dir: Path
+    checkpoint_key_file: Path
     restore_batch: int | None = None
     initial_savepoint: str | None = None
     retained_checkpoints: int = 5
@@ -137,6 +139,7 @@ class RuntimeConfig:
             storage=(env.get(DriverEnv.STORAGE) or root.rsplit("/", 2)[0]).rstrip("/"),
             spark_conf={str(k): str(v) for k, v in spark_conf.items()},
             jars_dir=s3a_jars_dir(env),
+            checkpoint_key_file=Path(required(DriverEnv.CHECKPOINT_KEY_FILE)),
             restore_batch=int(restore_batch) if restore_batch else None,
             initial_savepoint=env.get(DriverEnv.INITIAL_SAVEPOINT) or None,
             retained_checkpoints=int(number(DriverEnv.RETAINED_CHECKPOINTS, 5)),

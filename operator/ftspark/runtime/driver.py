@@ -134,6 +134,7 @@ class Driver:
                 cfg.ha_store,
                 api,
                 self._s3,
+                cfg.checkpoint_key_file.read_bytes(),
                 results_namespace=cfg.results_namespace,
                 namespace=cfg.job.namespace,
             )

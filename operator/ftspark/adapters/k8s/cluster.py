@@ -20,6 +20,7 @@ from kubernetes.client.rest import ApiException
 from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
 from ftspark.adapters.k8s import MANAGED, without_answer
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
+from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation
 from ftspark.leader.elector import release_for_ended_holder
@@ -169,8 +170,10 @@ class KubeJobs:
 
 
 class KubeDrivers:
-    def __init__(self, api: client.ApiClient) -> None:
+    def __init__(self, api: client.ApiClient, seal: RecordSeal) -> None:
+        """seal: the installation's, from which each job's checkpoint key, which its drivers get, derives."""
         self._api = api
+        self._seal = seal
         self._core = client.CoreV1Api(api)
         self._rbac = client.RbacAuthorizationV1Api(api)
         self._networking = client.NetworkingV1Api(api)
@@ -193,7 +196,11 @@ class KubeDrivers:
                 "executor Pod", probe, core.create_namespaced_pod, namespace, probe, dry_run="All"
             )
             self._ensure_local_recovery_key(plan)
-        secret = attempt_secret(plan, secrets.token_bytes(32))  # Spark's default secret length: 256 bits
+        secret = attempt_secret(
+            plan,
+            secrets.token_bytes(32),  # Spark's default secret length: 256 bits
+            self._seal.job_key(str(JobKey(namespace=namespace, name=plan.job_name))),
+        )
         policy = driver_network_policy(plan)
         steps: list[tuple[str, Manifest, Any, Any]] = [
             # What the pod mounts first (a missing volume would keep it from starting), and its NetworkPolicy
