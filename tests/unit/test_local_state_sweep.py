@@ -122,7 +122,7 @@ def test_flags_are_checked_in_one_place() -> None:
         2**30,
     )
     assert parse(["--max-bytes-per-job", "0"]).max_bytes_per_job is None
-    for bad in (["--root", "relative"], ["--grace", "5"], ["--max-bytes-per-job", "x"]):
+    for bad in (["--root", "relative"], ["--root", "/"], ["--grace", "5"], ["--max-bytes-per-job", "x"]):
         with pytest.raises(SystemExit):
             parse(bad)
 

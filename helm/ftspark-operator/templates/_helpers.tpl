@@ -81,3 +81,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: [events]
   verbs: [create, patch]
 {{- end -}}
+
+{{/* The local-state sweeper's one right: to list the jobs (the uids it must keep). */}}
+{{- define "ftspark.sweeperRules" -}}
+- apiGroups: [ftspark.io]
+  resources: [faulttolerantsparkjobs]
+  verbs: [list]
+{{- end -}}

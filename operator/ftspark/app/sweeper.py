@@ -68,7 +68,10 @@ class SweeperConfig(BaseModel):
     @field_validator("root")
     @classmethod
     def _normalized(cls, root: str) -> str:
-        return os.path.normpath(root)
+        root = os.path.normpath(root)
+        if root in ("/", "//"):
+            raise ValueError("the node's / is no localRecovery root")
+        return root
 
     def limits(self) -> SweepLimits:
         return SweepLimits(grace_seconds=self.grace_seconds, max_bytes_per_job=self.max_bytes_per_job)
