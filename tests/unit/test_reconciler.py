@@ -99,7 +99,7 @@ class Cluster:
 
     def reconcile(self, *, after: float = 0.0) -> float | None:
         self.now += timedelta(seconds=after)
-        return self.reconciler.reconcile(KEY)
+        return self.reconciler.reconcile(KEY).after
 
     def status(self) -> JobStatus:
         job = self.jobs.get(KEY)
@@ -1038,3 +1038,18 @@ def test_a_cleanup_that_fails_is_tried_again_at_the_next_sweep_and_keeps_no_othe
     refused.clear()
     assert cluster.reconciler.finish_dirty_results() == 1
     assert all(entry.clean for entry in cluster.stores.results.entries())
+
+
+def test_a_job_only_waiting_for_its_driver_asks_for_a_backed_off_look() -> None:
+    """A stop waits for the driver to end (its pod's watch event wakes the job): the first pass changes the
+    status and asks for a look in a second like any; the passes after it change nothing and say so, so the
+    controller backs them off (reconcile.pacing.WaitBackoff) instead of a pass a second per waiting job."""
+    cluster = Cluster()
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.jobs.apply(KEY, {**SPEC, "desiredState": "stopped"}, uid=UID)
+    first, second = cluster.reconciler.reconcile(KEY), cluster.reconciler.reconcile(KEY)
+    assert cluster.status().phase == "Stopping"
+    assert (first.after, first.idle_wait) == (1.0, False), "the pass that asked for the stop changed things"
+    assert (second.after, second.idle_wait) == (1.0, True)

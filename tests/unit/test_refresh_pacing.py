@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ftspark.reconcile.pacing import RefreshPacer
+from ftspark.reconcile.pacing import RefreshPacer, Requeue, WaitBackoff
 from tests.unit.test_queue import FakeClock
 
 
@@ -60,3 +60,16 @@ def test_the_budget_holds_over_time_whatever_the_reports() -> None:
 def test_a_meaningless_setting_is_refused(floor: float, per_second: float) -> None:
     with pytest.raises(ValueError, match="floor"):
         RefreshPacer(floor=floor, per_second=per_second)
+
+
+def test_waits_that_change_nothing_back_off_to_the_ceiling_and_anything_else_starts_again() -> None:
+    waits: WaitBackoff[str] = WaitBackoff(ceiling=8.0)
+    idle = Requeue(1.0, idle_wait=True)
+    assert [waits.after("a", idle) for _ in range(6)] == [1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert waits.after("b", idle) == 1.0, "per job"
+    assert waits.after("a", Requeue(1.0)) == 1.0, "a pass that changed something"
+    assert waits.after("a", idle) == 1.0
+    assert waits.after("a", Requeue(None)) is None
+    assert waits.after("a", idle) == 1.0
+    assert waits.after("a", Requeue(30.0)) == 30.0
+    assert max(waits.after("c", idle) or 0.0 for _ in range(2000)) == 8.0, "bounded however long it waits"

@@ -15,7 +15,12 @@ from ftspark.domain.ha import JobKey
 from ftspark.handlers.watch import build_registry, watch_settings
 from ftspark.metrics import RECONCILE_SECONDS
 from ftspark.ports.cluster import StaleReadError
-from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND, CHECKPOINT_STATUS_DELAY, RefreshPacer
+from ftspark.reconcile.pacing import (
+    CHECKPOINT_REFRESHES_PER_SECOND,
+    CHECKPOINT_STATUS_DELAY,
+    RefreshPacer,
+    WaitBackoff,
+)
 from ftspark.reconcile.queue import WorkQueue
 from ftspark.reconcile.reconciler import Reconciler
 
@@ -53,6 +58,7 @@ class Controller:
         self._refreshes: RefreshPacer[JobKey] = RefreshPacer(
             floor=CHECKPOINT_STATUS_DELAY, per_second=checkpoint_refreshes_per_second
         )
+        self._waits: WaitBackoff[JobKey] = WaitBackoff()
         self._kopf_stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._failures: dict[JobKey, int] = {}
@@ -150,7 +156,7 @@ class Controller:
             started = time.monotonic()
             requeue: float | None = None
             try:
-                requeue = self._reconciler.reconcile(key)
+                requeue = self._waits.after(key, self._reconciler.reconcile(key))
                 RECONCILE_SECONDS.labels(outcome="ok").observe(time.monotonic() - started)
                 with self._failures_lock:
                     self._failures.pop(key, None)

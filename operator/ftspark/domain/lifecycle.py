@@ -72,6 +72,10 @@ NODE_LOST = "NodeLost"  # the failure reason of a driver pod whose node stopped 
 # Watches wake a job on every change of it or its driver pods; this is only a safety net.
 _POLL_SECONDS = 300.0
 _SOON = 0.05  # seconds: look again at once, after this decision's status write
+# Seconds: look again while waiting for something to go or come (a pod, a stop). The watches wake the job
+# when it does; this is the fallback, which the controller backs off while passes change nothing
+# (reconcile.pacing.WaitBackoff).
+_WAIT = 1.0
 _DISPOSAL_RECHECK = 10.0  # seconds: a disposal's deletes leave the status as it was: no write wakes the job
 _STANDBY_RECHECK = 1.0  # seconds: a standby being deleted is made again once its pod is gone
 # seconds: while a standby waits for the attempt's first checkpoint. Its report wakes the job too (within the
@@ -315,6 +319,11 @@ class Decision:
     actions: tuple[Action, ...] = ()
     requeue_after: float | None = None
 
+    @property
+    def waiting(self) -> bool:
+        """Only waiting (a pod to go, a stop to end): looking again sooner than the watches tell would do."""
+        return self.requeue_after == _WAIT
+
 
 def spec_hash(spec: JobSpec) -> str:
     """What a change of triggers an upgrade: every field but those of rollback.NOT_UPGRADED (the desired
@@ -471,10 +480,10 @@ class _Context:
     ) -> Decision:
         """fresh: a new checkpoint directory even though the job has one (a stateless upgrade)."""
         if self.stale or self.current:
-            return self._done(1.0)  # never start an attempt while an earlier driver pod still exists
+            return self._done(_WAIT)  # never start an attempt while an earlier driver pod still exists
         if self.obs.leftover_executors:  # nor while an executor of one does
             self.actions.append(DeleteLeftoverExecutors(tuple(s.attempt for s in self.standbys)))
-            return self._done(1.0)
+            return self._done(_WAIT)
         attempt = self.status.attempt + 1
         graph = None if fresh else self.obs.own_graph
         # A re-created job of the same name is a new job (new uid): it never resumes the old one's state by
@@ -515,7 +524,7 @@ class _Context:
         elif restore_from == "latest-checkpoint":
             point = self.obs.restore_point
             if point is None:
-                return self._done(1.0)  # not read yet (a driver pod existed when this job was observed)
+                return self._done(_WAIT)  # not read yet (a driver pod existed when this job was observed)
             if point.unusable:
                 return self._manual_restore_required(point.unusable)
             if point.skipped:
@@ -543,7 +552,7 @@ class _Context:
             for late in waiting:  # it would hold this attempt's pod name
                 self._delete(late, "a standby that cannot be promoted")
                 self.settled.add(late.pod_name)
-            return self._done(1.0)
+            return self._done(_WAIT)
         else:
             placement = self.status.placement
             nodes = (
@@ -782,7 +791,7 @@ class _Context:
             return self._done()
         self._delete_current("cancel requested")
         self._phase("Cancelling", "Cancelling", "deleting the driver")
-        return self._done(1.0)
+        return self._done(_WAIT)
 
     def _stop(self, target: Phase) -> Decision:
         current = self.current
@@ -806,14 +815,14 @@ class _Context:
             return self._done()
         if current.phase == DriverPhase.PENDING:
             self._delete_current("stop requested before the driver ran")
-            return self._done(1.0)
+            return self._done(_WAIT)
         first_request = self.status.stop_requested_at is None
         self._request_stop(
             current, stop_savepoint_id(self.obs.job_uid, current.attempt) if with_savepoint else ""
         )
         if first_request:
             self._phase("Stopping", "Stopping", "waiting for the running batch to commit")
-        return self._done(1.0)
+        return self._done(_WAIT)
 
     def _stopped_message(self, stopped: DriverObservation | None) -> str:
         if stopped is None or stopped.exit_code != 0:
@@ -857,7 +866,7 @@ class _Context:
             if self.current is not None and self.current.phase != DriverPhase.RUNNING:
                 self._delete_current("resuming")
             if self.current is not None:
-                return self._done(1.0)
+                return self._done(_WAIT)
             if (too_old := self._too_old_to_resume()) is not None:
                 return self._hold(STATE_TOO_OLD, too_old)
             return self._submit("latest-checkpoint", reason="Resumed", message="resuming from the checkpoint")
@@ -881,7 +890,7 @@ class _Context:
             else:
                 self._delete_current(f"spec changed ({mode} upgrade)")
             self._phase("Upgrading", "Upgrading", f"spec changed; {mode} upgrade")
-            return self._done(1.0)
+            return self._done(_WAIT)
         stopped = self.current
         if (
             mode == "savepoint"
@@ -895,7 +904,7 @@ class _Context:
             return self._done(_SOON)
         self._delete_current(f"spec changed ({mode} upgrade)")
         if self.current is not None:
-            return self._done(1.0)
+            return self._done(_WAIT)
         match mode:
             case "stateless":
                 return self._submit("nothing", fresh=True, reason="Upgraded", message=f"{mode} upgrade")
@@ -974,7 +983,7 @@ class _Context:
             assert location is not None, "a promotion names the checkpoint directory in the status"
             batch = refused.restore_batch_id
             self.actions.append(PromoteStandby(current.pod_name, current.attempt, location, batch))
-            return self._done(1.0)
+            return self._done(_WAIT)
         match current.phase:
             case DriverPhase.FAILED:
                 return self._failed(current)
@@ -997,10 +1006,10 @@ class _Context:
                 return self._failed(current)
             case DriverPhase.SUCCEEDED:
                 self._record_result("Succeeded", current.message or "the driver finished with exit code 0")
-                return self._done(1.0)
+                return self._done(_WAIT)
             case DriverPhase.TERMINATING:
                 self._delete_current("node lost")  # only acts for a pod on a lost node: it would never go
-                return self._done(1.0)  # wait for it to go
+                return self._done(_WAIT)  # wait for it to go
             case unknown:
                 assert_never(unknown)
 
@@ -1295,7 +1304,7 @@ class _Context:
             message = f"{failure.reason}: {failure.message} — not restarted: {verdict.reason}"
             self._record_result("Failed", message)
             self._condition("Ready", "False", "RestartsExhausted", message)
-            return self._done(1.0)
+            return self._done(_WAIT)
         due = self.now + timedelta(seconds=verdict.delay_seconds)
         self._update(restarts=verdict.state.model_copy(update={"next_attempt_at": due}))
         # Not deleted yet: its exit code and message are in this status first (phase Restarting deletes it,

@@ -1,5 +1,7 @@
-"""When a checkpoint report refreshes its job's status: a driver reports every micro-batch, and a refresh is
-a whole pass (four reads and a status write), so refreshes are paced, not made per report.
+"""How often passes come when nothing asks for one at once.
+
+RefreshPacer: when a checkpoint report refreshes its job's status: a driver reports every micro-batch, and a
+refresh is a whole pass (four reads and a status write), so refreshes are paced, not made per report.
 
 Each job's refresh comes no sooner than `floor` seconds after its report (batches reported meanwhile ride
 along), and all jobs' refreshes together come at most `per_second`: with n jobs checkpointing, a job's status
@@ -14,6 +16,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -50,3 +53,37 @@ class RefreshPacer(Generic[K]):
             self._last_slot = max(now + self._floor, self._last_slot + self._spacing)
             self._scheduled[key] = self._last_slot
             return self._last_slot - now
+
+
+# The longest a waiting job goes unlooked-at while its passes change nothing (a watch event wakes it sooner).
+WAIT_CEILING_SECONDS = 8.0
+_DOUBLINGS = 16  # far past any ceiling; keeps the count (and the float) bounded
+
+
+@dataclass(frozen=True)
+class Requeue:
+    """A pass's answer: when to look again (None: only when something changes), and whether the pass only
+    waited (Decision.waiting) and changed nothing: no status write, no action."""
+
+    after: float | None
+    idle_wait: bool = False
+
+
+class WaitBackoff(Generic[K]):
+    """A job waiting for a pod to go asks to be looked at again in a second. While its passes change
+    nothing, each wait doubles up to `ceiling`: the watch events that end a wait still wake it at once, and
+    one tenant's thousand waiting jobs cost the operator passes every `ceiling` seconds, not every second.
+    A pass that changes something, or asks for anything but a wait, starts the count again."""
+
+    def __init__(self, *, ceiling: float = WAIT_CEILING_SECONDS) -> None:
+        self._ceiling = ceiling
+        self._idle: dict[K, int] = {}
+        self._lock = threading.Lock()
+
+    def after(self, key: K, requeue: Requeue) -> float | None:
+        with self._lock:
+            if not requeue.idle_wait or requeue.after is None:
+                self._idle.pop(key, None)
+                return requeue.after
+            idle = self._idle[key] = min(self._idle.get(key, 0) + 1, _DOUBLINGS)
+            return min(requeue.after * 2.0 ** (idle - 1), max(self._ceiling, requeue.after))

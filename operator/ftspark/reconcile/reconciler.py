@@ -69,6 +69,7 @@ from ftspark.protocol import (
     driver_pod_name,
     spark_app_id,
 )
+from ftspark.reconcile.pacing import Requeue
 
 log = logging.getLogger(__name__)
 CONFIGMAP_STORES = HaStoreConfig()
@@ -182,8 +183,8 @@ class Reconciler:
         the job (the decision's own requeue and the other objects' events do). One echo per write."""
         return self._status_writes.is_echo(key, resource_version)
 
-    def reconcile(self, key: JobKey) -> float | None:
-        """Returns when to look again (seconds), or None when only a change should wake this job."""
+    def reconcile(self, key: JobKey) -> Requeue:
+        """When to look again (seconds), or None when only a change should wake this job."""
         with self._deleted_lock:
             deleted = self._deleted.pop(key, None)
         job = self._jobs.get(key)
@@ -193,10 +194,10 @@ class Reconciler:
             if deleted is not None:
                 self._record_deletion(deleted)
             self._forget(key)  # deleted: its pods go with it (ownerReferences), its HA data goes here
-            return None
+            return Requeue(None)
         decision = self._decide_and_act(job, self._status(job), self._clock())
-        self._record(job, decision)
-        return decision.requeue_after
+        wrote = self._record(job, decision)
+        return Requeue(decision.requeue_after, decision.waiting and not wrote and not decision.actions)
 
     def finish_dirty_results(self) -> int:
         """Complete cleanups left half done (FLIP-194), by a previous leader or a failed delete; returns how
@@ -674,9 +675,12 @@ class Reconciler:
         self._drivers.delete_all(job.key, job.uid)
         self._results.mark_clean(job.uid, self._epoch())
 
-    def _record(self, job: JobResource, decision: Decision) -> None:
+    def _record(self, job: JobResource, decision: Decision) -> bool:
+        """Whether the status changed (and was written)."""
         JOBS.record(job.key, decision.status)
         written = decision.status.model_dump(mode="json", by_alias=True, exclude_none=True)
-        if written != job.status:  # unchanged: no write, no watch event, no extra reconcile
-            self._epoch()  # still leading (raises otherwise): the status is the operator's word
-            self._status_writes.write(job.key, lambda: self._jobs.write_status(job, written))
+        if written == job.status:  # unchanged: no write, no watch event, no extra reconcile
+            return False
+        self._epoch()  # still leading (raises otherwise): the status is the operator's word
+        self._status_writes.write(job.key, lambda: self._jobs.write_status(job, written))
+        return True
