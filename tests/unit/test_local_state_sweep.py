@@ -228,3 +228,28 @@ def test_a_pass_whose_listing_fails_deletes_nothing(tmp_path: Path) -> None:
 
     assert sweep_once(LocalStateDisk(root), unreachable, _limits()) is None
     assert (gone / "f").exists()
+
+
+def test_a_tree_deeper_than_a_walk_goes_skips_its_job_and_no_other(tmp_path: Path) -> None:
+    """A job's code can nest directories past Python's recursion limit: the pass goes on without that job."""
+    root = tmp_path / "root"
+    deep = _job_dir(root, "ns", GONE)
+    fd = os.open(deep, os.O_RDONLY)
+    try:
+        for _ in range(1200):  # relative to the last one: no path grows past PATH_MAX
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    other = _job_dir(root, "ns", OTHER)
+    (other / "f").write_bytes(b"x")
+    _age_tree(other, 2 * GRACE)
+
+    disk = LocalStateDisk(root)
+    assert {job.uid for job in disk.scan()} == {OTHER}
+    report = sweep_once(disk, lambda: frozenset({LIVE}), _limits(), now=time.time)
+    assert report is not None and report.dirs_removed == 1
+    assert not other.exists() and deep.exists()
+    assert disk.remove_dir("ns", GONE) == 1, "refused, not raised"

@@ -112,7 +112,8 @@ class LocalStateDisk:
                             size += info.st_size
                             if parts[:1] == (STATE_DIR,):
                                 files.append(LocalFile((*parts, name), info.st_size, info.st_mtime))
-        except OSError as error:
+        except (OSError, RecursionError) as error:
+            # RecursionError: a tree deeper than Python's walk goes, which only a job's own code makes.
             log.warning("local-state sweep: skipped %s/%s/%s: %s", JOBS_DIR, namespace, uid, error)
             return None
         return JobDir(namespace, uid, size, newest, tuple(files))
@@ -141,7 +142,7 @@ class LocalStateDisk:
                     shutil.rmtree(uid, dir_fd=ns_fd, onerror=failed)
         except FileNotFoundError:
             return failures
-        except OSError as error:
+        except (OSError, RecursionError) as error:
             log.warning("local-state sweep: cannot remove %s/%s/%s: %s", JOBS_DIR, namespace, uid, error)
             return failures + 1
         return failures
