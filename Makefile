@@ -55,8 +55,9 @@ lint: $(VENV)/.installed
 types: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
-# images: the real-node tier runs them (tests/realnodes); building them first keeps pytest's timings honest.
-test: $(VENV)/.installed cluster-bin helm-bin spark-jars local-recovery-jar lint types images
+# Lint and types first: a style error fails in a minute, not after the builds. images: the real-node tier runs
+# them (tests/realnodes); building them first keeps pytest's timings honest.
+test: $(VENV)/.installed lint types cluster-bin helm-bin spark-jars local-recovery-jar images
 	$(PY) -m pytest
 
 unit: $(VENV)/.installed
