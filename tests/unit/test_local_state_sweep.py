@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -253,3 +254,37 @@ def test_a_tree_deeper_than_a_walk_goes_skips_its_job_and_no_other(tmp_path: Pat
     assert report is not None and report.dirs_removed == 1
     assert not other.exists() and deep.exists()
     assert disk.remove_dir("ns", GONE) == 1, "refused, not raised"
+
+
+def test_what_another_sweeper_removes_first_is_no_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nodes that share a root (one filesystem) run one sweeper each, and they race for the same gone
+    directory: every unlink and rmdir of this one finds its entry already removed by the other."""
+    root = tmp_path / "root"
+    gone = _job_dir(root, "ns", GONE)
+    (gone / "state" / "s3a").mkdir(parents=True)
+    (gone / "state" / "s3a" / "1.zip").write_bytes(b"z" * 100)
+    (gone / "spark-local").write_bytes(b"x" * 10)
+    _age_tree(gone, 2 * GRACE)
+    disk = LocalStateDisk(root)
+    real_unlink, real_rmdir = os.unlink, os.rmdir
+    raced: list[str] = []
+
+    def rival_first(real: Callable[..., None]) -> Callable[..., None]:
+        def removal(path: str, *, dir_fd: int | None = None) -> None:
+            real(path, dir_fd=dir_fd)  # the other sweeper, a moment earlier
+            raced.append(path)
+            real(path, dir_fd=dir_fd)  # this one: FileNotFoundError
+
+        return removal
+
+    monkeypatch.setattr(os, "unlink", rival_first(real_unlink))
+    monkeypatch.setattr(os, "rmdir", rival_first(real_rmdir))
+    report = sweep_once(disk, lambda: frozenset({LIVE}), _limits(), now=time.time)
+    monkeypatch.undo()
+    assert report is not None
+    assert (report.dirs_removed, report.failures) == (1, 0)
+    assert not gone.exists()
+    assert {"1.zip", "spark-local", "s3a", "state", GONE} <= set(raced), "every removal was raced"
+    assert disk.remove_dir("ns", GONE) == 0, "a directory already gone as a whole"

@@ -120,11 +120,16 @@ class LocalStateDisk:
 
     def remove_dir(self, namespace: str, uid: str) -> int:
         """Removes `jobs/<namespace>/<uid>` and everything in it (links themselves, never their targets).
-        Returns the failures (logged)."""
+        Returns the failures (logged). Whatever is already gone when its turn comes (removed by another
+        sweeper on a root that nodes share) is no failure."""
         failures = 0
 
-        def failed(function: object, path: str, excinfo: object) -> None:
+        def failed(
+            function: object, path: str, excinfo: tuple[type[BaseException], BaseException, object]
+        ) -> None:
             nonlocal failures
+            if isinstance(excinfo[1], FileNotFoundError):
+                return
             failures += 1
             log.warning(
                 "local-state sweep: %s/%s/%s: cannot remove %s (%s)", JOBS_DIR, namespace, uid, path, excinfo
