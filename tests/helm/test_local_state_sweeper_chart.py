@@ -102,3 +102,29 @@ def test_cluster_wide_the_sweeper_lists_jobs_everywhere_and_nothing_else(render:
 def test_the_nodes_root_is_refused_as_the_sweepers_root(render: Render) -> None:
     with pytest.raises(AssertionError, match=r"no localRecovery root|does not match pattern"):
         render(ON, "localRecovery.sweeper.root=/")
+
+
+def test_no_selector_of_the_operator_takes_the_sweepers_pods_for_replicas(render: Render) -> None:
+    """The operator's Deployment, PodDisruptionBudget, Service and anti-affinity select its replicas by label:
+    a sweeper pod on every node that matched would count as a replica (the PDB would let both real ones be
+    evicted, the anti-affinity would see a replica on every node)."""
+    documents = render(ON)
+    (daemonset,) = _named(documents, "DaemonSet")
+    labels = daemonset["spec"]["template"]["metadata"]["labels"]
+    assert daemonset["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (deployment,) = [d for d in documents if d["kind"] == "Deployment"]
+    (pdb,) = [d for d in documents if d["kind"] == "PodDisruptionBudget"]
+    (service,) = [d for d in documents if d["kind"] == "Service"]
+    affinity = deployment["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+    selectors = {
+        "Deployment": deployment["spec"]["selector"]["matchLabels"],
+        "PodDisruptionBudget": pdb["spec"]["selector"]["matchLabels"],
+        "Service": service["spec"]["selector"],
+        **{
+            f"anti-affinity {i}": term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+            for i, term in enumerate(affinity["preferredDuringSchedulingIgnoredDuringExecution"])
+        },
+    }
+    for owner, selector in selectors.items():
+        assert not selector.items() <= labels.items(), f"the operator's {owner} selects the sweeper's pods"
+    assert labels["app.kubernetes.io/instance"] == "ftspark-operator", "still this release's"
