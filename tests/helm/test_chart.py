@@ -160,6 +160,29 @@ def test_the_operator_may_write_only_its_own_labelled_objects(render: Render) ->
     assert named("ValidatingAdmissionPolicyBinding", ("admission.operatorWrites=false",)) == []
 
 
+def test_the_operators_pods_are_checked_as_the_drivers_executors_are(render: Render) -> None:
+    """The operator's pod creates pass the same content checks as a driver's executors (one shared template),
+    in every namespace, and nothing else of the operator's pays for them."""
+    kinds = _kinds(render("jobPolicy.allow={hostPath}"))
+    (pods,) = _named(kinds["ValidatingAdmissionPolicy"], "ftspark-operator-operator-pods")
+    (driver,) = _named(kinds["ValidatingAdmissionPolicy"], "ftspark-operator-driver-requests")
+    (binding,) = _named(kinds["ValidatingAdmissionPolicyBinding"], "ftspark-operator-operator-pods")
+    assert binding["spec"] == {"policyName": "ftspark-operator-operator-pods", "validationActions": ["Deny"]}
+    (rule,) = pods["spec"]["matchConstraints"]["resourceRules"]
+    assert (rule["operations"], rule["resources"]) == (["CREATE"], ["pods"])
+    (condition,) = pods["spec"]["matchConditions"]
+    assert condition["expression"].endswith('== "system:serviceaccount:ftspark-system:ftspark-operator"')
+    assert pods["spec"]["variables"] == driver["spec"]["variables"][-3:]
+    assert pods["spec"]["variables"][0]["expression"].startswith('["hostPath"] + ')
+
+    def subject(text: str) -> str:
+        return text.replace("a pod the ftspark operator creates", "an executor")
+
+    executors = [v for v in driver["spec"]["validations"] if "an executor" in str(v)]
+    assert [{k: subject(v) for k, v in check.items()} for check in pods["spec"]["validations"]] == executors
+    assert len(executors) == 5
+
+
 def test_ha_store_on_s3_needs_a_root(helm: Path, render: Render) -> None:
     def env(*values: str) -> dict[str, str]:
         container = _kinds(render(*values))["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]
@@ -290,8 +313,11 @@ def test_the_driver_policy_names_what_the_operator_names() -> None:
     """The policy on the drivers' requests is written by hand: the ServiceAccount, the local-recovery root and
     the names of a driver's pod, records and Lease it checks are the operator's own."""
     policy = (CHART / "templates" / "admission-driver.yaml").read_text()
+    shared = (CHART / "templates" / "_helpers.tpl").read_text()  # its pod checks, the operator's pods' too
     assert f"':{DRIVER_SERVICE_ACCOUNT}'" in policy
-    assert f"'^{LocalRecoverySpec().host_path}/jobs/' + request.namespace" in policy
+    assert f"object.spec.serviceAccountName == '{DRIVER_SERVICE_ACCOUNT}'" in shared
+    assert f'$root := "{LocalRecoverySpec().host_path}"' in shared
+    assert "'^{{ $root }}/jobs/' + request.namespace" in shared
     job = "counts"
     assert driver_pod_name(job, 7).removeprefix(job) == "-7-driver"  # what '-[0-9]+-driver$' finds
     assert driver_lease_name(job) == f"{job}-driver" and "variables.job + '-driver'" in policy

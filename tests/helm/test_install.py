@@ -7,13 +7,16 @@ import uuid
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.cluster import DRIVER_RULES
+from ftspark.domain.models import JobSpec
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
+from ftspark.manifests import AttemptPlan, driver_pod, executor_admission_probe, local_recovery_node_dir
 from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, JOB_LABEL, record_key_name, term_floor_name
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
@@ -151,8 +154,9 @@ def test_chart_service_account_runs_the_operator_and_nothing_more(
 def test_the_operators_token_writes_only_objects_labelled_as_its_own(
     installed: tuple[str, str], control_plane: ControlPlane, api_client: client.ApiClient
 ) -> None:
-    """The chart's admission policy, beyond RBAC: a leaked operator token cannot create, take over (by
-    labelling) or delete a tenant's objects in the namespaces it manages, nor write in kube-system."""
+    """The chart's admission policies, beyond RBAC: a leaked operator token cannot create, take over (by
+    labelling) or delete a tenant's objects in the namespaces it manages, nor write in kube-system, nor grant
+    more than the drivers' rights, nor create a labelled pod holding more than the operator's own pods do."""
     operator_ns, jobs_ns = installed
     core = client.CoreV1Api(api_client)
     as_operator = client.CoreV1Api(
@@ -218,6 +222,57 @@ def test_the_operators_token_writes_only_objects_labelled_as_its_own(
         metadata=client.V1ObjectMeta(name="wider", labels=labelled.labels), rules=[*DRIVER_RULES, records]
     )
     assert "the drivers' rights and no more" in refused(partial(rbac.create_namespaced_role, jobs_ns, wider))
+
+    _only_pods_like_its_own(as_operator, jobs_ns)
+
+
+def _only_pods_like_its_own(as_operator: client.CoreV1Api, namespace: str) -> None:
+    """With the operator's token, a labelled pod is admitted only as the operator makes its own."""
+    # Labelled as its own, yet not the pods it makes: another ServiceAccount, the node's processes, its root.
+    # Dry runs (admission runs for them all the same): nothing starts, whatever is admitted.
+    plan = _local_recovery_plan(namespace)
+    create_pod = partial(as_operator.create_namespaced_pod, namespace, dry_run="All")
+
+    def hostile(**spec: object) -> dict[str, Any]:
+        pod = driver_pod(plan)
+        pod["spec"].update(spec)
+        return pod
+
+    def another_account_refused() -> bool:
+        try:
+            create_pod(hostile(serviceAccountName="default"))
+        except client.ApiException as error:
+            return error.status == 403 and "ftspark-driver ServiceAccount" in str(error.body)
+        return False  # admitted: the policy is not loaded yet
+
+    root = {"name": "root", "hostPath": {"path": "/"}}
+    eventually(another_account_refused, timeout=20, what="the operator's pod policy in force")
+    for spec, rule in (
+        ({"hostPID": True}, "node's namespaces"),
+        ({"volumes": [*driver_pod(plan)["spec"]["volumes"], root]}, "local-recovery"),
+    ):
+        with pytest.raises(client.ApiException) as error:
+            create_pod(hostile(**spec))
+        assert error.value.status == 403 and rule in str(error.value.body), error.value.body
+    # What it makes: the driver pod, and localRecovery's executor probe with the job's node directory.
+    create_pod(driver_pod(plan))
+    probe = executor_admission_probe(plan)
+    assert local_recovery_node_dir(plan) in str(probe["spec"]["volumes"])
+    create_pod(probe)
+
+
+def _local_recovery_plan(namespace: str) -> AttemptPlan:
+    """An attempt of a job with localRecovery, as the operator plans it."""
+    spec = JobSpec.model_validate(
+        {
+            "image": "spark:test",
+            "mainApplicationFile": "local:///job.py",
+            "checkpoint": {"storage": "s3://bkt/j"},
+            "localRecovery": {"enabled": True},
+        }
+    )
+    uid = str(uuid.uuid4())
+    return AttemptPlan(namespace, "charted", uid, 1, spec, "s3://bkt/j/checkpoints/x", "latest-checkpoint")
 
 
 def _admitted(api: client.ApiClient, namespace: str, body: dict[str, object]) -> bool:

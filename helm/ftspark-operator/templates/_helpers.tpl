@@ -88,3 +88,61 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: [faulttolerantsparkjobs]
   verbs: [list]
 {{- end -}}
+
+{{/* What a pod the drivers or the operator create may hold, for a ValidatingAdmissionPolicy on pod creates:
+     the variables (allowed: the job policy's allowances, for the installation and the request's namespace;
+     newPod: the request creates a pod; containers: its containers and init containers) and the validations on
+     them. Each field is refused unless its allowance is granted, as the job policy (ftspark.domain.policy)
+     grants them to a job's podTemplate. dict: "root" the chart's context, "subject" what the pod is called in
+     messages ("an executor"). The local-recovery root is localRecovery.hostPath's default (a job with another
+     root needs the hostPath allowance, which waives the check). */}}
+{{- define "ftspark.podContentVariables" -}}
+- name: allowed
+  expression: >-
+    {{ toJson .root.Values.jobPolicy.allow }} + (has(namespaceObject.metadata.labels) ?
+    namespaceObject.metadata.labels.filter(k, k.startsWith('allow.ftspark.io/') &&
+    namespaceObject.metadata.labels[k] == 'true').map(k, k.substring(17)) : [])
+- name: newPod
+  expression: request.resource.resource == 'pods' && request.operation == 'CREATE'
+- name: containers
+  expression: >-
+    variables.newPod ? object.spec.containers +
+    (has(object.spec.initContainers) ? object.spec.initContainers : []) : []
+{{- end -}}
+
+{{- define "ftspark.podContentValidations" -}}
+{{- $subject := .subject -}}
+{{- $root := "/var/lib/ftspark/local-state" -}}
+- expression: >-
+    !variables.newPod || 'serviceAccount' in variables.allowed ||
+    (has(object.spec.serviceAccountName) && object.spec.serviceAccountName == 'ftspark-driver')
+  message: {{ $subject }} runs as the ftspark-driver ServiceAccount (allowance serviceAccount)
+  reason: Forbidden
+- expression: >-
+    !variables.newPod ||
+    (('hostNetwork' in variables.allowed || !(has(object.spec.hostNetwork) && object.spec.hostNetwork)) &&
+    ('hostPID' in variables.allowed || !(has(object.spec.hostPID) && object.spec.hostPID)) &&
+    ('hostIPC' in variables.allowed || !(has(object.spec.hostIPC) && object.spec.hostIPC)) &&
+    ('nodeName' in variables.allowed || !has(object.spec.nodeName)))
+  message: {{ $subject }} shares none of the node's namespaces and is placed by the scheduler (allowances hostNetwork, hostPID, hostIPC, nodeName)
+  reason: Forbidden
+- expression: >-
+    'privileged' in variables.allowed || !variables.containers.exists(c, has(c.securityContext) &&
+    has(c.securityContext.privileged) && c.securityContext.privileged)
+  message: {{ $subject }} runs no privileged container (allowance privileged)
+  reason: Forbidden
+- expression: >-
+    'capabilities' in variables.allowed || !variables.containers.exists(c, has(c.securityContext) &&
+    has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add) &&
+    size(c.securityContext.capabilities.add) > 0)
+  message: {{ $subject }} adds no capabilities (allowance capabilities)
+  reason: Forbidden
+- expression: >-
+    !variables.newPod || 'hostPath' in variables.allowed || !has(object.spec.volumes) ||
+    object.spec.volumes.all(v, !has(v.hostPath) || v.hostPath.path.matches(
+    '^{{ $root }}/jobs/' + request.namespace + '/[0-9a-f-]+$'))
+  messageExpression: >-
+    "{{ $subject }} mounts no directory of the node but its job's local-recovery one, " +
+    '{{ $root }}/jobs/' + request.namespace + '/<job uid> (allowance hostPath)'
+  reason: Forbidden
+{{- end -}}
