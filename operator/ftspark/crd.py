@@ -158,7 +158,7 @@ def custom_resource_definition() -> dict[str, Any]:
                                     "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
                                     "message": f"metadata.name: at most {MAX_JOB_NAME_LENGTH} characters, "
                                     "lowercase letters, digits and '-', starting with a letter (it names the "
-                                    "driver Service <name>-<attempt>-driver and Spark's executor pods)",
+                                    "driver pod <name>-<attempt>-driver and Spark's executor pods)",
                                 }
                             ],
                             "properties": {

@@ -183,7 +183,7 @@ class DiscardPreviousJob:
 
 @dataclass(frozen=True)
 class SubmitAttempt:
-    """Write the job graph, fence older drivers out, then create the driver Service and Pod."""
+    """Write the job graph, fence older drivers out, then create the attempt's objects and driver pod."""
 
     attempt: int
     restore_from: RestoreFrom

@@ -63,10 +63,10 @@ class Drivers(Protocol):
         """Every driver pod of the job, read from the API server."""
 
     def create(self, plan: AttemptPlan) -> None:
-        """Create the attempt's objects (ftspark.manifests: its RPC Secret, executor template, NetworkPolicy,
-        Pod and Service), and the driver's ServiceAccount and Role if missing; with localRecovery first a dry
-        run of an executor pod (the namespace's Pod Security level must admit its hostPath) and the job's key
-        Secret if missing.
+        """Create the attempt's objects (ftspark.manifests: its Secret with the RPC and checkpoint keys and
+        the executor template, its NetworkPolicy and Pod), and the driver's ServiceAccount and Role if
+        missing; with localRecovery first a dry run of an executor pod (the namespace's Pod Security level
+        must admit its hostPath) and the job's key Secret if missing.
 
         Objects that already exist are left as they are. ObjectRejectedError if the API server refuses one
         of them; then none of the attempt's was created."""
