@@ -4,6 +4,7 @@ hostile executor has filled with links."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -249,11 +250,15 @@ def test_a_tree_deeper_than_a_walk_goes_skips_its_job_and_no_other(tmp_path: Pat
     _age_tree(other, 2 * GRACE)
 
     disk = LocalStateDisk(root)
-    assert {job.uid for job in disk.scan()} == {OTHER}
-    report = sweep_once(disk, lambda: frozenset({LIVE}), _limits(), now=time.time)
-    assert report is not None and report.dirs_removed == 1
-    assert not other.exists() and deep.exists()
-    assert disk.remove_dir("ns", GONE) == 1, "refused, not raised"
+    try:
+        assert {job.uid for job in disk.scan()} == {OTHER}
+        report = sweep_once(disk, lambda: frozenset({LIVE}), _limits(), now=time.time)
+        assert report is not None and report.dirs_removed == 1
+        assert not other.exists() and deep.exists()
+        assert disk.remove_dir("ns", GONE) == 1, "refused, not raised"
+    finally:
+        # GNU rm walks without recursion; pytest's clean-up of tmp_path (shutil.rmtree) would fail on it.
+        subprocess.run(["rm", "-rf", "--", str(deep)], check=True)
 
 
 def test_what_another_sweeper_removes_first_is_no_failure(
