@@ -1,6 +1,8 @@
 """The documented install, as written, on real nodes with the project's images, then the fault tour on real
 containers. In order, on one installation (starting one costs a minute):
-1. `helm install` of the chart: two replicas of the operator image, the Lease, probes, PDB;
+1. `helm install` of the chart: two replicas of the operator image, the Lease, probes, PDB; and
+   localRecovery's sweeper on every node (in a namespace at Pod Security `privileged`, as the docs ask),
+   removing a gone job's directory and keeping a live one's;
 2. the examples with the quickstart's edits (endpoint, credentials Secret, output volume), in a namespace at
    Pod Security `restricted`;
 3. the exactly-once fault tour, the job with a hot standby driver: executor and driver kills (the standby
@@ -11,19 +13,22 @@ containers. In order, on one installation (starting one costs a minute):
 
 from __future__ import annotations
 
+import os
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
 
 from ftspark_dev.bundle import BUNDLE
 from ftspark_dev.realnodes.images import OPERATOR_IMAGE
 from ftspark_dev.realworld import DEMO_BUCKET, RealWorld, running_real_world
 from ftspark_dev.tour import RealFaultTour
 from ftspark_dev.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
-from ftspark_dev.world import OPERATOR_NAMESPACE
+from ftspark_dev.world import JOBS_NAMESPACE, OPERATOR_NAMESPACE
 from tests.waiting import eventually
 
 
@@ -33,12 +38,32 @@ def world(images: dict[str, Path]) -> Iterator[RealWorld]:
         yield running
 
 
+SWEEPER = "ftspark-operator-local-state-sweeper"
+SWEEP_INTERVAL = 5  # seconds
+SWEEP_GRACE = 60  # the least the sweeper takes
+
+
+def sweeper_root(world: RealWorld) -> Path:
+    """The sweepers' localRecovery root: in this world's own directory, never the machine's /var/lib/ftspark
+    (the nodes are this machine: a hostPath is one of its directories, and all three sweep the same one)."""
+    return world.work / "local-state"
+
+
 @pytest.fixture(scope="module")
 def operator_installed(world: RealWorld) -> RealWorld:
     started = time.monotonic()
-    result = world.helm_install()
+    result = world.helm_install(
+        "localRecovery.sweeper.enabled=true",
+        f"localRecovery.sweeper.root={sweeper_root(world)}",
+        f"localRecovery.sweeper.intervalSeconds={SWEEP_INTERVAL}",
+        f"localRecovery.sweeper.graceSeconds={SWEEP_GRACE}",
+        pod_security="privileged",  # the sweeper's hostPath: docs/local-recovery.md
+    )
     assert result.returncode == 0, f"helm install failed:\n{result.stderr}\n{result.stdout}"
-    print(f"\nhelm install --wait: 2 operator replicas Ready in {time.monotonic() - started:.1f} s")
+    print(
+        f"\nhelm install --wait: 2 operator replicas and a sweeper per node Ready in "
+        f"{time.monotonic() - started:.1f} s"
+    )
     return world
 
 
@@ -57,12 +82,137 @@ def test_helm_install_runs_two_replicas_of_the_operator_image(operator_installed
         "ftspark-operator", OPERATOR_NAMESPACE
     )
     assert pdb.spec.min_available == 1
+    # It counts the two replicas and nothing else (the sweeper's pods are no replicas).
+    eventually(
+        lambda: client.PolicyV1Api(world.api)
+        .read_namespaced_pod_disruption_budget("ftspark-operator", OPERATOR_NAMESPACE)
+        .status.expected_pods
+        == 2,
+        timeout=30,
+        what="the PDB's expected pods: the 2 replicas",
+    )
     # The image's promise: non-root, read-only root filesystem.
     check = "import os; print(os.getuid()); open('/probe', 'w')"
     ran = world.plane.kubectl(
         "-n", OPERATOR_NAMESPACE, "exec", pods[0].metadata.name, "--", "python", "-c", check, check=False
     )
     assert ran.stdout.split()[0] == "10001" and "Read-only file system" in ran.stderr, ran
+
+
+def _sweeper_pods(world: RealWorld) -> list[client.V1Pod]:
+    selector = "app.kubernetes.io/component=local-state-sweeper"
+    return list(world.core.list_namespaced_pod(OPERATOR_NAMESPACE, label_selector=selector).items)
+
+
+def _sweeps(world: RealWorld, pod: client.V1Pod) -> dict[str, float]:
+    """A sweeper's counters from its /metrics: passes by outcome, and directories removed."""
+    status, body = world.probe(pod, "/metrics")
+    assert status == 200, f"/metrics of {pod.metadata.name}: {status} {body}"
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(body):
+        for sample in family.samples:
+            if sample.name == "ftspark_local_state_sweeps_total":
+                counts[sample.labels["outcome"]] = sample.value
+            elif sample.name == "ftspark_local_state_dirs_removed_total":
+                counts["dirs_removed"] = sample.value
+    return counts
+
+
+def _plant(job_dir: Path, age: float) -> None:
+    """A job's directory as an executor (uid 185) leaves it, private to it, untouched for age seconds."""
+    copies = job_dir / "state" / "s3a" / "ftspark-demo"
+    copies.mkdir(parents=True)
+    (copies / "1.zip").write_bytes(b"x" * 4096)
+    (job_dir / "blockmgr").mkdir()
+    (job_dir / "blockmgr" / "shuffle_0_0_0.data").write_bytes(b"y" * 1024)
+    then = time.time() - age
+    for here, dirs, files in os.walk(job_dir, topdown=False):
+        for name in (*dirs, *files):
+            os.chown(Path(here) / name, 185, 185)
+            os.utime(Path(here) / name, (then, then))
+        Path(here).chmod(0o700)
+    os.chown(job_dir, 185, 185)
+    os.utime(job_dir, (then, then))
+
+
+def _assert_locked_down(world: RealWorld, pod: client.V1Pod) -> None:
+    """What runc applied, seen from inside a sweeper: root with only DAC_OVERRIDE and FOWNER (bits 1 and 3),
+    no new privileges, RuntimeDefault seccomp, a read-only root filesystem, the world's root at its path."""
+    check = (
+        "import os; print(os.getuid(), os.path.isdir(os.environ['FTSPARK_LOCAL_STATE_ROOT'])); "
+        "print(open('/proc/self/status').read()); open('/probe', 'w')"
+    )
+    ran = world.plane.kubectl(
+        "-n", OPERATOR_NAMESPACE, "exec", pod.metadata.name, "--", "python", "-c", check, check=False
+    )
+    first, *status_lines = ran.stdout.splitlines()
+    uid, mounted = first.split()
+    proc = dict(line.split(":\t", 1) for line in status_lines if ":\t" in line)
+    assert uid == "0" and mounted == "True", ran
+    env = {e.name: e.value for e in pod.spec.containers[0].env}
+    assert env["FTSPARK_LOCAL_STATE_ROOT"] == str(sweeper_root(world)), env
+    assert int(proc["CapEff"], 16) == int(proc["CapBnd"], 16) == (1 << 1) | (1 << 3), proc
+    assert (proc["NoNewPrivs"], proc["Seccomp"]) == ("1", "2"), proc
+    assert "Read-only file system" in ran.stderr, ran
+
+
+def test_the_local_state_sweeper_on_every_node(
+    operator_installed: RealWorld,
+) -> None:
+    """localRecovery.sweeper on real kubelets: a Ready pod of the operator image on each node, as locked down
+    as the chart says; a directory of a job that is gone is removed, one of a live job is kept until the job
+    is deleted. The three nodes share this machine's disk, so three sweepers race for the same directory."""
+    world = operator_installed
+    started = time.monotonic()
+    daemonset = client.AppsV1Api(world.api).read_namespaced_daemon_set(SWEEPER, OPERATOR_NAMESPACE)
+    assert daemonset.status.desired_number_scheduled == daemonset.status.number_ready == 3, daemonset.status
+    pods = _sweeper_pods(world)
+    nodes = {n.metadata.name for n in world.core.list_node().items}
+    assert sorted(p.spec.node_name for p in pods) == sorted(nodes), "one sweeper on every node"
+    assert {p.spec.containers[0].image for p in pods} == {OPERATOR_IMAGE}
+    ready_after = []
+    for pod in pods:
+        (ready,) = [c for c in pod.status.conditions if c.type == "Ready"]
+        assert ready.status == "True", pod.status
+        ready_after.append((ready.last_transition_time - pod.metadata.creation_timestamp).total_seconds())
+    print(f"\nsweeper pods Ready {min(ready_after):.0f}-{max(ready_after):.0f} s after they were created")
+    _assert_locked_down(world, pods[0])
+
+    # A job that exists and starts nothing (suspended at creation: no driver, no Spark run).
+    live_job = world.example("windowed-counts.yaml", desiredState="suspended")
+    live_job["metadata"] = {"name": "sweeper-keeps-this-one"}
+    world.create(live_job)
+    jobs = sweeper_root(world) / "jobs" / JOBS_NAMESPACE
+    live, gone = jobs / world.uid("sweeper-keeps-this-one"), jobs / str(uuid.uuid4())
+    _plant(live, age=2 * SWEEP_GRACE)
+    _plant(gone, age=2 * SWEEP_GRACE)
+    planted = time.monotonic()
+    eventually(
+        lambda: not gone.exists(), timeout=4 * SWEEP_INTERVAL + 10, what="the gone job's directory removed"
+    )
+    print(f"sweeper: a gone job's directory removed {time.monotonic() - planted:.1f} s after it was planted")
+    # Two more passes of every sweeper: the live job's directory is still whole.
+    passes = {p.metadata.name: _sweeps(world, p).get("done", 0) for p in pods}
+    eventually(
+        lambda: all(_sweeps(world, p).get("done", 0) >= passes[p.metadata.name] + 2 for p in pods),
+        timeout=4 * SWEEP_INTERVAL + 10,
+        what=lambda: f"two more passes of each sweeper: {[_sweeps(world, p) for p in pods]}",
+    )
+    assert (live / "state" / "s3a" / "ftspark-demo" / "1.zip").stat().st_size == 4096
+    assert (live / "blockmgr" / "shuffle_0_0_0.data").exists()
+    counters = [_sweeps(world, p) for p in pods]
+    assert all(c.get("list_failed", 0) == 0 and c.get("scan_failed", 0) == 0 for c in counters), counters
+    assert sum(c.get("dirs_removed", 0) for c in counters) >= 1, counters
+    print(f"sweeper counters after the race: {counters}")
+    # The job deleted, its directory goes at a next pass (it is older than the grace already).
+    world.delete("sweeper-keeps-this-one")
+    deleted = time.monotonic()
+    eventually(lambda: not live.exists(), timeout=4 * SWEEP_INTERVAL + 10, what="the deleted job's directory")
+    print(f"sweeper: a deleted job's directory removed {time.monotonic() - deleted:.1f} s after its deletion")
+    # Racing one another for the same directories crashed none of them.
+    restarts = {p.metadata.name: p.status.container_statuses[0].restart_count for p in _sweeper_pods(world)}
+    assert set(restarts.values()) == {0}, restarts
+    print(f"sweeper test: {time.monotonic() - started:.1f} s")
 
 
 def test_windowed_counts_example_runs_at_pod_security_restricted(operator_installed: RealWorld) -> None:

@@ -73,8 +73,14 @@ class RealWorld(JobsClient):
             f"--from-literal=AWS_SECRET_ACCESS_KEY={SECRET_KEY}",
         )
 
-    def helm_install(self, *values: str) -> subprocess.CompletedProcess[str]:
+    def helm_install(self, *values: str, pod_security: str | None = None) -> subprocess.CompletedProcess[str]:
+        """`helm install` as the quickstart has it, plus `--set` values; pod_security: the Pod Security level
+        the release's namespace enforces, labelled first (the sweeper's hostPath needs `privileged`)."""
         self.plane.kubectl("create", "namespace", OPERATOR_NAMESPACE)
+        if pod_security:
+            self.plane.kubectl(
+                "label", "namespace", OPERATOR_NAMESPACE, f"pod-security.kubernetes.io/enforce={pod_security}"
+            )
         self.s3_secret(OPERATOR_NAMESPACE)
         return subprocess.run(
             [
