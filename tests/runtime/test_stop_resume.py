@@ -18,8 +18,12 @@ def test_stop_with_checkpoint_then_resume_processes_nothing_twice(make_job: Any)
     write_input(job.input, 4)
     job.start()
     job.wait_for_output(4, timeout=120)
+    backlog_from = sum(job.output.runs().values())
     write_input(job.input, 10, first_file=4)
-    time.sleep(2)  # batches are running: the stop lands in the middle of the backlog
+    # Not after a fixed delay (on a fast machine the backlog was done by then): once the backlog's first batch
+    # ran. The query triggers at most every 200 ms, so its other 9 batches take 1.8 s or more on any machine,
+    # far longer than the driver takes to see the request (it reads it every 0.5 s).
+    job.wait_for_new_batch(backlog_from)
     job.request("stop", "2026-01-01T00:00:00+00:00")
     assert job.wait(60) == 0, job.log()
     message = job.termination()
@@ -31,7 +35,7 @@ def test_stop_with_checkpoint_then_resume_processes_nothing_twice(make_job: Any)
     pointers = job.stores().checkpoints.pointers(job.key)
     assert pointers[0].batch_id == stopped_at and pointers[0].attempt == 1
 
-    assert stopped_at < 13, "the stop should have come before the backlog was done"
+    assert 4 <= stopped_at < 13, "the stop should have come in the middle of the backlog (batches 4 to 13)"
     runs_before = sum(job.output.runs().values())
     started = time.monotonic()
     job.start()
@@ -60,10 +64,14 @@ def test_cancel_then_resume_reruns_at_most_the_uncommitted_batch(make_job: Any) 
     write_input(job.input, 3)
     job.start()
     job.wait_for_output(3, timeout=120)
+    backlog_from = sum(job.output.runs().values())
     write_input(job.input, 10, first_file=3)
-    time.sleep(3)
+    # Killed once the backlog's first batch ran (not after a fixed delay, by which a fast machine was done):
+    # its other 9 batches take 1.8 s or more (a trigger every 200 ms), the kill a moment.
+    job.wait_for_new_batch(backlog_from)
     job.kill()  # cancel: no final checkpoint
     killed_at = max(job.output.runs())
+    assert 3 <= killed_at < 12, "killed in the middle of the backlog (batches 3 to 12)"
 
     runs_before = sum(job.output.runs().values())
     job.start()
