@@ -203,8 +203,12 @@ def test_the_echoes_of_the_operators_own_writes_wake_no_reconcile(
     before = reconciles()
     create_job(api_client, ns, job_manifest("bad", bucket, sparkConf={"spark.master": "local[*]"}))
     eventually(lambda: invalid_spec(api_client, ns, "bad"), timeout=30, what=lambda: fleet.logs())
-    time.sleep(3)
-    assert reconciles() - before == 1, "the job's creation woke one pass, the echo of its status write none"
+    # Not after a fixed delay: a change after that status write wakes a pass, which runs after whatever its
+    # echo (earlier in the job's watch) woke; once that pass is counted, the echo's would have been too.
+    _patch_spec(api_client, ns, "bad", {"sparkConf": {"spark.master": "local[2]"}})
+    eventually(lambda: _observed(api_client, ns, "bad"), timeout=30, what="the change's pass")
+    eventually(lambda: reconciles() - before >= 2, timeout=30, what="the change's pass counted")
+    assert reconciles() - before == 2, "the creation and the change woke one pass each, the echo none"
 
     create_job(api_client, ns, job_manifest("echo", bucket))
     eventually(
