@@ -1,7 +1,11 @@
 """The short seeded soak (`make soak` runs the long one, tools/ftspark_dev/soak.py): windowed counts and
-session windows through every kind of fault the process-backed installation injects, each once in a seeded
-order, then more drawn at random; exactly-once against the batch computation, one driver per job and one
-acting leader at any moment, from the probes and from the API server's audit log."""
+session windows through each kind of fault the process-backed installation injects that CI proves nowhere
+else, once each in a seeded order; exactly-once against the batch computation, one driver per job and one
+acting leader at any moment, from the probes and from the API server's audit log.
+
+The kinds the real-node fault tour proves on real containers (tests/realnodes/test_installation.py: executor,
+driver, operator-leader and node kills, stop and resume, a standby's promotion) and e2e/test_recovery.py
+(a driver kill without a standby) are left to them; `make soak` runs every kind."""
 
 from __future__ import annotations
 
@@ -13,25 +17,24 @@ from ftspark_dev.soak import FAULTS, Soak, writers_in
 from ftspark_dev.world import World
 
 SEED = 14
-FAULT_COUNT = 15  # every kind once
+PROVEN_ELSEWHERE = {"executor kill", "driver kill", "stop, resume", "leader kill", "node kill"}
+KINDS = sorted(set(FAULTS) - PROVEN_ELSEWHERE)
 
 
-@pytest.mark.timeout(3000)  # ~15 faults recovered by real Spark on 2 cores, two jobs at once
+@pytest.mark.timeout(3000)  # 10 faults recovered by real Spark on 2 cores, two jobs at once
 def test_two_jobs_come_through_a_seeded_fault_schedule_exactly_once(world: World, tmp_path: Path) -> None:
     soak = Soak(world, tmp_path, SEED)
-    figures = soak.run(FAULT_COUNT)
+    figures = soak.run(len(KINDS), KINDS)
     print(f"\n{soak.table(figures)}")
 
-    assert len(soak.schedule) == FAULT_COUNT and set(soak.schedule) == set(FAULTS)
+    assert sorted(soak.schedule) == KINDS and set(FAULTS) >= PROVEN_ELSEWHERE
     for name, figure in figures.items():
         assert (figure["lost"], figure["duplicated"], figure["wrong"]) == (0, 0, 0), (name, figure)
         assert figure["records counted"] == figure["records in"] > 0, (name, figure)
         assert figure["most drivers alive at once"] == 1, f"never two drivers of {name} at once"
         assert figure["most operator leaders acting at once"] == 1, "never two acting leaders"
     promoted = {name: figure["attempts that were a promoted standby"] for name, figure in figures.items()}
-    assert promoted["counts"] == 0 and promoted["sessions"] >= 1, (
-        f"only the job with a standby promotes: {promoted}"
-    )
+    assert promoted["counts"] == 0, f"only the job with a standby promotes: {promoted}"
     events = {reason for tour in soak.tours for reason in tour.events()}
     said = {"Cancelled", "Resumed", "CheckpointRolledBack", "NoProgress", "JobGraphRecovered", "Upgraded"}
     assert said <= events, f"the faults' Events: {said - events} missing"

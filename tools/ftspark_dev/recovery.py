@@ -397,7 +397,8 @@ class SideBySide:
         return [("ftspark", self.ftspark_run), *standbys]
 
     def rows(self) -> list[tuple[str, list[Timeline]]]:
-        return [("plain Spark", self.plain)] + [(label, run.timelines) for label, run in self.runs()]
+        plain = [("plain Spark", self.plain)] if self.plain else []
+        return plain + [(label, run.timelines) for label, run in self.runs()]
 
     def ratio(self, timelines: list[Timeline]) -> float:
         """The median kill → first batch of timelines over plain Spark's."""
@@ -417,21 +418,27 @@ class SideBySide:
         for warm, run in self.standby_runs.items():
             if run.standby_cost is not None:
                 lines.append(f"{STANDBYS[warm]}'s cost while it waits: {run.standby_cost}")
-        for label, timelines in self.rows()[1:]:
+        for label, timelines in self.rows()[1:] if self.plain else []:
             lines.append(f"{label} / plain Spark, kill → first batch run: {self.ratio(timelines):.2f} times")
         return "\n".join(lines)
 
 
 def side_by_side(
-    world: World, work: Path, kills: int, *, standbys: tuple[bool, ...] = (False, True)
+    world: World,
+    work: Path,
+    kills: int,
+    *,
+    standbys: tuple[bool, ...] = (False, True),
+    plain: bool = True,
 ) -> SideBySide:
-    """standbys: a row with a standby for each, warm or not. ftspark first: its run makes the driver
-    ServiceAccount that the plain pods use too."""
+    """standbys: a row with a standby for each, warm or not; plain: the plain Spark row (a figure to compare
+    with, which proves nothing of ftspark). ftspark first: its run makes the driver ServiceAccount that the
+    plain pods use too."""
     ftspark = ftspark_recoveries(world, work, kills)
     with_standby = {
         warm: ftspark_recoveries(world, work, kills, standby=True, warm=warm) for warm in standbys
     }
-    return SideBySide(plain_recoveries(world, work, kills), ftspark, with_standby)
+    return SideBySide(plain_recoveries(world, work, kills) if plain else [], ftspark, with_standby)
 
 
 def main() -> None:
