@@ -1,12 +1,16 @@
-"""The fault tours' own guard: a tour's verdict reads its sink folder, so it must start empty."""
+"""The fault tours' own guards: a tour's verdict reads its sink folder, so it must start empty; its sampler's
+probe of a replica killed while answering is "no answer", not an exception that ends the sampler."""
 
 from __future__ import annotations
 
+import socket
+import threading
 from pathlib import Path
 from typing import cast
 
 import pytest
 
+from ftspark_dev.operators import probe
 from ftspark_dev.tour import FaultTour, TourWorld
 
 
@@ -22,3 +26,21 @@ def test_a_tour_refuses_a_sink_folder_holding_another_runs_output(tmp_path: Path
     with pytest.raises(ValueError, match="holds another run's output"):
         FaultTour(world, tmp_path).submit()
     assert not earlier.source.exists(), "nothing written for the refused tour"
+
+
+def test_a_replica_killed_while_answering_a_probe_is_no_answer() -> None:
+    """It sent its headers and died before its body (seen in CI: the sampler thread died on IncompleteRead
+    and the tour stopped counting acting leaders)."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+
+        def answer_half() -> None:
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n")
+
+        thread = threading.Thread(target=answer_half)
+        thread.start()
+        status, _ = probe(f"http://127.0.0.1:{server.getsockname()[1]}/healthz")
+        thread.join()
+    assert status == 0

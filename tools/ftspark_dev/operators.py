@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime
+import http.client
 import os
 import signal
 import sys
@@ -52,7 +53,7 @@ def probe(url: str) -> tuple[int, str]:
         return error.code, error.read().decode()
     except urllib.error.URLError as error:  # not listening (yet)
         return 0, str(error.reason)
-    except OSError as error:  # killed while answering
+    except (OSError, http.client.HTTPException) as error:  # killed (or stopped) while answering
         return 0, str(error)
 
 
