@@ -56,7 +56,7 @@ from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
 from ftspark.runtime.reporting import PointerReporter, ProgressListener
 from ftspark.runtime.savepoint import SavepointError
 from ftspark.runtime.session import EXECUTOR_INSTANCES, Queries, build_session, spark_settings, spark_uri
-from ftspark.runtime.termination import Ending
+from ftspark.runtime.termination import Ending, failure_summary
 from ftspark.runtime.warmup import warm_up
 
 log = logging.getLogger("ftspark.runtime")
@@ -283,8 +283,7 @@ class Driver:
             self.ending.set(Exit.BAD_INPUT, bad_input_reason(error), str(error))
         except BaseException as error:
             log.error("the script failed:\n%s", traceback.format_exc())
-            last = traceback.format_exception_only(error)[-1].strip().splitlines()
-            self.ending.set(Exit.SCRIPT_FAILED, "ScriptFailed", last[-1] if last else repr(error))
+            self.ending.set(Exit.SCRIPT_FAILED, "ScriptFailed", failure_summary(error))
         with self._stopping:  # a requested stop that made the script return decides how it ended
             self.ending.set(Exit.FINISHED, "Finished", "the application finished")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,41 @@ from ftspark.protocol import Exit, TerminationMessage
 log = logging.getLogger(__name__)
 
 MAX_MESSAGE_BYTES = 4096
+MAX_SUMMARY = 900  # characters: the operator keeps 1,024 of a driver's message
+
+# A Python exception's own line ("ValueError: …", "pyspark.errors.X: …") inside a longer text.
+_PYTHON_ERROR = re.compile(
+    r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b.*"
+)
+_CAUSED_BY = "Caused by: "
+
+
+def failure_summary(error: BaseException) -> str:
+    """A script's failure in one line a user can act on: the exception's type and the first line of its
+    message, and, when Spark wraps the real failure (a streaming query's exception carries the executor's
+    Python traceback and Java's chain of causes), that root cause: the last Python error of the last
+    traceback in the text, else Java's deepest "Caused by". The last line of the text is often neither
+    (`Driver stacktrace:`, a JVM frame)."""
+    text = str(error)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    head = f"{type(error).__name__}: {first}" if first else type(error).__name__
+    cause = _root_cause(text)
+    summary = f"{head} (caused by {cause})" if cause and cause not in head else head
+    return summary if len(summary) <= MAX_SUMMARY else f"{summary[: MAX_SUMMARY - 1]}…"
+
+
+def _root_cause(text: str) -> str:
+    lines = text.splitlines()
+    tracebacks = [
+        n for n, line in enumerate(lines) if line.strip().endswith("Traceback (most recent call last):")
+    ]
+    if tracebacks:
+        # A traceback's frames are indented; its error is the first line after them that is not.
+        for line in lines[tracebacks[-1] + 1 :]:
+            if line and not line[0].isspace() and _PYTHON_ERROR.match(line):
+                return line.strip()
+    causes = [line.strip()[len(_CAUSED_BY) :] for line in lines if line.strip().startswith(_CAUSED_BY)]
+    return causes[-1] if causes else ""
 
 
 @dataclass
