@@ -49,6 +49,12 @@ API_REQUESTS = Counter(
     "Requests made of the API server (watches aside), by Kubernetes verb and resource.",
     ["verb", "resource"],
 )
+HOUSEKEEPING = Counter(
+    "ftspark_housekeeping_steps_total",
+    "The leader's periodic housekeeping steps run (finish_dirty_results, forget_orphans, expire_results: "
+    "every --result-sweep-seconds), by outcome (ok, error).",
+    ["step", "outcome"],
+)
 UNTRUSTED_POINTERS = Counter(
     "ftspark_untrusted_pointers_total",
     "Pointers in HA records the operator refused to follow (read, delete or inspect): not a name it wrote, "

@@ -614,11 +614,12 @@ def test_result_outlives_the_job_until_its_retention(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:
     ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
-    fleet.start()
+    leader = fleet.start()
     create_job(api_client, ns, job_manifest("short", bucket, resultStore={"ttlSeconds": 2}))
     eventually(lambda: pod_names(api_client, ns, "short") == ["short-1-driver"], timeout=30, what="driver")
     set_driver_exited(core, ns, "short-1-driver", 0, "done")
     eventually(lambda: _phase(api_client, ns, "short") == "Succeeded", timeout=30, what="Succeeded")
+    past_retention = time.monotonic() + 2
     objects = client.CustomObjectsApi(api_client)
     uid = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, "short")["metadata"]["uid"]
 
@@ -626,8 +627,14 @@ def test_result_outlives_the_job_until_its_retention(
         names = {cm.metadata.name for cm in core.list_namespaced_config_map(fleet.namespace).items}
         return f"ftspark-result-{uid}" in names
 
-    time.sleep(4)  # past the retention, but the job still exists: its result must stay
-    assert result_kept()
+    def expiry_sweeps() -> float:
+        page = fleet.probe(leader, "/metrics")[1]
+        return _metric(page, 'ftspark_housekeeping_steps_total{outcome="ok",step="expire_results"}') or 0.0
+
+    time.sleep(max(0.0, past_retention - time.monotonic()))
+    swept = expiry_sweeps()
+    eventually(lambda: expiry_sweeps() > swept, timeout=30, what="a retention sweep past the retention")
+    assert result_kept(), "past the retention, but the job still exists: its result stays"
     client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
         API_GROUP, API_VERSION, ns, PLURAL, "short"
     )

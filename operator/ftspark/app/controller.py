@@ -13,7 +13,7 @@ from kubernetes import client
 
 from ftspark.domain.ha import JobKey
 from ftspark.handlers.watch import build_registry, watch_settings
-from ftspark.metrics import RECONCILE_SECONDS
+from ftspark.metrics import HOUSEKEEPING, RECONCILE_SECONDS
 from ftspark.ports.cluster import StaleReadError
 from ftspark.reconcile.pacing import (
     CHECKPOINT_REFRESHES_PER_SECOND,
@@ -181,7 +181,9 @@ def _sweep(step: Callable[[], int], done: str) -> None:
     try:
         count = step()
     except Exception:
+        HOUSEKEEPING.labels(step=step.__name__, outcome="error").inc()
         log.exception("%s failed; trying again later", step.__name__)
     else:
+        HOUSEKEEPING.labels(step=step.__name__, outcome="ok").inc()
         if count:
             log.info(done, count)
