@@ -1094,7 +1094,7 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
 ) -> None:
     """The standby keeps an executor warm: attempt 1's executors go before the promotion, its own stay."""
     ns, core, job = fleet.watch_namespace, client.CoreV1Api(api_client), "hot"
-    fleet.start()
+    leader = fleet.start()
     _start_running(api_client, ns, job, bucket, driver={"standby": 1, "standbyExecutors": 1})
     stores = configmap_stores(
         api_client, S3BlobStore(s3_server.client()), fleet.seal(api_client), results_namespace=fleet.namespace
@@ -1118,7 +1118,16 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
         )
         stores.checkpoints.add(key, pointer, Epoch("driver", attempt, f"hot-{attempt}-driver"), retained=3)
 
-    time.sleep(1)
+    # Not after a fixed delay: a pass woken after Running (by a touch of the job) has decided too.
+    passes = sum(value for _, value in fleet.counters(leader, "ftspark_reconcile_duration_seconds"))
+    client.CustomObjectsApi(api_client).patch_namespaced_custom_object(
+        API_GROUP, API_VERSION, ns, PLURAL, job, {"metadata": {"annotations": {"test/touched": "1"}}}
+    )
+    eventually(
+        lambda: sum(v for _, v in fleet.counters(leader, "ftspark_reconcile_duration_seconds")) > passes,
+        timeout=30,
+        what="a pass after Running",
+    )
     assert pod_names(api_client, ns, job) == ["hot-1-driver"], (
         "no standby before the attempt's first checkpoint"
     )
