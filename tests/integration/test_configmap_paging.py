@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import pytest
 from kubernetes import client
 
+from ftspark.adapters import k8s
 from ftspark.adapters.k8s import configmap_stores as module
 from ftspark.adapters.memory.stores import MemoryBlobStore
 from ftspark.adapters.seal import RecordSeal
@@ -20,7 +21,7 @@ LEADER = Epoch("operator", 1, "leader")
 def test_every_record_is_found_across_pages(
     api_client: client.ApiClient, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(module, "_PAGE", 2)
+    monkeypatch.setattr(k8s, "PAGE", 2)
     stores = module.configmap_stores(
         api_client, MemoryBlobStore(), RecordSeal(RecordSeal.new_key()), results_namespace=namespace
     )

@@ -132,14 +132,9 @@ Seals = Callable[[RecordId], RecordSeal]  # the seal a record is written and che
 def operator_seals(seal: RecordSeal) -> Seals:
     """The operator's: its record key for what only it writes, each job's checkpoint key for that job's
     checkpoint record (its drivers write there too, with the key the operator gives them)."""
-    checkpoint_seals: dict[str, RecordSeal] = {}
 
     def seal_of(rid: RecordId) -> RecordSeal:
-        if rid.kind != "checkpoints":
-            return seal
-        if (found := checkpoint_seals.get(rid.key)) is None:
-            found = checkpoint_seals[rid.key] = RecordSeal(seal.job_key(rid.key))
-        return found
+        return RecordSeal(seal.job_key(rid.key)) if rid.kind == "checkpoints" else seal
 
     return seal_of
 

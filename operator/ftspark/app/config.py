@@ -208,10 +208,10 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
             storage_prefixes=tuple(p.strip() for p in args.storage_prefixes.split(",") if p.strip()),
         )
     except ValidationError as error:  # one line naming the flag and the problem, not a traceback
-        parser.error("; ".join(_problem(e["loc"], str(e["msg"])) for e in error.errors()))
+        parser.error("; ".join(flag_problem(e["loc"], str(e["msg"])) for e in error.errors()))
 
 
-def _problem(location: tuple[int | str, ...], message: str) -> str:
+def flag_problem(location: tuple[int | str, ...], message: str) -> str:
     """A field's problem under its flag's name; a check across fields names them itself."""
     message = message.removeprefix("Value error, ")
     return f"--{str(location[0]).replace('_', '-')}: {message}" if location else message

@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, NoReturn
 
 import boto3
 from botocore.config import Config
-from kubernetes import client, config
+from kubernetes import client
 
 from ftspark.adapters.ha import ha_stores
+from ftspark.adapters.k8s import kube_configuration
 from ftspark.adapters.k8s.cluster import KubeDrivers, KubeEvents, KubeJobs
 from ftspark.adapters.k8s.counted import CountedApiClient
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
@@ -43,11 +44,7 @@ class NotLeadingError(RuntimeError):
 
 def api_client(cfg: OperatorConfig, *, retries: int | None = None) -> client.ApiClient:
     """retries=0 for the Lease: urllib3's retries would stretch one renew past the renew deadline."""
-    configuration = client.Configuration()
-    if cfg.kubeconfig:
-        config.load_kube_config(config_file=cfg.kubeconfig, client_configuration=configuration)
-    else:
-        config.load_incluster_config(client_configuration=configuration)
+    configuration = kube_configuration(cfg.kubeconfig)
     if retries is not None:
         configuration.retries = retries
     # A connection for every reconcile worker, the checkpoint poller and the result sweeper: the client's

@@ -17,12 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubernetes import client, config
+from kubernetes import client
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ftspark.adapters.k8s import kube_configuration
 from ftspark.adapters.k8s.live_jobs import live_job_uids
 from ftspark.adapters.localstate import LocalStateDisk
-from ftspark.app.config import _problem
+from ftspark.app.config import flag_problem
 from ftspark.app.probes import serve
 from ftspark.domain.localstate import SweepLimits, parse_bytes, plan_sweep
 from ftspark.domain.models import LocalRecoverySpec
@@ -124,7 +125,8 @@ def parse(argv: list[str] | None = None) -> SweeperConfig:
         names = {"interval_seconds": "interval", "grace_seconds": "grace"}
         parser.error(
             "; ".join(
-                _problem(tuple(names.get(str(p), p) for p in e["loc"]), str(e["msg"])) for e in error.errors()
+                flag_problem(tuple(names.get(str(p), p) for p in e["loc"]), str(e["msg"]))
+                for e in error.errors()
             )
         )
 
@@ -195,12 +197,7 @@ def sweep_once(
 
 
 def api_client(cfg: SweeperConfig) -> client.ApiClient:
-    configuration = client.Configuration()
-    if cfg.kubeconfig:
-        config.load_kube_config(config_file=cfg.kubeconfig, client_configuration=configuration)
-    else:
-        config.load_incluster_config(client_configuration=configuration)
-    api = client.ApiClient(configuration)
+    api = client.ApiClient(kube_configuration(cfg.kubeconfig))
     api.user_agent = f"ftspark-local-state-sweeper ({os.environ.get('NODE_NAME', 'node')})"
     return api
 

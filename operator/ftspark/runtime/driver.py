@@ -26,12 +26,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import assert_never
 
-from kubernetes import client, config
+from kubernetes import client
 from py4j.protocol import Py4JError
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from ftspark.adapters.ha import checkpoint_store
+from ftspark.adapters.k8s import kube_configuration
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, Stuck, shortest_timeout
 from ftspark.ports.stores import CheckpointStore
@@ -72,11 +73,7 @@ JVM_REAP_SECONDS = 5.0  # a SIGKILLed JVM is gone in milliseconds; this only bou
 
 def kube_client(kubeconfig: str | None, pod_name: str) -> client.ApiClient:
     """A client that never retries by itself: the Lease's deadlines bound every call instead."""
-    configuration = client.Configuration()
-    if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    else:
-        config.load_incluster_config(client_configuration=configuration)
+    configuration = kube_configuration(kubeconfig)
     configuration.retries = 0
     api = client.ApiClient(configuration)
     api.user_agent = f"ftspark-driver ({pod_name})"  # names the attempt in the API server's audit log

@@ -1,9 +1,37 @@
 """Adapters on the Kubernetes API."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from kubernetes import client, config
+
 MANAGED = {"app.kubernetes.io/managed-by": "ftspark"}  # the label ftspark's own objects carry
+PAGE = 500  # items per list call: one answer with every item of a big installation would be slow and large
+
+
+def kube_configuration(kubeconfig: str | None) -> client.Configuration:
+    """The client's configuration from a kubeconfig file (outside a cluster: tests, a laptop), else from the
+    pod's ServiceAccount."""
+    configuration = client.Configuration()
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    else:
+        config.load_incluster_config(client_configuration=configuration)
+    return configuration
+
+
+def pages(
+    list_call: Callable[..., Any], token_of: Callable[[Any], str | None], **options: Any
+) -> Iterator[Any]:
+    """Every page of a list call, PAGE items at a time, following its continue token (token_of: where the
+    answer keeps it, a model's or a dict's)."""
+    token = None
+    while True:
+        page = list_call(limit=PAGE, **options, **({"_continue": token} if token else {}))
+        yield page
+        token = token_of(page)
+        if not token:
+            return
 
 
 def without_answer(call: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

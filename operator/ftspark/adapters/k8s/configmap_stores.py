@@ -24,8 +24,8 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from ftspark.adapters.k8s import pages, without_answer
 from ftspark.adapters.k8s import request_timeout as k8s_request_timeout
-from ftspark.adapters.k8s import without_answer
 from ftspark.adapters.records import (
     DEFAULT_PAYLOAD_THRESHOLD,
     ConflictError,
@@ -43,7 +43,6 @@ from ftspark.protocol import JOB_LABEL
 STORE_LABEL = "ftspark.io/store"
 WRITER_LABEL = "ftspark.io/writer"
 RESULT_LABEL = "ftspark.io/result"
-_PAGE = 500  # ConfigMaps per list call
 FENCE_ANNOTATION_PREFIX = "ftspark.io/fence-"
 WRITER_ANNOTATION = "ftspark.io/written-by"
 RESULT_PREFIX = "ftspark-result-"
@@ -146,22 +145,18 @@ class ConfigMapRecords:
         return found
 
     def _list(self, namespace: str | None, selector: str) -> list[Any]:
-        """Page by page: one answer with every result of a big installation would be slow and large."""
-        items: list[Any] = []
-        token = None
-        while True:
-            options = {"label_selector": selector, "limit": _PAGE, "_request_timeout": self._timeout}
-            if token:
-                options["_continue"] = token
-            page = (
-                self._core.list_config_map_for_all_namespaces(**options)
-                if namespace is None
-                else self._core.list_namespaced_config_map(namespace, **options)
-            )
-            items.extend(page.items)
-            token = page.metadata._continue
-            if not token:
-                return items
+        list_call = (
+            self._core.list_config_map_for_all_namespaces
+            if namespace is None
+            else functools.partial(self._core.list_namespaced_config_map, namespace)
+        )
+        found = pages(
+            list_call,
+            lambda page: page.metadata._continue,
+            label_selector=selector,
+            _request_timeout=self._timeout,
+        )
+        return [item for page in found for item in page.items]
 
     def _locate(self, rid: RecordId) -> tuple[str, str]:
         if _is_result(rid.kind):

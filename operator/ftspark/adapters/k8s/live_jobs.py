@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
 
 from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
-
-_PAGE = 500
+from ftspark.adapters.k8s import pages, request_timeout
 
 
 def live_job_uids(
@@ -17,22 +16,19 @@ def live_job_uids(
     """Every job's uid in the namespaces (empty: all of them), page by page. Raises if any page cannot be
     read: a partial listing would pass for jobs that are gone."""
     objects = client.CustomObjectsApi(api)
-    uids: set[str] = set()
-    for namespace in namespaces or (None,):
-        token = None
-        while True:
-            options: dict[str, Any] = {"limit": _PAGE, "_request_timeout": timeout}
-            if token:
-                options["_continue"] = token
-            page = (
-                objects.list_cluster_custom_object(API_GROUP, API_VERSION, PLURAL, **options)
-                if namespace is None
-                else objects.list_namespaced_custom_object(
-                    API_GROUP, API_VERSION, namespace, PLURAL, **options
-                )
-            )
-            uids.update(item["metadata"]["uid"] for item in page["items"])
-            token = page["metadata"].get("continue")
-            if not token:
-                break
-    return frozenset(uids)
+    calls = (
+        [
+            functools.partial(objects.list_namespaced_custom_object, API_GROUP, API_VERSION, n, PLURAL)
+            for n in namespaces
+        ]
+        if namespaces
+        else [functools.partial(objects.list_cluster_custom_object, API_GROUP, API_VERSION, PLURAL)]
+    )
+    return frozenset(
+        item["metadata"]["uid"]
+        for call in calls
+        for page in pages(
+            call, lambda page: page["metadata"].get("continue"), _request_timeout=request_timeout(timeout)
+        )
+        for item in page["items"]
+    )
