@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test bench soak lint types unit integration cluster-bin helm-bin spark-jars local-recovery-jar images dev-cluster crds argocd deploy docs lock clean
+.PHONY: help demo test bench soak lint types unit integration cluster-bin helm-bin spark-jars local-recovery-jar class-data images dev-cluster crds argocd deploy docs lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
@@ -42,6 +42,12 @@ spark-jars:
 local-recovery-jar:
 	tools/local_recovery_jar.sh
 
+# The driver JVM's class-data archives for this machine's classpath (ftspark/runtime/classdata.py), without
+# and with the local-recovery jar; each named by the jars it was made with, so made again only when they change.
+class-data: $(VENV)/.installed spark-jars local-recovery-jar
+	$(PY) -m ftspark.runtime.classdata --jars-dir "$$(tools/spark_jars.sh)"
+	$(PY) -m ftspark.runtime.classdata --jars-dir "$$(tools/spark_jars.sh)" --with-jar "$$(tools/local_recovery_jar.sh)"
+
 # The images as OCI archives in ~/.cache/ftspark/images, built with buildah on a Debian base from mmdebstrap;
 # prints `<reference> <archive>` per image (for `ctr -n k8s.io images import`).
 images:
@@ -57,7 +63,7 @@ types: $(VENV)/.installed
 
 # Lint and types first: a style error fails in a minute, not after the builds. images: the real-node tier runs
 # them (tests/realnodes); building them first keeps pytest's timings honest.
-test: $(VENV)/.installed lint types cluster-bin helm-bin spark-jars local-recovery-jar images
+test: $(VENV)/.installed lint types cluster-bin helm-bin spark-jars local-recovery-jar class-data images
 	$(PY) -m pytest
 
 unit: $(VENV)/.installed

@@ -8,7 +8,8 @@ containers. In order, on one installation (starting one costs a minute):
 3. the exactly-once fault tour, the job with a hot standby driver: executor and driver kills (the standby
    takes over), a frozen driver container (the kubelet's liveness probe kills it), operator-leader and node
    kills, stop and resume;
-4. the plain-manifest install (deploy/ftspark-operator.yaml) in place of the chart's.
+4. the plain-manifest install (deploy/ftspark-operator.yaml) in place of the chart's;
+and after all of it, a machine left as it was found.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from ftspark_dev.bundle import BUNDLE
+from ftspark_dev.realnodes import HostState
 from ftspark_dev.realnodes.images import OPERATOR_IMAGE
 from ftspark_dev.realworld import DEMO_BUCKET, RealWorld, running_real_world
 from ftspark_dev.tour import RealFaultTour
@@ -34,8 +36,19 @@ from tests.waiting import eventually
 
 @pytest.fixture(scope="module")
 def world(images: dict[str, Path]) -> Iterator[RealWorld]:
+    """The tier's one installation. The run, a node kill included, leaves the machine as it found it: links,
+    iptables, cgroups, mounts, sysctls and processes compared before it and after its teardown (a failure
+    here is an error at the teardown of the module's last test)."""
+    before = HostState.read()
     with running_real_world(nodes=3) as running:
+        during = HostState.read()
         yield running
+    changed = {change.split(":")[0] for change in before.changes(during)}
+    assert changed >= {"link added", "cgroup added", "iptables added", "mount added"}, (
+        f"the run changed nothing on the machine ({changed}): this check could not fail"
+    )
+    left = before.changes(HostState.read())
+    assert left == [], "the real-node run left this behind:\n" + "\n".join(left)
 
 
 SWEEPER = "ftspark-operator-local-state-sweeper"

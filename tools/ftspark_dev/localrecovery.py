@@ -31,7 +31,8 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from ftspark.manifests import LOCAL_RECOVERY_KEY_BYTES, local_recovery_conf
-from ftspark.runtime.session import extra_classpath
+from ftspark.runtime.classdata import driver_java_options, extra_classpath, spark_home
+from ftspark.runtime.session import DRIVER_JAVA_OPTIONS
 from ftspark_dev.s3server import spark_s3a_conf
 
 KEYED_TOTALS = Path(__file__).resolve().parents[2] / "examples" / "keyed_totals.py"
@@ -60,11 +61,15 @@ class JobSpec:
 
 
 def spark_conf(spec: JobSpec) -> dict[str, str]:
+    classpath = extra_classpath(spec.s3a_jars, spec.jar)
+    # The driver runtime's class data for the same classpath (make class-data), if there is one.
+    java_options = driver_java_options(classpath, spark_home(), os.environ, "")
     conf = {
         "spark.master": "local[2]",
         "spark.driver.memory": spec.driver_memory,
         "spark.ui.enabled": "false",
-        "spark.driver.extraClassPath": extra_classpath(spec.s3a_jars, spec.jar),
+        "spark.driver.extraClassPath": classpath,
+        **({DRIVER_JAVA_OPTIONS: java_options} if java_options else {}),
         "spark.sql.shuffle.partitions": str(spec.partitions),
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
         CHANGELOG: str(spec.changelog).lower(),

@@ -13,6 +13,8 @@
 | FTSPARK_SPARK_CONF | JSON object of Spark settings (spark.master may be local[...] in tests) |
 | FTSPARK_SPARK_JARS_DIR | the S3A jars; default the Spark image's /opt/ftspark/jars/s3a if there is one, else
   tools/spark_jars.sh's cache, `${FTSPARK_CACHE:-~/.cache/ftspark}/jars/<versions>` |
+| FTSPARK_CLASS_DATA_DIR | the driver JVM's class-data archives (runtime/classdata.py); default the Spark
+  image's /opt/ftspark/class-data if there is one, else `${FTSPARK_CACHE:-~/.cache/ftspark}/class-data` |
 | FTSPARK_RETAINED_CHECKPOINTS | checkpoint pointers kept in the store (default 5) |
 | FTSPARK_HA_STORE | where pointers are reported: `configmaps` (default) or `s3`, as the operator's setting |
 | FTSPARK_HA_S3_ROOT | with `s3`: the installation's `s3://<bucket>/<prefix>`, with the job's S3 settings |

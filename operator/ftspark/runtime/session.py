@@ -18,16 +18,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyspark
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from ftspark.protocol import IN_CLUSTER_MASTER, DriverEnv
+from ftspark.runtime.classdata import driver_java_options, extra_classpath, spark_home
 
 CHECKPOINT_OPTION = "checkpointlocation"
 EXECUTOR_INSTANCES = "spark.executor.instances"
+DRIVER_JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 def spark_uri(uri: str) -> str:
@@ -45,16 +46,6 @@ def in_cluster_master(master: str, env: Mapping[str, str]) -> str:
     return master
 
 
-def extra_classpath(jars_dir: Path | str, *more: str) -> str:
-    """S3A's jars (and ours) for extraClassPath, which comes before Spark's own jars. The AWS SDK bundle
-    carries unshaded SLF4J 1.x classes: first on the path, they shadow Spark's SLF4J 2 binding and every
-    Spark log line is dropped. Spark's own slf4j-api goes first."""
-    spark_jars = Path(pyspark.__file__).parent / "jars"
-    return ":".join(
-        [*map(str, sorted(spark_jars.glob("slf4j-api-*.jar"))), f"{jars_dir}/*", *filter(None, more)]
-    )
-
-
 def spark_settings(
     conf: Mapping[str, str], checkpoint_root: str, jars_dir: Path, env: Mapping[str, str] = os.environ
 ) -> dict[str, str]:
@@ -68,6 +59,10 @@ def spark_settings(
         **conf,
         "spark.sql.streaming.checkpointLocation": spark_uri(checkpoint_root),
     }
+    # Class data shared from an archive made for exactly this classpath (runtime/classdata.py), if any.
+    driver_classpath, own_options = settings["spark.driver.extraClassPath"], conf.get(DRIVER_JAVA_OPTIONS, "")
+    if java_options := driver_java_options(driver_classpath, spark_home(env), env, own_options):
+        settings[DRIVER_JAVA_OPTIONS] = java_options
     if "spark.master" in settings:
         settings["spark.master"] = in_cluster_master(settings["spark.master"], env)
     pod_ip = env.get("SPARK_DRIVER_BIND_ADDRESS")
