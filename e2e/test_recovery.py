@@ -1,6 +1,6 @@
-"""Driver recovery (ftspark_dev.recovery): the job's driver SIGKILLed, without and with a warm standby, each
-step of the way back timed. make bench runs the same with more kills and plain Spark beside it, a figure to
-compare with that proves nothing of ftspark, so CI leaves it out."""
+"""Driver recovery (ftspark_dev.recovery): the job's driver SIGKILLed, without and with a warm standby (two
+jobs at once), each step of the way back timed. make bench runs the same with more kills, one row at a time,
+and plain Spark beside it, a figure to compare with that proves nothing of ftspark, so CI leaves it out."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_a_killed_driver_comes_back_through_every_step_and_ftspark_fences_and_go
     world: World, tmp_path: Path
 ) -> None:
     # The standby that keeps its executor warm: the cold one is the fault tour's (tests/realnodes).
-    compared = side_by_side(world, tmp_path, kills=1, standbys=(True,), plain=False)
+    compared = side_by_side(world, tmp_path, kills=1, standbys=(True,), plain=False, at_once=True)
     print(f"\n{compared.table()}")
 
     for _, timelines in compared.rows():

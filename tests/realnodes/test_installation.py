@@ -279,7 +279,11 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
     operator_installed: RealWorld, tmp_path: Path
 ) -> None:
     world = operator_installed
-    tour = RealFaultTour(world, tmp_path, spec={"driver": {"standby": 1}})
+    # The kubelet probes every 5 s and kills after 2 unanswered probes (10-15 s), as a user may tune it in the
+    # driver's pod template (docs/driver-runtime.md); the defaults (10 s, 3) take 30-40 s.
+    probe = {"periodSeconds": 5, "failureThreshold": 2}
+    template = {"spec": {"containers": [{"name": "driver", "livenessProbe": probe}]}}
+    tour = RealFaultTour(world, tmp_path, spec={"driver": {"standby": 1, "podTemplate": template}})
     tour.start()
     tour.kill_executor()
     tour.wait_for_standby()

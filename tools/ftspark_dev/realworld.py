@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
+from ftspark.manifests import merge_template
 from ftspark_dev.bundle import CHART
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.operators import leading, lease_holder, probe
@@ -208,7 +209,8 @@ class RealWorld(JobsClient):
             ],
         }
         body["spec"]["sparkConf"] |= {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
-        body["spec"]["driver"] |= spec.pop("driver", {})  # e.g. standby: the volumes above are kept
+        # e.g. a standby, a probe in the driver's pod template: merged as the operator merges templates.
+        body["spec"]["driver"] = merge_template(body["spec"]["driver"], spec.pop("driver", {}))
         body["spec"] |= spec
         return body
 

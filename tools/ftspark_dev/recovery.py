@@ -30,7 +30,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from kubernetes import client
@@ -188,12 +190,14 @@ def standby_cost(world: World, pod: client.V1Pod, window: float) -> StandbyCost:
 def ftspark_recoveries(
     world: World, work: Path, kills: int, *, standby: bool = False, warm: bool = False
 ) -> FtsparkRun:
-    """warm: the standby keeps the job's executor (the example job has one) up and warmed."""
+    """warm: the standby keeps the job's executor (the example job has one) up and warmed. Each row's job
+    has a name of its own, so that rows may run at once."""
     spec: dict[str, object] = {"short_lease": False}
     if standby:
         spec["driver"] = {"standby": 1, **({"standbyExecutors": 1} if warm else {})}
     row = f"standby-{'warm' if warm else 'cold'}" if standby else "ftspark"
-    tour = FaultTour(world, work / row, feed_interval=FEED_INTERVAL, spec=spec)
+    subject = WindowedCounts(name=f"counts-{row}")
+    tour = FaultTour(world, work / row, subject=subject, feed_interval=FEED_INTERVAL, spec=spec)
     tour.start()
     runs = _runs(tour.output)
     timelines, leases, promotions, warmed, cost = [], [], 0, 0, None
@@ -430,15 +434,18 @@ def side_by_side(
     *,
     standbys: tuple[bool, ...] = (False, True),
     plain: bool = True,
+    at_once: bool = False,
 ) -> SideBySide:
     """standbys: a row with a standby for each, warm or not; plain: the plain Spark row (a figure to compare
     with, which proves nothing of ftspark). ftspark first: its run makes the driver ServiceAccount that the
-    plain pods use too."""
-    ftspark = ftspark_recoveries(world, work, kills)
-    with_standby = {
-        warm: ftspark_recoveries(world, work, kills, standby=True, warm=warm) for warm in standbys
-    }
-    return SideBySide(plain_recoveries(world, work, kills) if plain else [], ftspark, with_standby)
+    plain pods use too. at_once: ftspark's rows run at the same time, each with its own job (what CI runs:
+    every step and guarantee is the same, only the figures are those of a busier machine)."""
+    rows: list[Callable[[], FtsparkRun]] = [partial(ftspark_recoveries, world, work, kills)]
+    rows += [partial(ftspark_recoveries, world, work, kills, standby=True, warm=warm) for warm in standbys]
+    with ThreadPoolExecutor(max_workers=len(rows) if at_once else 1) as pool:
+        ftspark, *with_standby = [run.result() for run in [pool.submit(row) for row in rows]]
+    standby_rows = dict(zip(standbys, with_standby, strict=True))
+    return SideBySide(plain_recoveries(world, work, kills) if plain else [], ftspark, standby_rows)
 
 
 def main() -> None:

@@ -38,6 +38,7 @@ import pyspark
 
 IMAGE_DIR = Path("/opt/ftspark/class-data")  # images/spark-py/Dockerfile
 CLASS_DATA_DIR = "FTSPARK_CLASS_DATA_DIR"
+KEPT = 6  # archives kept in a directory (runtime/classdata.py _prune)
 # The launcher's inputs to the driver's classpath besides extraClassPath and SPARK_HOME (Spark's
 # AbstractCommandBuilder.buildClassPath).
 _CLASSPATH_ENV = ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH")
@@ -178,7 +179,16 @@ def make_archive(extra: str, env: Mapping[str, str]) -> Path:
             )
         partial.chmod(0o644)
         partial.rename(archive)
+    _prune(archive.parent)
     return archive
+
+
+def _prune(directory: Path) -> None:
+    """A development cache gains two archives (about 160 MiB each) with every new venv or jar: only the
+    newest KEPT stay (a few checkouts' worth); the others' jars are gone or will not be used again."""
+    archives = sorted(directory.glob("driver-*.jsa"), key=lambda path: path.stat().st_mtime, reverse=True)
+    for old in archives[KEPT:]:
+        old.unlink(missing_ok=True)
 
 
 def _check(jars_dir: str, jar: str) -> str | None:
