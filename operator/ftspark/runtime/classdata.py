@@ -38,7 +38,7 @@ import pyspark
 
 IMAGE_DIR = Path("/opt/ftspark/class-data")  # images/spark-py/Dockerfile
 CLASS_DATA_DIR = "FTSPARK_CLASS_DATA_DIR"
-KEPT = 6  # archives kept in a directory (runtime/classdata.py _prune)
+KEPT = 6  # archives a directory keeps (the newest): a few checkouts or venvs worth
 # The launcher's inputs to the driver's classpath besides extraClassPath and SPARK_HOME (Spark's
 # AbstractCommandBuilder.buildClassPath).
 _CLASSPATH_ENV = ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH")
