@@ -369,7 +369,13 @@ def test_standby_takes_over_after_the_leader_is_killed(
     print(
         f"leader SIGKILL -> standby created a driver pod in {takeover:.2f} s (lease {fleet.lease_duration} s)"
     )
-    assert takeover < fleet.lease_duration + 2.2 * 2 * fleet.retry_period + 5
+    assert takeover < _takeover_bound(fleet)
+
+
+def _takeover_bound(fleet: OperatorFleet) -> float:
+    """A standby acquires within a lease duration of the last renew plus two jittered retry periods
+    (client-go's factor 1.2), and 5 s for a busy machine: beyond it, the standby waited on something else."""
+    return fleet.lease_duration + 2.2 * 2 * fleet.retry_period + 5
 
 
 def _observed(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
@@ -460,7 +466,8 @@ def test_stop_that_times_out_is_escalated_to_cancel(
     eventually(
         lambda: pod_names(api_client, ns, "stuck") == [], timeout=30, what="the stuck driver is cancelled"
     )
-    assert 2 <= time.monotonic() - asked < 10
+    # Not before its own 2 s (the default is 120 s: the wait above would have failed).
+    assert time.monotonic() - asked >= 2
     eventually(lambda: _phase(api_client, ns, "stuck") == "Stopped", timeout=30, what="Stopped")
     assert "StopTimedOut" in event_reasons(api_client, ns, "stuck")
 
@@ -814,7 +821,7 @@ def test_metrics_and_probes(
     eventually(lambda: _metric(fleet.probe(second, "/metrics")[1], "ftspark_leader") == 1, timeout=30)
     gap = _metric(fleet.probe(second, "/metrics")[1], "ftspark_failover_duration_seconds")
     assert gap is not None
-    assert fleet.lease_duration <= gap < fleet.lease_duration + 3
+    assert fleet.lease_duration <= gap < _takeover_bound(fleet)
 
 
 def test_cluster_wide_operator_manages_jobs_in_any_namespace(
