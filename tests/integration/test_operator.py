@@ -988,6 +988,46 @@ def test_local_recovery_refused_by_pod_security_says_which_level_it_needs(
     assert pod_names(api_client, ns, "hostpath") == []
 
 
+def test_a_full_resource_quota_is_said_in_the_status_and_the_attempt_starts_once_it_has_room(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    """The API server's "exceeded quota" reaches the job's status and Events (not only the operator's log),
+    nothing of the attempt is left half made, and the attempt starts by itself once the quota has room."""
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    quota = client.V1ResourceQuota(
+        metadata=client.V1ObjectMeta(name="no-pods"), spec=client.V1ResourceQuotaSpec(hard={"pods": "0"})
+    )
+    core.create_namespaced_resource_quota(ns, quota)
+    # What the quota controller would report (this API server runs none): the admission reads the status.
+    core.patch_namespaced_resource_quota_status(
+        "no-pods", ns, {"status": {"hard": {"pods": "0"}, "used": {"pods": "0"}}}
+    )
+    fleet.start()
+    create_job(api_client, ns, job_manifest("quota", bucket))
+
+    ready = eventually(
+        lambda: (found := condition(job_status(api_client, ns, "quota"), "Ready")).get("reason")
+        == "QuotaExceeded"
+        and found,
+        timeout=30,
+        what=lambda: f"QuotaExceeded condition\n{fleet.logs()}",
+    )
+    assert "exceeded quota: no-pods" in ready["message"], ready
+    assert "QuotaExceeded" in event_reasons(api_client, ns, "quota")
+    assert pod_names(api_client, ns, "quota") == []
+    secrets = [secret.metadata.name for secret in core.list_namespaced_secret(ns).items]
+    assert not [name for name in secrets if name.startswith("quota-1")], f"left half made: {secrets}"
+    status = job_status(api_client, ns, "quota")
+    assert (status["phase"], status["restarts"]["count"]) == ("Pending", 0), "waiting for room is no failure"
+
+    core.delete_namespaced_resource_quota("no-pods", ns)
+    eventually(
+        lambda: pod_names(api_client, ns, "quota") == ["quota-1-driver"],
+        timeout=30,
+        what="the driver pod once the quota is gone",
+    )
+
+
 def _ha_config_maps(core: client.CoreV1Api, namespace: str, job: str) -> list[str]:
     """The job's HA records (not the executor templates of its attempts, which carry the job label too)."""
     selector = f"ftspark.io/job={job},{STORE_LABEL}"

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
+    QUOTA_RETRY,
     Decision,
     DeleteDriver,
     DeleteLeftoverExecutors,
@@ -26,6 +27,7 @@ from ftspark.domain.lifecycle import (
     SubmitAttempt,
     SubmittedGraph,
     decide,
+    deferred,
     invalid_spec,
     spec_hash,
 )
@@ -427,6 +429,19 @@ def test_invalid_spec_names_the_field_and_acts_on_nothing() -> None:
     assert (ready.status, ready.reason) == ("False", "InvalidSpec")
     assert "spec.checkpoint.storage" in ready.message
     assert decision.actions == (EmitEvent("Warning", "InvalidSpec", ready.message),)
+
+
+def test_a_quota_without_room_is_said_once_and_tried_again_without_counting_a_failure() -> None:
+    waiting = JobStatus(phase="Restarting", attempt=2)
+    refused = "the API server refused the driver's Pod job-3-driver for now: exceeded quota: q"
+    decision = deferred(waiting, 4, refused, T0)
+    ready = decision.status.conditions[0]
+    assert (ready.status, ready.reason, ready.message) == ("False", "QuotaExceeded", refused)
+    assert decision.actions == (EmitEvent("Warning", "QuotaExceeded", refused),)
+    assert decision.requeue_after == QUOTA_RETRY and not decision.waiting
+    assert decision.status.model_copy(update={"conditions": []}) == waiting, "nothing else changes"
+    again = deferred(decision.status, 4, refused, T0)
+    assert again.actions == () and again.status == decision.status, "said once while it stays the same"
 
 
 def test_manual_restore_waits_for_a_spec_change() -> None:

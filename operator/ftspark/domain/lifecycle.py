@@ -3,8 +3,8 @@
 observe → decide → act → record: the reconciler gathers an Observation (everything a decision needs, read
 first), `decide` returns a Decision (actions to carry out, in order, each with its final parameters, and the
 status to record), and the reconciler only carries it out. Actions are idempotent, so a crash between acting
-and recording is repaired by the next reconcile. The one decision taken after acting is `rejected`: the API
-server refused an object built from the spec.
+and recording is repaired by the next reconcile. The two decisions taken after acting are `rejected` (the API
+server refused an object built from the spec) and `deferred` (it refused one for now: a quota).
 
 State diagram (phase → phase, on what):
 
@@ -76,6 +76,8 @@ _SOON = 0.05  # seconds: look again at once, after this decision's status write
 # when it does; this is the fallback, which the controller backs off while passes change nothing
 # (reconcile.pacing.WaitBackoff).
 _WAIT = 1.0
+QUOTA_EXCEEDED = "QuotaExceeded"
+QUOTA_RETRY = 10.0  # seconds between tries of an attempt a ResourceQuota had no room for
 _DISPOSAL_RECHECK = 10.0  # seconds: a disposal's deletes leave the status as it was: no write wakes the job
 _STANDBY_RECHECK = 1.0  # seconds: a standby being deleted is made again once its pod is gone
 # seconds: while a standby waits for the attempt's first checkpoint. Its report wakes the job too (within the
@@ -397,6 +399,19 @@ def rejected(status: JobStatus, generation: int, message: str, now: datetime) ->
     """The API server refused an object built from the spec (nothing of the attempt was created): like a spec
     that fails validation, Ready=False with the server's words, no pods, no retry until the spec changes."""
     return invalid_spec(status, generation, "", message, now)
+
+
+def deferred(status: JobStatus, generation: int, message: str, now: datetime) -> Decision:
+    """The API server refused an object for now (a ResourceQuota without room; nothing of the attempt was
+    created): Ready=False, reason QuotaExceeded with the server's words, an Event once per message, and the
+    same decision tried again every QUOTA_RETRY seconds until the quota has room. Not a failure: no restart
+    is counted, as for a pod waiting for its node."""
+    previous = next((c for c in status.conditions if c.type == "Ready"), None)
+    conditions = _set_condition(status.conditions, "Ready", "False", QUOTA_EXCEEDED, message, now, generation)
+    new_status = status.model_copy(update={"conditions": conditions})
+    already_said = previous is not None and (previous.reason, previous.message) == (QUOTA_EXCEEDED, message)
+    events = () if already_said else (EmitEvent("Warning", QUOTA_EXCEEDED, message),)
+    return Decision(new_status, events, requeue_after=QUOTA_RETRY)
 
 
 class _Context:

@@ -46,6 +46,11 @@ class ObjectRejectedError(Exception):
     retrying cannot help, the spec has to change. Nothing of the attempt was created."""
 
 
+class ObjectDeferredError(Exception):
+    """The API server refused an object for now: a ResourceQuota of the namespace has no room for it. The same
+    object may pass once room is made; nothing of the attempt was created."""
+
+
 class Jobs(Protocol):
     def get(self, key: JobKey) -> JobResource | None: ...
 

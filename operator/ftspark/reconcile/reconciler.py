@@ -32,6 +32,7 @@ from ftspark.domain.lifecycle import (
     SubmitAttempt,
     SubmittedGraph,
     decide,
+    deferred,
     invalid_spec,
     job_data,
     rejected,
@@ -53,7 +54,14 @@ from ftspark.manifests import AttemptPlan
 from ftspark.metrics import JOBS, UNTRUSTED_POINTERS
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.checkpoints import CheckpointInspector
-from ftspark.ports.cluster import Drivers, Events, JobResource, Jobs, ObjectRejectedError
+from ftspark.ports.cluster import (
+    Drivers,
+    Events,
+    JobResource,
+    Jobs,
+    ObjectDeferredError,
+    ObjectRejectedError,
+)
 from ftspark.ports.stores import (
     CheckpointStore,
     JobGraphStore,
@@ -343,6 +351,8 @@ class Reconciler:
             return self._carried_out(job, spec, decision, first=observation.graph is None)
         except ObjectRejectedError as error:
             return self._carried_out(job, None, rejected(status, job.generation, str(error), now))
+        except ObjectDeferredError as error:
+            return self._carried_out(job, None, deferred(status, job.generation, str(error), now))
 
     def _refused_by_policy(self, job: JobResource, spec: JobSpec) -> list[str]:
         """Why the job policy refuses the spec, here or in the job's namespace."""

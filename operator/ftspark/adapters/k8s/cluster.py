@@ -34,7 +34,13 @@ from ftspark.manifests import (
     executor_admission_probe,
     local_recovery_secret,
 )
-from ftspark.ports.cluster import JobResource, NamespaceMetadata, ObjectRejectedError, StaleReadError
+from ftspark.ports.cluster import (
+    JobResource,
+    NamespaceMetadata,
+    ObjectDeferredError,
+    ObjectRejectedError,
+    StaleReadError,
+)
 from ftspark.ports.leadership import LockUnavailableError
 from ftspark.protocol import (
     CONTROL_ANNOTATION,
@@ -92,8 +98,8 @@ HOST_PATH_NEEDS_PRIVILEGED = (
 def _refused_as_rejected(kind: str, body: Any, call: Any, *args: Any, **kwargs: Any) -> None:
     """An object the API server calls invalid (400, 422) or that violates the namespace's Pod Security level
     (403; e.g. localRecovery's hostPath under "baseline") becomes ObjectRejectedError with the server's own
-    words (and what to do about a hostPath); 409 (already exists) is fine, other errors (RBAC, outages) are
-    raised as they are."""
+    words (and what to do about a hostPath); one a ResourceQuota has no room for (403, "exceeded quota")
+    ObjectDeferredError; 409 (already exists) is fine, other errors (RBAC, outages) are raised as they are."""
     try:
         without_answer(call, *args, **kwargs)
     except ApiException as error:
@@ -103,12 +109,13 @@ def _refused_as_rejected(kind: str, body: Any, call: Any, *args: Any, **kwargs: 
             message = str(json.loads(error.body or "{}").get("message") or error.reason)
         except ValueError:
             message = str(error.reason)
+        refused = f"the API server refused the driver's {kind} {body['metadata']['name']}"
+        if error.status == 403 and "exceeded quota" in message:
+            raise ObjectDeferredError(f"{refused} for now: {message}") from error
         pod_security = error.status == 403 and "violates PodSecurity" in message
         if error.status in {400, 422} or pod_security:
             hint = HOST_PATH_NEEDS_PRIVILEGED if pod_security and "hostPath" in message else ""
-            raise ObjectRejectedError(
-                f"the API server refused the driver's {kind} {body['metadata']['name']}: {message}{hint}"
-            ) from error
+            raise ObjectRejectedError(f"{refused}: {message}{hint}") from error
         raise
 
 
@@ -221,7 +228,7 @@ class KubeDrivers:
             for kind, body, create, delete in steps:
                 _refused_as_rejected(kind, body, create, namespace, body)
                 created.append((delete, body["metadata"]["name"]))
-        except ObjectRejectedError:
+        except (ObjectRejectedError, ObjectDeferredError):
             for delete, name in reversed(created):
                 _ignore(404, delete, name, namespace)
             raise
