@@ -1028,6 +1028,29 @@ def test_a_full_resource_quota_is_said_in_the_status_and_the_attempt_starts_once
     )
 
 
+def test_a_limit_range_refusing_the_driver_pod_is_said_as_an_invalid_spec(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    """An admission's 403 on what the spec made (here a LimitRange) is the spec's to change: InvalidSpec with
+    the API server's words, not a reconcile failing on every pass with them only in the operator's log."""
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    limits = client.V1LimitRangeItem(type="Container", max={"memory": "100Mi"})
+    core.create_namespaced_limit_range(
+        ns,
+        client.V1LimitRange(
+            metadata=client.V1ObjectMeta(name="small"), spec=client.V1LimitRangeSpec([limits])
+        ),
+    )
+    fleet.start()
+    create_job(api_client, ns, job_manifest("big", bucket))
+    ready = eventually(
+        lambda: invalid_spec(api_client, ns, "big"), timeout=30, what=lambda: f"InvalidSpec\n{fleet.logs()}"
+    )
+    assert "maximum memory usage per Container is 100Mi" in ready["message"], ready
+    assert "InvalidSpec" in event_reasons(api_client, ns, "big")
+    assert pod_names(api_client, ns, "big") == []
+
+
 def _ha_config_maps(core: client.CoreV1Api, namespace: str, job: str) -> list[str]:
     """The job's HA records (not the executor templates of its attempts, which carry the job label too)."""
     selector = f"ftspark.io/job={job},{STORE_LABEL}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import re
 import secrets
 import threading
 import time
@@ -95,11 +96,17 @@ HOST_PATH_NEEDS_PRIVILEGED = (
 )
 
 
+# A ResourceQuota's refusals: no room, or its usage not counted yet (a new quota) — both pass later.
+_QUOTA = re.compile(r"exceeded quota|status unknown for quota")
+_RBAC_REFUSAL = re.compile(r'is forbidden: User ".*" cannot ')
+
+
 def _refused_as_rejected(kind: str, body: Any, call: Any, *args: Any, **kwargs: Any) -> None:
-    """An object the API server calls invalid (400, 422) or that violates the namespace's Pod Security level
-    (403; e.g. localRecovery's hostPath under "baseline") becomes ObjectRejectedError with the server's own
-    words (and what to do about a hostPath); one a ResourceQuota has no room for (403, "exceeded quota")
-    ObjectDeferredError; 409 (already exists) is fine, other errors (RBAC, outages) are raised as they are."""
+    """An object the API server calls invalid (400, 422) or that an admission refuses (403: the namespace's
+    Pod Security level, e.g. localRecovery's hostPath under "baseline"; a LimitRange; a policy) becomes
+    ObjectRejectedError with the server's own words (and what to do about a hostPath); one a ResourceQuota
+    has no room for, ObjectDeferredError; 409 (already exists) is fine, other errors (RBAC, outages) are
+    raised as they are."""
     try:
         without_answer(call, *args, **kwargs)
     except ApiException as error:
@@ -110,11 +117,17 @@ def _refused_as_rejected(kind: str, body: Any, call: Any, *args: Any, **kwargs: 
         except ValueError:
             message = str(error.reason)
         refused = f"the API server refused the driver's {kind} {body['metadata']['name']}"
-        if error.status == 403 and "exceeded quota" in message:
+        if error.status == 403 and _QUOTA.search(message):
             raise ObjectDeferredError(f"{refused} for now: {message}") from error
-        pod_security = error.status == 403 and "violates PodSecurity" in message
-        if error.status in {400, 422} or pod_security:
-            hint = HOST_PATH_NEEDS_PRIVILEGED if pod_security and "hostPath" in message else ""
+        # Beside RBAC (the operator's own rights: its log and its admin), a 403 is an admission's verdict on
+        # what the spec made: Pod Security, a LimitRange, the cluster's own policies.
+        admission = error.status == 403 and not _RBAC_REFUSAL.search(message)
+        if error.status in {400, 422} or admission:
+            hint = (
+                HOST_PATH_NEEDS_PRIVILEGED
+                if "violates PodSecurity" in message and "hostPath" in message
+                else ""
+            )
             raise ObjectRejectedError(f"{refused}: {message}{hint}") from error
         raise
 
