@@ -318,9 +318,17 @@ class RealFaultTour(FaultTour):
         """Freezes the current driver's container; the kubelet's liveness probe gets no answer and kills it,
         the operator restarts the job. The frozen pod's name."""
         driver = self.current_driver().metadata.name
+        frozen = time.monotonic()
         self.real_world.freeze_pod(driver)
-        self._progress("driver container frozen", 300)
+        self.wait_for(lambda: self._container_ended(driver), 300, "the kubelet to kill the frozen container")
+        self._took("driver container frozen -> killed", time.monotonic() - frozen)
+        self._progress("driver container frozen", 300, since=frozen)
         return str(driver)
+
+    def _container_ended(self, pod: str) -> bool:
+        found = next((p for p in self.world.drivers(self.name) if p.metadata.name == pod), None)
+        statuses = found.status.container_statuses or [] if found else []
+        return found is None or any(s.state.terminated for s in statuses)
 
 
 class ProcessFaultTour(FaultTour):
