@@ -1026,6 +1026,11 @@ def test_a_full_resource_quota_is_said_in_the_status_and_the_attempt_starts_once
         timeout=30,
         what="the driver pod once the quota is gone",
     )
+    eventually(
+        lambda: condition(job_status(api_client, ns, "quota"), "Ready").get("reason") == "Submitted",
+        timeout=30,
+        what=lambda: f"the quota's reason gone: {job_status(api_client, ns, 'quota')}",
+    )
 
 
 def test_a_limit_range_refusing_the_driver_pod_is_said_as_an_invalid_spec(

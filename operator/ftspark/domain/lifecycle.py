@@ -587,6 +587,9 @@ class _Context:
         )
         self._phase("Submitting", reason, message)
         self._condition("Progressing", "True", reason, message)
+        ready = next((c for c in self.status.conditions if c.type == "Ready"), None)
+        if ready is not None and ready.reason == QUOTA_EXCEEDED:  # the quota had room this time
+            self._condition("Ready", "False", reason, message)
         return self._done(_POLL_SECONDS)
 
     # -- the hot standby (docs/hot-standby.md) --
