@@ -388,11 +388,9 @@ def invalid_spec(
 ) -> Decision:
     """A spec the operator cannot act on: Ready=False naming the field, an Event, no pods."""
     text = message if message.startswith("spec.") or not field_path else f"spec.{field_path}: {message}"
-    previous = next((c for c in status.conditions if c.type == "Ready"), None)
-    conditions = _set_condition(status.conditions, "Ready", "False", "InvalidSpec", text, now, generation)
-    new_status = status.model_copy(update={"conditions": conditions, "observed_generation": generation})
-    already_said = previous is not None and (previous.reason, previous.message) == ("InvalidSpec", text)
-    return Decision(new_status, () if already_said else (EmitEvent("Warning", "InvalidSpec", text),))
+    conditions, events = _not_ready(status, generation, "InvalidSpec", text, now)
+    observed = status.model_copy(update={"conditions": conditions, "observed_generation": generation})
+    return Decision(observed, events)
 
 
 def rejected(status: JobStatus, generation: int, message: str, now: datetime) -> Decision:
@@ -406,12 +404,18 @@ def deferred(status: JobStatus, generation: int, message: str, now: datetime) ->
     created): Ready=False, reason QuotaExceeded with the server's words, an Event once per message, and the
     same decision tried again every QUOTA_RETRY seconds until the quota has room. Not a failure: no restart
     is counted, as for a pod waiting for its node."""
-    previous = next((c for c in status.conditions if c.type == "Ready"), None)
-    conditions = _set_condition(status.conditions, "Ready", "False", QUOTA_EXCEEDED, message, now, generation)
-    new_status = status.model_copy(update={"conditions": conditions})
-    already_said = previous is not None and (previous.reason, previous.message) == (QUOTA_EXCEEDED, message)
-    events = () if already_said else (EmitEvent("Warning", QUOTA_EXCEEDED, message),)
-    return Decision(new_status, events, requeue_after=QUOTA_RETRY)
+    conditions, events = _not_ready(status, generation, QUOTA_EXCEEDED, message, now)
+    return Decision(status.model_copy(update={"conditions": conditions}), events, requeue_after=QUOTA_RETRY)
+
+
+def _not_ready(
+    status: JobStatus, generation: int, reason: str, message: str, now: datetime
+) -> tuple[list[Condition], tuple[Action, ...]]:
+    """Ready=False for this reason, and its Warning Event unless the condition says the same already."""
+    previous = _ready(status.conditions)
+    conditions = _set_condition(status.conditions, "Ready", "False", reason, message, now, generation)
+    said = previous is not None and (previous.reason, previous.message) == (reason, message)
+    return conditions, () if said else (EmitEvent("Warning", reason, message),)
 
 
 class _Context:
@@ -587,7 +591,7 @@ class _Context:
         )
         self._phase("Submitting", reason, message)
         self._condition("Progressing", "True", reason, message)
-        ready = next((c for c in self.status.conditions if c.type == "Ready"), None)
+        ready = _ready(self.status.conditions)
         if ready is not None and ready.reason == QUOTA_EXCEEDED:  # the quota had room this time
             self._condition("Ready", "False", reason, message)
         return self._done(_POLL_SECONDS)
@@ -960,7 +964,7 @@ class _Context:
 
     def _hold(self, reason: str, message: str) -> Decision:
         """Start nothing until the user changes the spec; say why once (an Event) and in the conditions."""
-        ready = next((c for c in self.status.conditions if c.type == "Ready"), None)
+        ready = _ready(self.status.conditions)
         if ready is None or ready.reason != reason:
             self.actions.append(EmitEvent("Warning", reason, message))
         self._condition("Ready", "False", reason, message)
@@ -1348,6 +1352,10 @@ def _failure(driver: DriverObservation | None, attempt: int, now: datetime) -> F
         reason = "DriverKilled"  # 128 + n: ended by signal n (137: SIGKILL, e.g. a kill or the OOM killer)
     message = driver.message or f"the driver exited with code {driver.exit_code}"
     return Failure(reason=reason, message=message, exit_code=driver.exit_code, attempt=attempt, time=now)
+
+
+def _ready(conditions: list[Condition]) -> Condition | None:
+    return next((c for c in conditions if c.type == "Ready"), None)
 
 
 def _set_condition(
