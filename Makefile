@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test bench soak lint types unit integration cluster-bin helm-bin spark-jars local-recovery-jar class-data images dev-cluster crds argocd deploy docs lock clean
+.PHONY: help demo test verify bench soak lint types unit integration cluster-bin helm-bin spark-jars local-recovery-jar class-data images dev-cluster crds argocd deploy docs lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
@@ -18,6 +18,7 @@ help:
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
 	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts, API calls; 100 to 5,000 jobs); task-local recovery's (in one JVM, on the nodes)"
 	@echo "make soak         two streaming jobs through 100 seeded random faults, exactly once (SOAK_FAULTS, SOAK_SEED)"
+	@echo "make verify       the proofs too long for CI: make soak, then make bench (docs/testing.md says which change needs it)"
 	@echo "make crds         regenerate crds/, the chart's copy and job policy, docs/reference.md and deploy/ from the models"
 
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -67,6 +68,9 @@ types: $(VENV)/.installed
 test: $(VENV)/.installed lint types
 	$(MAKE) --no-print-directory -j2 cluster-bin helm-bin class-data images
 	$(PY) -m pytest
+
+# What is too long for the gate, one after the other (each prints its tables).
+verify: soak bench
 
 unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Fetches the S3A jars pyspark lacks (jvm/s3a-deps/pom.xml) from Maven Central into a cache directory outside
-# the repo, keyed by version, and prints that directory. Idempotent: a complete directory is reused as is.
+# the repo and prints that directory. Idempotent: a directory completed from the same pom (its sha256 in
+# .complete) is reused as is; another pom fetches again. The directory's name is fixed: the runtime finds it
+# by that name (ftspark.runtime.config.DEV_JARS_DIR_NAME).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pom="$here/jvm/s3a-deps/pom.xml"
 cache="${FTSPARK_CACHE:-$HOME/.cache/ftspark}"
 dir="$cache/jars/hadoop-aws-3.4.1-awssdk-2.24.6"
+pom_sum="$(sha256sum "$pom" | cut -d' ' -f1)"
 
-if [[ ! -f "$dir/.complete" ]]; then
+if [[ "$(cat "$dir/.complete" 2>/dev/null)" != "$pom_sum" ]]; then
   mkdir -p "$cache/jars"
   tmp="$(mktemp -d "$cache/jars/.partial.XXXXXX")"
   chmod 755 "$tmp"
@@ -17,7 +20,7 @@ if [[ ! -f "$dir/.complete" ]]; then
   # own user.home follows the passwd entry, not $HOME).
   mvn -q -B -Dmaven.repo.local="$HOME/.m2/repository" -f "$pom" dependency:copy-dependencies \
     -DoutputDirectory="$tmp" >&2
-  touch "$tmp/.complete"
+  echo "$pom_sum" > "$tmp/.complete"
   rm -rf "$dir"
   mv "$tmp" "$dir"
   trap - EXIT
