@@ -1133,8 +1133,8 @@ def test_a_job_recreated_under_the_same_name_starts_afresh(
 def _lose_standby(api: client.ApiClient, namespace: str, job: str, pod: str) -> None:
     """Its node stops reporting: it is removed at once and made again."""
     core = client.CoreV1Api(api)
+    lost_uid = core.read_namespaced_pod(pod, namespace).metadata.uid  # before: the removal may come at once
     set_driver_running(core, namespace, pod, node_lost=True)
-    lost_uid = core.read_namespaced_pod(pod, namespace).metadata.uid
 
     def replaced() -> bool:
         pods = core.list_namespaced_pod(namespace, field_selector=f"metadata.name={pod}").items
