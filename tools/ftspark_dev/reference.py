@@ -29,9 +29,10 @@ def _rows(schema: dict[str, Any], path: str, required: set[str]) -> Iterator[str
         here = f"{path}.{name}"
         default = child.get("default")
         shown = "" if default in (None, {}) or isinstance(default, dict) else f"`{json.dumps(default)}`"
+        # A pattern is code, and a table cell's pipes are escaped (GitHub reads `\|` in a code span as `|`).
         bounds = ", ".join(
-            f"{key} {child[key]}" for key in ("minimum", "maximum", "minLength", "pattern") if key in child
-        )
+            f"{key} `{child[key]}`" for key in ("minimum", "maximum", "minLength", "pattern") if key in child
+        ).replace("|", "\\|")
         must = "yes" if name in required else ""
         description = child.get("description", "").replace("|", "\\|")
         limits = f" ({bounds})" if bounds else ""
