@@ -1,33 +1,47 @@
-"""The job lifecycle: one pure function decides, from what was observed, what to do next.
-
-observe → decide → act → record: the reconciler gathers an Observation (everything a decision needs, read
-first), `decide` returns a Decision (actions to carry out, in order, each with its final parameters, and the
-status to record), and the reconciler only carries it out. Actions are idempotent, so a crash between acting
-and recording is repaired by the next reconcile. The two decisions taken after acting are `rejected` (the API
-server refused an object built from the spec) and `deferred` (it refused one for now: a quota).
-
-State diagram (phase → phase, on what):
-
-    Pending ──submit──▶ Submitting ──driver running──▶ Running ──driver exit 0──▶ Succeeded
-                            ▲   │                        │  ▲
-                            │   └──driver failed/lost────┤  └──(upgrade: Upgrading ──▶ Submitting)
-                            │                            ▼
-                            └──delay elapsed── Restarting ──strategy exhausted──▶ Failed
-    Running ──desiredState=stopped/suspended──▶ Stopping ──final checkpoint, exit 0──▶ Stopped / Suspended
-    Running ──desiredState=cancelled──▶ Cancelling ──driver gone──▶ Cancelled
-    Stopped / Suspended / Cancelled ──desiredState=running──▶ Submitting (resume from the latest checkpoint)
-"""
+"""The rules `decide` applies: the phase each job is in, and what moves it on (the diagram: the package's
+docstring). Types in observation.py and actions.py, delays in delays.py."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import Literal, assert_never
 
-from ftspark.domain.ha import CheckpointPointer, JobResultEntry
+from ftspark.domain.ha import JobResultEntry
+from ftspark.domain.lifecycle.actions import (
+    Action,
+    CreateStandby,
+    Decision,
+    DeleteCheckpointDirectory,
+    DeleteDriver,
+    DeleteLeftoverExecutors,
+    DiscardPreviousJob,
+    DisposeSavepoint,
+    EmitEvent,
+    PromoteStandby,
+    RecordResult,
+    ReleaseDriverLease,
+    RequestSavepoint,
+    RequestStop,
+    SubmitAttempt,
+)
+from ftspark.domain.lifecycle.delays import (
+    DISPOSAL_RECHECK,
+    FIRST_COMMIT_RECHECK,
+    POLL,
+    QUOTA_RETRY,
+    SOON,
+    STANDBY_RECHECK,
+    WAIT,
+)
+from ftspark.domain.lifecycle.observation import (
+    DriverObservation,
+    DriverPhase,
+    Observation,
+    SavepointReport,
+    SubmittedGraph,
+)
 from ftspark.domain.models import (
     CheckpointRef,
     Condition,
@@ -46,7 +60,6 @@ from ftspark.domain.models import (
     UpgradeRollback,
 )
 from ftspark.domain.recovery import (
-    RestorePoint,
     checkpoint_directory,
     directory_of,
     folder_of,
@@ -69,262 +82,8 @@ _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "Creat
 _RESUMABLE: set[Phase] = {"Stopped", "Suspended", "Cancelled"}
 STATE_TOO_OLD = "StateTooOld"  # a resume refused by checkpoint.maxResumeAgeSeconds
 NODE_LOST = "NodeLost"  # the failure reason of a driver pod whose node stopped reporting
-# Watches wake a job on every change of it or its driver pods; this is only a safety net.
-_POLL_SECONDS = 300.0
-_SOON = 0.05  # seconds: look again at once, after this decision's status write
-# Seconds: look again while waiting for something to go or come (a pod, a stop). The watches wake the job
-# when it does; this is the fallback, which the controller backs off while passes change nothing
-# (reconcile.pacing.WaitBackoff).
-_WAIT = 1.0
 QUOTA_EXCEEDED = "QuotaExceeded"
-QUOTA_RETRY = 10.0  # seconds between tries of an attempt a ResourceQuota had no room for
-_DISPOSAL_RECHECK = 10.0  # seconds: a disposal's deletes leave the status as it was: no write wakes the job
-_STANDBY_RECHECK = 1.0  # seconds: a standby being deleted is made again once its pod is gone
-# seconds: while a standby waits for the attempt's first checkpoint. Its report wakes the job too (within the
-# watch's refresh delay, or the S3 poll's); this look does not depend on that wake arriving.
-_FIRST_COMMIT_RECHECK = 5.0
 _SIGNALLED = 128
-
-
-class DriverPhase(StrEnum):
-    PENDING = "Pending"
-    RUNNING = "Running"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    TERMINATING = "Terminating"
-
-
-@dataclass(frozen=True)
-class SavepointReport:
-    """The driver runtime's answer to a savepoint request (annotation ftspark.io/savepoint on its pod)."""
-
-    id: str
-    location: str = ""
-    batch_id: int = 0
-    error: str = ""
-
-
-@dataclass(frozen=True)
-class RefusedPromotion:
-    restore_batch_id: int | None  # the batch the promotion named, None for the latest
-
-
-@dataclass(frozen=True)
-class DriverObservation:
-    attempt: int
-    pod_name: str
-    phase: DriverPhase
-    exit_code: int | None = None
-    reason: str = ""
-    message: str = ""
-    started_at: datetime | None = None
-    savepoint: SavepointReport | None = None
-    rollbacks: tuple[str, ...] = ()  # the driver gave up committed batches of a damaged checkpoint
-    # Its node stopped reporting: no kubelet will finish a graceful deletion, so the pod is deleted by force.
-    node_lost: bool = False
-    # It refused the control request on its pod: written with a term below the operator's term floor (by a
-    # leader deposed since). The current leader asks again, with its own term.
-    request_refused: bool = False
-    # Nothing of the driver runs any more, on its kubelet's word (ftspark.reconcile.observe says when that
-    # word is enough): its driver Lease can be released for it, and the next attempt need not wait it out.
-    ended: bool = False
-    # A hot standby for the next attempt (docs/hot-standby.md), not the job's driver until it is promoted;
-    # made for the spec of this hash, Ready once its SparkSession is up.
-    standby: bool = False
-    spec_hash: str = ""
-    ready: bool = False
-    # It refused its promotion (written by a leader deposed since): it stands by until asked again, with this
-    # leader's term.
-    refused_promotion: RefusedPromotion | None = None
-
-
-@dataclass(frozen=True)
-class SubmittedGraph:
-    """The job graph persisted before the latest attempt's pod: what was launched, and where its state is."""
-
-    uid: str  # of the job that submitted it: another uid is a deleted job's of the same name
-    spec_hash: str
-    checkpoint_location: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class Observation:
-    job_uid: str
-    generation: int
-    spec_hash: str
-    graph: SubmittedGraph | None = None
-    drivers: tuple[DriverObservation, ...] = ()
-    result: JobResultEntry | None = None
-    executor_nodes: tuple[str, ...] = ()  # nodes running the current attempt's executors
-    latest_checkpoint: CheckpointPointer | None = None  # the newest pointer in the checkpoint store
-    # Read only when no driver pod exists, the only time an attempt can be submitted (it inspects S3).
-    # None: not read.
-    restore_point: RestorePoint | None = None
-    # Executor pods of the job's earlier attempts still there (they go with their driver pod, but only when
-    # the garbage collector gets to them). Read with restore_point: when an attempt can be submitted.
-    leftover_executors: int = 0
-    # What storage holds of each savepoint in status.savepointsDisposing whose folder is the job's; an id left
-    # out was not read (storage unreachable).
-    disposing: Mapping[str, SavepointData] = field(default_factory=dict)
-    # Whether storage still holds anything in each of status.retiredCheckpointDirectories that is the job's;
-    # one left out was not read.
-    retired_present: Mapping[str, bool] = field(default_factory=dict)
-
-    @property
-    def own_graph(self) -> SubmittedGraph | None:
-        return self.graph if self.graph is not None and self.graph.uid == self.job_uid else None
-
-
-# -- actions (carried out in order by the reconciler's actuator) --
-
-
-@dataclass(frozen=True)
-class DiscardPreviousJob:
-    """Delete the HA records a deleted job of the same name left behind (deleted while no leader watched)."""
-
-
-@dataclass(frozen=True)
-class SubmitAttempt:
-    """Write the job graph, fence older drivers out, then create the attempt's objects and driver pod."""
-
-    attempt: int
-    restore_from: RestoreFrom
-    checkpoint_location: str
-    restore_batch_id: int | None = None  # the newest verified checkpoint; later batches are rolled back
-    local_state_nodes: tuple[str, ...] = ()  # localRecovery: where the previous executors kept state
-
-
-@dataclass(frozen=True)
-class CreateStandby:
-    """Create the next attempt's driver pod and objects as a hot standby (docs/hot-standby.md): no job graph
-    and no fence, as it writes nothing until it is promoted. It restores the latest checkpoint then."""
-
-    attempt: int
-    checkpoint_location: str
-    local_state_nodes: tuple[str, ...] = ()  # the running attempt's placement, known when it was made
-
-
-@dataclass(frozen=True)
-class PromoteStandby:
-    """Like SubmitAttempt, write the job graph and fence older drivers out; then, in one patch, make the
-    standby the job's driver and ask it to take over, restoring restore_batch_id (None: the latest)."""
-
-    pod_name: str
-    attempt: int
-    checkpoint_location: str
-    restore_batch_id: int | None = None
-
-
-@dataclass(frozen=True)
-class DeleteDriver:
-    pod_name: str
-    attempt: int
-    reason: str
-    # The pod's node is lost: no kubelet will ever finish a graceful deletion, so remove the object at once.
-    # Safe: the old driver, if it still runs behind a partition, cannot renew its Lease and is fenced out.
-    force: bool = False
-
-
-@dataclass(frozen=True)
-class ReleaseDriverLease:
-    """Release the job's driver Lease if this ended driver still holds it (fence and go): the next attempt
-    takes it at once instead of waiting out its 15 s. Harmless when stale: it changes nothing once another
-    attempt holds the Lease."""
-
-    pod_name: str
-    attempt: int
-
-
-@dataclass(frozen=True)
-class DeleteLeftoverExecutors:
-    """Delete the executor pods of the job's earlier attempts: the next attempt waits until none is left,
-    so no executor of attempt N still writes state files into the checkpoint directory N+1 reuses. Those of
-    the standbys' attempts stay: a standby keeps them warm for its promotion (Observation.leftover_executors
-    does not count them)."""
-
-    standby_attempts: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class RequestStop:
-    """Ask the driver runtime to stop at the next batch boundary, with a final checkpoint (and, with a
-    savepoint_id, a savepoint of that batch: a savepoint-mode upgrade)."""
-
-    pod_name: str
-    attempt: int
-    savepoint_id: str = ""
-
-
-@dataclass(frozen=True)
-class RequestSavepoint:
-    """Ask the running driver for a savepoint at the next batch boundary; the queries keep running."""
-
-    pod_name: str
-    attempt: int
-    savepoint_id: str
-
-
-@dataclass(frozen=True)
-class DeleteCheckpointDirectory:
-    """Delete every object under prefix, a checkpoint directory of an earlier run of the job."""
-
-    prefix: str
-
-
-@dataclass(frozen=True)
-class DisposeSavepoint:
-    """Delete every object under prefix (<storage>/savepoints/<id>/), the manifest last: until the folder is
-    empty, it still says whose savepoint it is."""
-
-    savepoint_id: str
-    prefix: str
-
-
-@dataclass(frozen=True)
-class RecordResult:
-    """FLIP-194: a dirty result first, then clean up the job's resources, then mark the result clean."""
-
-    state: Literal["Succeeded", "Failed"]
-    message: str
-    finished_at: datetime
-    retain_seconds: int  # resultStore.ttlSeconds
-    data: tuple[str, ...]  # deleted with the result (job_data)
-
-
-@dataclass(frozen=True)
-class EmitEvent:
-    type: Literal["Normal", "Warning"]
-    reason: str
-    message: str
-
-
-Action = (
-    DiscardPreviousJob
-    | SubmitAttempt
-    | CreateStandby
-    | PromoteStandby
-    | ReleaseDriverLease
-    | DeleteDriver
-    | DeleteLeftoverExecutors
-    | RequestStop
-    | RequestSavepoint
-    | DisposeSavepoint
-    | DeleteCheckpointDirectory
-    | RecordResult
-    | EmitEvent
-)
-
-
-@dataclass(frozen=True)
-class Decision:
-    status: JobStatus
-    actions: tuple[Action, ...] = ()
-    requeue_after: float | None = None
-
-    @property
-    def waiting(self) -> bool:
-        """Only waiting (a pod to go, a stop to end): looking again sooner than the watches tell would do."""
-        return self.requeue_after == _WAIT
 
 
 def spec_hash(spec: JobSpec) -> str:
@@ -499,10 +258,10 @@ class _Context:
     ) -> Decision:
         """fresh: a new checkpoint directory even though the job has one (a stateless upgrade)."""
         if self.stale or self.current:
-            return self._done(_WAIT)  # never start an attempt while an earlier driver pod still exists
+            return self._done(WAIT)  # never start an attempt while an earlier driver pod still exists
         if self.obs.leftover_executors:  # nor while an executor of one does
             self.actions.append(DeleteLeftoverExecutors(tuple(s.attempt for s in self.standbys)))
-            return self._done(_WAIT)
+            return self._done(WAIT)
         attempt = self.status.attempt + 1
         graph = None if fresh else self.obs.own_graph
         # A re-created job of the same name is a new job (new uid): it never resumes the old one's state by
@@ -517,7 +276,7 @@ class _Context:
             # refused status write after the submission would otherwise forget it (the new graph names only
             # the new directory).
             self._update(retired_checkpoint_directories=retiring)
-            return self._done(_SOON, observed=False)
+            return self._done(SOON, observed=False)
         restore_batch = None
         lost_graph = restore_from == "latest-checkpoint" and graph is None
         recovered = self._directory_from_status() if lost_graph else None
@@ -543,7 +302,7 @@ class _Context:
         elif restore_from == "latest-checkpoint":
             point = self.obs.restore_point
             if point is None:
-                return self._done(_WAIT)  # not read yet (a driver pod existed when this job was observed)
+                return self._done(WAIT)  # not read yet (a driver pod existed when this job was observed)
             if point.unusable:
                 return self._manual_restore_required(point.unusable)
             if point.skipped:
@@ -571,7 +330,7 @@ class _Context:
             for late in waiting:  # it would hold this attempt's pod name
                 self._delete(late, "a standby that cannot be promoted")
                 self.settled.add(late.pod_name)
-            return self._done(_WAIT)
+            return self._done(WAIT)
         else:
             placement = self.status.placement
             nodes = (
@@ -594,7 +353,7 @@ class _Context:
         ready = _ready(self.status.conditions)
         if ready is not None and ready.reason == QUOTA_EXCEEDED:  # the quota had room this time
             self._condition("Ready", "False", reason, message)
-        return self._done(_POLL_SECONDS)
+        return self._done(POLL)
 
     # -- the hot standby (docs/hot-standby.md) --
 
@@ -653,7 +412,7 @@ class _Context:
             return None
         if unwanted:
             self._condition("StandbyReady", "False", "NotNeeded", unwanted)
-            return _STANDBY_RECHECK if self.settled else None
+            return STANDBY_RECHECK if self.settled else None
         if kept:
             standby = kept[0]
             if standby.ready and standby.phase == DriverPhase.RUNNING:
@@ -664,7 +423,7 @@ class _Context:
             return None
         if self.standbys:
             self._condition("StandbyReady", "False", "Replacing", "the previous standby is being deleted")
-            return _STANDBY_RECHECK
+            return STANDBY_RECHECK
         if not self._may_make_standby():
             self._condition("StandbyReady", "False", "Waiting", "waiting for the attempt to run")
             return None
@@ -672,7 +431,7 @@ class _Context:
             # Its JVM and session would take CPU from the attempt's own start and restore.
             message = f"waiting for attempt {self.status.attempt}'s first checkpoint"
             self._condition("StandbyReady", "False", "Waiting", message)
-            return _FIRST_COMMIT_RECHECK
+            return FIRST_COMMIT_RECHECK
         attempt = self.status.attempt + 1
         location = self.status.checkpoint_directory
         assert location is not None, "a running attempt has its checkpoint directory"
@@ -680,7 +439,7 @@ class _Context:
         nodes = tuple(placement.nodes) if placement and self.spec.local_recovery.enabled else ()
         self.actions.append(CreateStandby(attempt, location, nodes))
         self._condition("StandbyReady", "False", "Creating", f"the standby for attempt {attempt} is made")
-        return _STANDBY_RECHECK
+        return STANDBY_RECHECK
 
     def _committed(self) -> bool:
         """The running attempt has completed a checkpoint: it is past its start and restore."""
@@ -730,7 +489,7 @@ class _Context:
         the next look."""
         retired = self.status.retired_checkpoint_directories
         if not retired:
-            return _POLL_SECONDS
+            return POLL
         started = self.status.attempt_started_at
         if self.spec.upgrade_rollback.enabled and self._within_window(started):
             return self._until_window_ends(started)
@@ -753,7 +512,7 @@ class _Context:
                     pass  # not read: storage was unreachable
         if done:
             self._update(retired_checkpoint_directories=[d for d in retired if d not in done])
-        return _DISPOSAL_RECHECK if len(done) < len(retired) else _POLL_SECONDS
+        return DISPOSAL_RECHECK if len(done) < len(retired) else POLL
 
     def _directory_from_status(self) -> str | None:
         """The directory the status names (the current attempt's, else the latest checkpoint's), if it is one
@@ -813,7 +572,7 @@ class _Context:
             return self._done()
         self._delete_current("cancel requested")
         self._phase("Cancelling", "Cancelling", "deleting the driver")
-        return self._done(_WAIT)
+        return self._done(WAIT)
 
     def _stop(self, target: Phase) -> Decision:
         current = self.current
@@ -826,7 +585,7 @@ class _Context:
                     current, stop_savepoint_id(self.obs.job_uid, current.attempt), "stop"
                 )
             ):
-                return self._done(_SOON)  # the pod goes once the status holds its savepoint (see _upgrade)
+                return self._done(SOON)  # the pod goes once the status holds its savepoint (see _upgrade)
             if current is not None:
                 self._delete_current("stopped")
             message = self._stopped_message(current)
@@ -837,14 +596,14 @@ class _Context:
             return self._done()
         if current.phase == DriverPhase.PENDING:
             self._delete_current("stop requested before the driver ran")
-            return self._done(_WAIT)
+            return self._done(WAIT)
         first_request = self.status.stop_requested_at is None
         self._request_stop(
             current, stop_savepoint_id(self.obs.job_uid, current.attempt) if with_savepoint else ""
         )
         if first_request:
             self._phase("Stopping", "Stopping", "waiting for the running batch to commit")
-        return self._done(_WAIT)
+        return self._done(WAIT)
 
     def _stopped_message(self, stopped: DriverObservation | None) -> str:
         if stopped is None or stopped.exit_code != 0:
@@ -888,7 +647,7 @@ class _Context:
             if self.current is not None and self.current.phase != DriverPhase.RUNNING:
                 self._delete_current("resuming")
             if self.current is not None:
-                return self._done(_WAIT)
+                return self._done(WAIT)
             if (too_old := self._too_old_to_resume()) is not None:
                 return self._hold(STATE_TOO_OLD, too_old)
             return self._submit("latest-checkpoint", reason="Resumed", message="resuming from the checkpoint")
@@ -912,7 +671,7 @@ class _Context:
             else:
                 self._delete_current(f"spec changed ({mode} upgrade)")
             self._phase("Upgrading", "Upgrading", f"spec changed; {mode} upgrade")
-            return self._done(_WAIT)
+            return self._done(WAIT)
         stopped = self.current
         if (
             mode == "savepoint"
@@ -923,10 +682,10 @@ class _Context:
         ):
             # The report lives on the driver pod: the status keeps it before the pod goes (a status write
             # refused as stale would otherwise lose it with the pod). The status write wakes the job again.
-            return self._done(_SOON)
+            return self._done(SOON)
         self._delete_current(f"spec changed ({mode} upgrade)")
         if self.current is not None:
-            return self._done(_WAIT)
+            return self._done(WAIT)
         match mode:
             case "stateless":
                 return self._submit("nothing", fresh=True, reason="Upgraded", message=f"{mode} upgrade")
@@ -989,7 +748,7 @@ class _Context:
         self._delete_current("restarting")
         due = self.status.restarts.next_attempt_at
         if due is not None and self.now < due:
-            return self._done(max(_SOON, (due - self.now).total_seconds()))
+            return self._done(max(SOON, (due - self.now).total_seconds()))
         return self._submit(
             "latest-checkpoint", reason="Restarted", message="restarting from the latest checkpoint"
         )
@@ -1005,7 +764,7 @@ class _Context:
             assert location is not None, "a promotion names the checkpoint directory in the status"
             batch = refused.restore_batch_id
             self.actions.append(PromoteStandby(current.pod_name, current.attempt, location, batch))
-            return self._done(_WAIT)
+            return self._done(WAIT)
         match current.phase:
             case DriverPhase.FAILED:
                 return self._failed(current)
@@ -1019,7 +778,7 @@ class _Context:
                         why = current.reason or "pending"
                         return self._roll_back("UpgradeNotRunning", f"attempt {current.attempt} is {why}")
                     return self._done(self._until_window_ends(submitted))
-                return self._done(_POLL_SECONDS)
+                return self._done(POLL)
             case DriverPhase.RUNNING:
                 return self._running(current)
             case DriverPhase.SUCCEEDED if current.reason in {STOPPED, STOP_TIMED_OUT}:
@@ -1028,10 +787,10 @@ class _Context:
                 return self._failed(current)
             case DriverPhase.SUCCEEDED:
                 self._record_result("Succeeded", current.message or "the driver finished with exit code 0")
-                return self._done(_WAIT)
+                return self._done(WAIT)
             case DriverPhase.TERMINATING:
                 self._delete_current("node lost")  # only acts for a pod on a lost node: it would never go
-                return self._done(_WAIT)  # wait for it to go
+                return self._done(WAIT)  # wait for it to go
             case unknown:
                 assert_never(unknown)
 
@@ -1055,14 +814,14 @@ class _Context:
         if self.status.savepoint_in_progress:
             return self._done(min(self.spec.stop_timeout_seconds, look_again))
         due = self._periodic_due()
-        until_due = _POLL_SECONDS if due is None else (due - self.now).total_seconds()
-        return self._done(max(_SOON, min(_POLL_SECONDS, until_due, look_again)))
+        until_due = POLL if due is None else (due - self.now).total_seconds()
+        return self._done(max(SOON, min(POLL, until_due, look_again)))
 
     # -- upgrade rollback (domain/rollback.py) --
 
     def _stability(self) -> float:
         """With rollback enabled, a spec running for the window becomes the last stable one. Seconds until
-        the running attempt's spec becomes stable (_POLL_SECONDS when it is, or nothing is to be learned).
+        the running attempt's spec becomes stable (POLL when it is, or nothing is to be learned).
 
         A new generation of the same spec (only desiredState or savepoints changed) is recorded too once
         it ran for the window, so that lastStableSpec.generation names the generation a user last saw
@@ -1075,7 +834,7 @@ class _Context:
             or (stable and (stable.spec_hash, stable.generation) == (self.obs.spec_hash, self.obs.generation))
             or (rolled_back is not None and rolled_back.generation == self.obs.generation)
         ):
-            return _POLL_SECONDS
+            return POLL
         if self._within_window(started):
             return self._until_window_ends(started)
         spec = self.spec.model_dump_json(by_alias=True, exclude_defaults=True)
@@ -1084,7 +843,7 @@ class _Context:
                 generation=self.obs.generation, spec_hash=self.obs.spec_hash, spec=spec, time=self.now
             )
         )
-        return _POLL_SECONDS
+        return POLL
 
     def _on_trial(self) -> bool:
         """Whether the current attempt runs a spec change that rollback may undo: rollback is on, a stable
@@ -1106,9 +865,9 @@ class _Context:
 
     def _until_window_ends(self, since: datetime | None) -> float:
         if since is None:
-            return _POLL_SECONDS
+            return POLL
         ends = since + timedelta(seconds=self.spec.upgrade_rollback.window_seconds)
-        return max(_SOON, (ends - self.now).total_seconds())
+        return max(SOON, (ends - self.now).total_seconds())
 
     def _roll_back(self, reason: str, what: str) -> Decision:
         """Act on the last stable spec from the next pass on (rollback.effective_spec), until the spec
@@ -1128,7 +887,7 @@ class _Context:
         self._condition("Degraded", "True", reason, message)
         self._delete_current("upgrade rolled back")
         self._phase("Upgrading", "RollingBack", message)
-        return self._done(_SOON)
+        return self._done(SOON)
 
     def _record_result(self, state: Literal["Succeeded", "Failed"], message: str) -> None:
         retain = self.spec.result_store.ttl_seconds
@@ -1279,11 +1038,11 @@ class _Context:
                 savepoints_disposing=[i for i in self.status.savepoints_disposing if i not in finished],
             )
         if set(self.status.savepoints_disposing) - set(self.disposing):
-            return _SOON
+            return SOON
         if len(finished) < len(self.disposing):
-            return _DISPOSAL_RECHECK
+            return DISPOSAL_RECHECK
         if finished and self.status.phase == "Running" and (due := self._periodic_due()) is not None:
-            return max(_SOON, (due - self.now).total_seconds())
+            return max(SOON, (due - self.now).total_seconds())
         return None
 
     def _savepoint_kept(self, ref: SavepointRef, why: str) -> None:
@@ -1326,7 +1085,7 @@ class _Context:
             message = f"{failure.reason}: {failure.message} — not restarted: {verdict.reason}"
             self._record_result("Failed", message)
             self._condition("Ready", "False", "RestartsExhausted", message)
-            return self._done(_WAIT)
+            return self._done(WAIT)
         due = self.now + timedelta(seconds=verdict.delay_seconds)
         self._update(restarts=verdict.state.model_copy(update={"next_attempt_at": due}))
         # Not deleted yet: its exit code and message are in this status first (phase Restarting deletes it,
@@ -1338,7 +1097,7 @@ class _Context:
             f"restart in {verdict.delay_seconds:.1f} s ({verdict.reason})",
         )
         self._condition("Ready", "False", "Restarting", failure.message)
-        return self._done(_SOON if current is not None else max(_SOON, verdict.delay_seconds))
+        return self._done(SOON if current is not None else max(SOON, verdict.delay_seconds))
 
 
 def _failure(driver: DriverObservation | None, attempt: int, now: datetime) -> Failure:

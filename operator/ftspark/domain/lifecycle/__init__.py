@@ -1,0 +1,96 @@
+"""The job lifecycle: one pure function decides, from what was observed, what to do next.
+
+observe → decide → act → record: the reconciler gathers an Observation (everything a decision needs, read
+first), `decide` returns a Decision (actions to carry out, in order, each with its final parameters, and the
+status to record), and the reconciler only carries it out. Actions are idempotent, so a crash between acting
+and recording is repaired by the next reconcile. The two decisions taken after acting are `rejected` (the API
+server refused an object built from the spec) and `deferred` (it refused one for now: a quota).
+
+The package: `observation` (what a decision is taken from), `actions` (what it does, and the Decision),
+`delays` (when it looks again, named), `rules` (`decide` and every rule it applies).
+
+State diagram (phase → phase, on what):
+
+    Pending ──submit──▶ Submitting ──driver running──▶ Running ──driver exit 0──▶ Succeeded
+                            ▲   │                        │  ▲
+                            │   └──driver failed/lost────┤  └──(upgrade: Upgrading ──▶ Submitting)
+                            │                            ▼
+                            └──delay elapsed── Restarting ──strategy exhausted──▶ Failed
+    Running ──desiredState=stopped/suspended──▶ Stopping ──final checkpoint, exit 0──▶ Stopped / Suspended
+    Running ──desiredState=cancelled──▶ Cancelling ──driver gone──▶ Cancelled
+    Stopped / Suspended / Cancelled ──desiredState=running──▶ Submitting (resume from the latest checkpoint)
+"""
+
+from ftspark.domain.lifecycle.actions import (
+    Action,
+    CreateStandby,
+    Decision,
+    DeleteCheckpointDirectory,
+    DeleteDriver,
+    DeleteLeftoverExecutors,
+    DiscardPreviousJob,
+    DisposeSavepoint,
+    EmitEvent,
+    PromoteStandby,
+    RecordResult,
+    ReleaseDriverLease,
+    RequestSavepoint,
+    RequestStop,
+    SubmitAttempt,
+)
+from ftspark.domain.lifecycle.delays import QUOTA_RETRY
+from ftspark.domain.lifecycle.observation import (
+    DriverObservation,
+    DriverPhase,
+    Observation,
+    RefusedPromotion,
+    SavepointReport,
+    SubmittedGraph,
+)
+from ftspark.domain.lifecycle.rules import (
+    NODE_LOST,
+    decide,
+    deferred,
+    invalid_spec,
+    job_data,
+    rejected,
+    spec_hash,
+    standby_made_for,
+    stop_savepoint_id,
+    upgrade_savepoint_id,
+)
+
+__all__ = [
+    "NODE_LOST",
+    "QUOTA_RETRY",
+    "Action",
+    "CreateStandby",
+    "Decision",
+    "DeleteCheckpointDirectory",
+    "DeleteDriver",
+    "DeleteLeftoverExecutors",
+    "DiscardPreviousJob",
+    "DisposeSavepoint",
+    "DriverObservation",
+    "DriverPhase",
+    "EmitEvent",
+    "Observation",
+    "PromoteStandby",
+    "RecordResult",
+    "RefusedPromotion",
+    "ReleaseDriverLease",
+    "RequestSavepoint",
+    "RequestStop",
+    "SavepointReport",
+    "SubmitAttempt",
+    "SubmittedGraph",
+    "decide",
+    "deferred",
+    "invalid_spec",
+    "job_data",
+    "rejected",
+    "spec_hash",
+    "standby_made_for",
+    "stop_savepoint_id",
+    "upgrade_savepoint_id",
+]
