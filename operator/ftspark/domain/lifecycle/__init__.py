@@ -55,10 +55,10 @@ from ftspark.domain.lifecycle.rules import (
     job_data,
     rejected,
     spec_hash,
-    standby_made_for,
     stop_savepoint_id,
     upgrade_savepoint_id,
 )
+from ftspark.domain.lifecycle.standby import made_for as standby_made_for
 
 __all__ = [
     "NODE_LOST",

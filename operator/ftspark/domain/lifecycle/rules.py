@@ -9,43 +9,38 @@ from datetime import datetime, timedelta
 from typing import Literal, assert_never
 
 from ftspark.domain.ha import JobResultEntry
+from ftspark.domain.lifecycle import standby as hot_standby
 from ftspark.domain.lifecycle.actions import (
     Action,
-    CreateStandby,
     Decision,
     DeleteCheckpointDirectory,
-    DeleteDriver,
     DeleteLeftoverExecutors,
     DiscardPreviousJob,
     DisposeSavepoint,
     EmitEvent,
     PromoteStandby,
     RecordResult,
-    ReleaseDriverLease,
     RequestSavepoint,
     RequestStop,
     SubmitAttempt,
 )
 from ftspark.domain.lifecycle.delays import (
     DISPOSAL_RECHECK,
-    FIRST_COMMIT_RECHECK,
     POLL,
     QUOTA_RETRY,
     SOON,
-    STANDBY_RECHECK,
     WAIT,
 )
+from ftspark.domain.lifecycle.draft import Draft, ready_condition, set_condition
 from ftspark.domain.lifecycle.observation import (
     DriverObservation,
     DriverPhase,
     Observation,
     SavepointReport,
-    SubmittedGraph,
 )
 from ftspark.domain.models import (
     CheckpointRef,
     Condition,
-    ConditionType,
     Failure,
     JobResult,
     JobSpec,
@@ -97,13 +92,6 @@ def spec_hash(spec: JobSpec) -> str:
             excluded[name] = True
     relevant = spec.model_dump_json(exclude=excluded, exclude_defaults=True)
     return hashlib.sha256(relevant.encode()).hexdigest()[:16]
-
-
-def standby_made_for(spec: JobSpec, hash_of_spec: str) -> str:
-    """A standby's spec-hash label: the spec's hash and, when it keeps executors warm, how many. A change of
-    that number replaces the standby, though, like the standby setting, it restarts nothing."""
-    warm = spec.driver.standby_executors
-    return f"{hash_of_spec}.{warm}" if warm else hash_of_spec
 
 
 def job_data(spec: JobSpec, uid: str, status: JobStatus) -> tuple[str, ...]:
@@ -171,69 +159,26 @@ def _not_ready(
     status: JobStatus, generation: int, reason: str, message: str, now: datetime
 ) -> tuple[list[Condition], tuple[Action, ...]]:
     """Ready=False for this reason, and its Warning Event unless the condition says the same already."""
-    previous = _ready(status.conditions)
-    conditions = _set_condition(status.conditions, "Ready", "False", reason, message, now, generation)
+    previous = ready_condition(status.conditions)
+    conditions = set_condition(status.conditions, "Ready", "False", reason, message, now, generation)
     said = previous is not None and (previous.reason, previous.message) == (reason, message)
     return conditions, () if said else (EmitEvent("Warning", reason, message),)
 
 
-class _Context:
-    def __init__(
-        self,
-        spec: JobSpec,
-        status: JobStatus,
-        observation: Observation,
-        now: datetime,
-        uniform: Callable[[], float],
-    ) -> None:
-        self.spec, self.obs, self.now, self.uniform = spec, observation, now, uniform
-        self.status = status
-        # Disposals an earlier pass recorded: only these delete (a choice is in the status before any delete).
-        self.disposing = tuple(status.savepoints_disposing)
-        self.actions: list[Action] = []
-        # A standby is the next attempt's pod, not yet the job's driver: it counts only once promoted.
-        self.standbys = [d for d in observation.drivers if d.standby]
-        self.settled: set[str] = set()  # standby pods this decision promoted or deleted already
-        drivers = [d for d in observation.drivers if not d.standby]
-        newest = max((d.attempt for d in drivers), default=0)
-        if newest > status.attempt:
-            # A driver of a later attempt than recorded: we crashed between creating it and recording status.
-            self.status = status.model_copy(update={"attempt": newest, "phase": "Submitting"})
-        self.current = next((d for d in drivers if d.attempt == self.status.attempt), None)
-        self.stale = [d for d in drivers if d.attempt < self.status.attempt]
-
-    # status helpers
-    def _update(self, **changes: object) -> None:
-        self.status = self.status.model_copy(update=changes)
-
-    def _condition(
-        self, kind: ConditionType, value: Literal["True", "False", "Unknown"], reason: str, message: str
-    ) -> None:
-        conditions = _set_condition(
-            self.status.conditions, kind, value, reason, message, self.now, self.obs.generation
-        )
-        self._update(conditions=conditions)
-
-    def _phase(self, phase: Phase, reason: str, message: str) -> None:
-        if self.status.phase != phase:
-            self.actions.append(
-                EmitEvent("Warning" if phase in {"Failed", "Restarting"} else "Normal", reason, message)
-            )
-        self._update(phase=phase)
-
+class _Context(Draft):
     def _done(self, requeue_after: float | None = None, *, observed: bool = True) -> Decision:
         """observed=False: this pass only prepared acting on the spec (the next one acts), so its generation
         is not observed yet. Otherwise every decision acts on the whole current spec (an upgrade in progress
         shows as phase Upgrading)."""
         if observed:
-            self._update(observed_generation=self.obs.generation)
-        if (soon := self._tend_standbys()) is not None:
+            self.update(observed_generation=self.obs.generation)
+        if (soon := hot_standby.tend(self)) is not None:
             requeue_after = min(requeue_after or soon, soon)
         if (disposals := self._finish_disposals()) is not None:
             requeue_after = min(requeue_after or disposals, disposals)
         newest = self.obs.latest_checkpoint
         if newest is not None:
-            self._update(
+            self.update(
                 latest_checkpoint=CheckpointRef(
                     id=newest.checkpoint_id,
                     batch_id=newest.batch_id,
@@ -242,16 +187,6 @@ class _Context:
                 )
             )
         return Decision(self.status, tuple(self.actions), requeue_after)
-
-    def _delete_current(self, reason: str) -> None:
-        if self.current is not None:
-            self._delete(self.current, reason)
-
-    def _delete(self, driver: DriverObservation, reason: str) -> None:
-        if driver.ended:
-            self.actions.append(ReleaseDriverLease(driver.pod_name, driver.attempt))
-        if driver.phase != DriverPhase.TERMINATING or driver.node_lost:
-            self.actions.append(DeleteDriver(driver.pod_name, driver.attempt, reason, force=driver.node_lost))
 
     def _submit(
         self, restore_from: RestoreFrom, *, fresh: bool = False, reason: str, message: str
@@ -275,7 +210,7 @@ class _Context:
             # The directory the fresh run leaves behind is in the status before the run starts: a crash or a
             # refused status write after the submission would otherwise forget it (the new graph names only
             # the new directory).
-            self._update(retired_checkpoint_directories=retiring)
+            self.update(retired_checkpoint_directories=retiring)
             return self._done(SOON, observed=False)
         restore_batch = None
         lost_graph = restore_from == "latest-checkpoint" and graph is None
@@ -308,7 +243,7 @@ class _Context:
             if point.skipped:
                 self.actions.append(EmitEvent("Warning", "CheckpointSkipped", point.why_skipped))
             restore_batch = point.pointer.batch_id if point.pointer else None
-        standby = self._promotable(restore_from, graph, recovered)
+        standby = hot_standby.promotable(self, restore_from, graph, recovered)
         return self._start(attempt, restore_from, location, restore_batch, standby, reason, message)
 
     def _start(
@@ -328,7 +263,7 @@ class _Context:
             reason, message = "StandbyPromoted", f"{message}: standby {standby.pod_name} promoted"
         elif waiting := [s for s in self.standbys if s.pod_name not in self.settled]:
             for late in waiting:  # it would hold this attempt's pod name
-                self._delete(late, "a standby that cannot be promoted")
+                self.delete(late, "a standby that cannot be promoted")
                 self.settled.add(late.pod_name)
             return self._done(WAIT)
         else:
@@ -339,7 +274,7 @@ class _Context:
                 else ()
             )
             self.actions.append(SubmitAttempt(attempt, restore_from, location, restore_batch, nodes))
-        self._update(
+        self.update(
             attempt=attempt,
             checkpoint_directory=location,
             driver_pod=None,
@@ -348,127 +283,12 @@ class _Context:
             stop_requested_at=None,
             restarts=self.status.restarts.model_copy(update={"next_attempt_at": None}),
         )
-        self._phase("Submitting", reason, message)
-        self._condition("Progressing", "True", reason, message)
-        ready = _ready(self.status.conditions)
+        self.set_phase("Submitting", reason, message)
+        self.condition("Progressing", "True", reason, message)
+        ready = ready_condition(self.status.conditions)
         if ready is not None and ready.reason == QUOTA_EXCEEDED:  # the quota had room this time
-            self._condition("Ready", "False", reason, message)
+            self.condition("Ready", "False", reason, message)
         return self._done(POLL)
-
-    # -- the hot standby (docs/hot-standby.md) --
-
-    def _promotable(
-        self, restore_from: RestoreFrom, graph: SubmittedGraph | None, recovered: str | None
-    ) -> DriverObservation | None:
-        """The standby this submission can promote instead of starting a pod: only for a restart after a
-        failure, from the latest checkpoint of the job graph it was made with, and only a Ready one made for
-        this attempt and this spec."""
-        if self.status.phase != "Restarting" or restore_from != "latest-checkpoint":
-            return None
-        if graph is None or recovered is not None:
-            return None
-        return next(
-            (
-                s
-                for s in self.standbys
-                if s.phase == DriverPhase.RUNNING and s.ready and not self._standby_outdated(s)
-            ),
-            None,
-        )
-
-    def _standby_unwanted(self) -> str:
-        """Why the job has no use for a standby now ("" when it has)."""
-        graph = self.obs.own_graph
-        if not self.spec.driver.standby:
-            return "spec.driver.standby is 0"
-        if self.spec.desired_state != "running" or self.obs.result or self.status.result:
-            return "the job is not to run"
-        if self.status.phase not in {"Running", "Restarting", "Submitting"}:
-            return f"the job is {self.status.phase}"
-        if graph is None or graph.spec_hash != self.obs.spec_hash:
-            return "the job's spec is changing"
-        return ""
-
-    def _tend_standbys(self) -> float | None:
-        """Delete each standby the job cannot promote (not wanted, outdated, failed, on a lost node), make
-        one when the running attempt has none, and say so in the StandbyReady condition. When to look again,
-        if sooner than the rest of the decision says."""
-        unwanted = self._standby_unwanted()
-        kept: list[DriverObservation] = []
-        for standby in self.standbys:
-            if standby.pod_name in self.settled:
-                continue
-            why = unwanted or self._standby_outdated(standby)
-            if not why:
-                kept.append(standby)
-                continue
-            if standby.phase == DriverPhase.FAILED or standby.node_lost:
-                message = f"standby {standby.pod_name} lost ({why}); another one is made"
-                self.actions.append(EmitEvent("Warning", "StandbyReplaced", message))
-            self._delete(standby, why)
-            self.settled.add(standby.pod_name)
-        if not self.spec.driver.standby:
-            self._update(conditions=[c for c in self.status.conditions if c.type != "StandbyReady"])
-            return None
-        if unwanted:
-            self._condition("StandbyReady", "False", "NotNeeded", unwanted)
-            return STANDBY_RECHECK if self.settled else None
-        if kept:
-            standby = kept[0]
-            if standby.ready and standby.phase == DriverPhase.RUNNING:
-                self._condition("StandbyReady", "True", "Ready", f"{standby.pod_name} is ready to take over")
-                return None
-            why = standby.reason or f"{standby.phase.lower()}, its SparkSession not up yet"
-            self._condition("StandbyReady", "False", "Starting", f"{standby.pod_name}: {why}")
-            return None
-        if self.standbys:
-            self._condition("StandbyReady", "False", "Replacing", "the previous standby is being deleted")
-            return STANDBY_RECHECK
-        if not self._may_make_standby():
-            self._condition("StandbyReady", "False", "Waiting", "waiting for the attempt to run")
-            return None
-        if not self._committed():
-            # Its JVM and session would take CPU from the attempt's own start and restore.
-            message = f"waiting for attempt {self.status.attempt}'s first checkpoint"
-            self._condition("StandbyReady", "False", "Waiting", message)
-            return FIRST_COMMIT_RECHECK
-        attempt = self.status.attempt + 1
-        location = self.status.checkpoint_directory
-        assert location is not None, "a running attempt has its checkpoint directory"
-        placement = self.status.placement
-        nodes = tuple(placement.nodes) if placement and self.spec.local_recovery.enabled else ()
-        self.actions.append(CreateStandby(attempt, location, nodes))
-        self._condition("StandbyReady", "False", "Creating", f"the standby for attempt {attempt} is made")
-        return STANDBY_RECHECK
-
-    def _committed(self) -> bool:
-        """The running attempt has completed a checkpoint: it is past its start and restore."""
-        newest = self.obs.latest_checkpoint
-        return newest is not None and newest.attempt == self.status.attempt
-
-    def _standby_outdated(self, standby: DriverObservation) -> str:
-        if standby.attempt != self.status.attempt + 1:
-            return f"a standby for attempt {standby.attempt}, the next one is {self.status.attempt + 1}"
-        if standby.spec_hash != standby_made_for(self.spec, self.obs.spec_hash):
-            return "made for an earlier spec"
-        if standby.phase in {DriverPhase.FAILED, DriverPhase.SUCCEEDED}:
-            return f"it ended ({standby.reason or standby.phase})"
-        if standby.node_lost:
-            return "its node stopped reporting"
-        if standby.phase == DriverPhase.TERMINATING:
-            return "being deleted"
-        return ""
-
-    def _may_make_standby(self) -> bool:
-        """Only beside a running driver (its node is what the standby avoids) and, with localRecovery, once
-        its executors' nodes are known (the standby's executors are placed there)."""
-        current = self.current
-        if self.status.phase != "Running" or current is None or current.phase != DriverPhase.RUNNING:
-            return False
-        placement = self.status.placement
-        return not self.spec.local_recovery.enabled or (
-            placement is not None and placement.attempt == self.status.attempt
-        )
 
     def _retiring(self, new: str) -> list[str]:
         """The directories to delete once the fresh run at `new` is under way: those already waiting, and the
@@ -511,7 +331,7 @@ class _Context:
                 case None:
                     pass  # not read: storage was unreachable
         if done:
-            self._update(retired_checkpoint_directories=[d for d in retired if d not in done])
+            self.update(retired_checkpoint_directories=[d for d in retired if d not in done])
         return DISPOSAL_RECHECK if len(done) < len(retired) else POLL
 
     def _directory_from_status(self) -> str | None:
@@ -527,8 +347,8 @@ class _Context:
     def _manual_restore_required(self, message: str) -> Decision:
         """Checkpoints exist but none is complete in storage: never a silent start from nothing. Failed with
         no result, so nothing starts until the user changes the spec (initialSavepoint, or stateless)."""
-        self._update(phase="Failed")
-        self._condition("Ready", "False", "InvalidSpec", message)
+        self.update(phase="Failed")
+        self.condition("Ready", "False", "InvalidSpec", message)
         self.actions.append(EmitEvent("Warning", "ManualRestoreRequired", message))
         return self._done()
 
@@ -537,7 +357,7 @@ class _Context:
         if self.obs.graph is not None and self.obs.own_graph is None:
             self.actions.append(DiscardPreviousJob())
         for driver in self.stale:
-            self._delete(driver, "superseded by a later attempt")
+            self.delete(driver, "superseded by a later attempt")
         if self.obs.result is not None:
             return self._finished(self.obs.result)
         if self.status.result is not None:
@@ -557,21 +377,23 @@ class _Context:
 
     def _finished(self, result: JobResultEntry) -> Decision:
         # A job with a result never runs again, whoever leads now (FLIP-194).
-        self._delete_current("the job has a result")
-        self._update(result=JobResult(state=result.state, time=result.finished_at, message=result.message))
-        self._phase(result.state, f"Job{result.state}", result.message or f"the job {result.state.lower()}")
-        self._condition("Ready", "False", f"Job{result.state}", result.message)
-        self._condition("Progressing", "False", f"Job{result.state}", result.message)
+        self.delete_current("the job has a result")
+        self.update(result=JobResult(state=result.state, time=result.finished_at, message=result.message))
+        self.set_phase(
+            result.state, f"Job{result.state}", result.message or f"the job {result.state.lower()}"
+        )
+        self.condition("Ready", "False", f"Job{result.state}", result.message)
+        self.condition("Progressing", "False", f"Job{result.state}", result.message)
         return self._done()
 
     def _cancel(self) -> Decision:
         if self.current is None:
-            self._phase("Cancelled", "Cancelled", "the driver is gone; resume with desiredState: running")
-            self._condition("Ready", "False", "Cancelled", "cancelled by request")
-            self._condition("Progressing", "False", "Cancelled", "cancelled by request")
+            self.set_phase("Cancelled", "Cancelled", "the driver is gone; resume with desiredState: running")
+            self.condition("Ready", "False", "Cancelled", "cancelled by request")
+            self.condition("Progressing", "False", "Cancelled", "cancelled by request")
             return self._done()
-        self._delete_current("cancel requested")
-        self._phase("Cancelling", "Cancelling", "deleting the driver")
+        self.delete_current("cancel requested")
+        self.set_phase("Cancelling", "Cancelling", "deleting the driver")
         return self._done(WAIT)
 
     def _stop(self, target: Phase) -> Decision:
@@ -587,22 +409,22 @@ class _Context:
             ):
                 return self._done(SOON)  # the pod goes once the status holds its savepoint (see _upgrade)
             if current is not None:
-                self._delete_current("stopped")
+                self.delete_current("stopped")
             message = self._stopped_message(current)
-            self._phase(target, target, message)
-            self._update(stop_requested_at=None, driver_pod=None)
-            self._condition("Ready", "False", target, message)
-            self._condition("Progressing", "False", target, message)
+            self.set_phase(target, target, message)
+            self.update(stop_requested_at=None, driver_pod=None)
+            self.condition("Ready", "False", target, message)
+            self.condition("Progressing", "False", target, message)
             return self._done()
         if current.phase == DriverPhase.PENDING:
-            self._delete_current("stop requested before the driver ran")
+            self.delete_current("stop requested before the driver ran")
             return self._done(WAIT)
         first_request = self.status.stop_requested_at is None
         self._request_stop(
             current, stop_savepoint_id(self.obs.job_uid, current.attempt) if with_savepoint else ""
         )
         if first_request:
-            self._phase("Stopping", "Stopping", "waiting for the running batch to commit")
+            self.set_phase("Stopping", "Stopping", "waiting for the running batch to commit")
         return self._done(WAIT)
 
     def _stopped_message(self, stopped: DriverObservation | None) -> str:
@@ -619,7 +441,7 @@ class _Context:
         requested = self.status.stop_requested_at
         if requested is None:
             self.actions.append(RequestStop(current.pod_name, current.attempt, savepoint_id))
-            self._update(stop_requested_at=self.now)
+            self.update(stop_requested_at=self.now)
             return
         timeout = timedelta(seconds=self.spec.stop_timeout_seconds)
         if self.now - requested < timeout:
@@ -635,7 +457,7 @@ class _Context:
                     f"no final checkpoint within {self.spec.stop_timeout_seconds} s; cancelling",
                 )
             )
-            self._delete_current("stop timed out")
+            self.delete_current("stop timed out")
 
     def _keep_running(self) -> Decision:
         status = self.status
@@ -645,7 +467,7 @@ class _Context:
         if status.phase in _RESUMABLE or (status.stop_requested_at and status.phase != "Upgrading"):
             # desiredState is running again: once the stopped driver is gone, resume where it left off.
             if self.current is not None and self.current.phase != DriverPhase.RUNNING:
-                self._delete_current("resuming")
+                self.delete_current("resuming")
             if self.current is not None:
                 return self._done(WAIT)
             if (too_old := self._too_old_to_resume()) is not None:
@@ -669,8 +491,8 @@ class _Context:
                 # the one uncommitted batch, as a last-state upgrade.
                 self._request_stop(self.current, upgrade_savepoint_id(self.obs.job_uid, self.current.attempt))
             else:
-                self._delete_current(f"spec changed ({mode} upgrade)")
-            self._phase("Upgrading", "Upgrading", f"spec changed; {mode} upgrade")
+                self.delete_current(f"spec changed ({mode} upgrade)")
+            self.set_phase("Upgrading", "Upgrading", f"spec changed; {mode} upgrade")
             return self._done(WAIT)
         stopped = self.current
         if (
@@ -683,7 +505,7 @@ class _Context:
             # The report lives on the driver pod: the status keeps it before the pod goes (a status write
             # refused as stale would otherwise lose it with the pod). The status write wakes the job again.
             return self._done(SOON)
-        self._delete_current(f"spec changed ({mode} upgrade)")
+        self.delete_current(f"spec changed ({mode} upgrade)")
         if self.current is not None:
             return self._done(WAIT)
         match mode:
@@ -723,11 +545,11 @@ class _Context:
 
     def _hold(self, reason: str, message: str) -> Decision:
         """Start nothing until the user changes the spec; say why once (an Event) and in the conditions."""
-        ready = _ready(self.status.conditions)
+        ready = ready_condition(self.status.conditions)
         if ready is None or ready.reason != reason:
             self.actions.append(EmitEvent("Warning", reason, message))
-        self._condition("Ready", "False", reason, message)
-        self._condition("Progressing", "False", reason, message)
+        self.condition("Ready", "False", reason, message)
+        self.condition("Progressing", "False", reason, message)
         return self._done()
 
     def _awaiting_manual_restore(self) -> Decision:
@@ -745,7 +567,7 @@ class _Context:
         )
 
     def _restarting(self) -> Decision:
-        self._delete_current("restarting")
+        self.delete_current("restarting")
         due = self.status.restarts.next_attempt_at
         if due is not None and self.now < due:
             return self._done(max(SOON, (due - self.now).total_seconds()))
@@ -769,9 +591,9 @@ class _Context:
             case DriverPhase.FAILED:
                 return self._failed(current)
             case DriverPhase.PENDING:
-                self._update(driver_pod=current.pod_name)
+                self.update(driver_pod=current.pod_name)
                 if current.reason in _STUCK_REASONS:
-                    self._condition("Degraded", "True", current.reason, current.message or current.reason)
+                    self.condition("Degraded", "True", current.reason, current.message or current.reason)
                 if self._on_trial():
                     submitted = self.status.attempt_submitted_at
                     if not self._within_window(submitted):
@@ -789,7 +611,7 @@ class _Context:
                 self._record_result("Succeeded", current.message or "the driver finished with exit code 0")
                 return self._done(WAIT)
             case DriverPhase.TERMINATING:
-                self._delete_current("node lost")  # only acts for a pod on a lost node: it would never go
+                self.delete_current("node lost")  # only acts for a pod on a lost node: it would never go
                 return self._done(WAIT)  # wait for it to go
             case unknown:
                 assert_never(unknown)
@@ -798,14 +620,14 @@ class _Context:
         if self.status.phase != "Running":
             # A promoted standby's container started long before its attempt was submitted.
             submitted, started = self.status.attempt_submitted_at, current.started_at or self.now
-            self._update(
+            self.update(
                 attempt_started_at=max(started, submitted) if submitted else started,
                 driver_pod=current.pod_name,
             )
-            self._phase("Running", "Running", f"attempt {current.attempt} is running")
-            self._condition("Ready", "True", "Running", f"attempt {current.attempt} is running")
-            self._condition("Progressing", "False", "Running", "")
-            self._condition("Degraded", "False", "Running", "")
+            self.set_phase("Running", "Running", f"attempt {current.attempt} is running")
+            self.condition("Ready", "True", "Running", f"attempt {current.attempt} is running")
+            self.condition("Progressing", "False", "Running", "")
+            self.condition("Degraded", "False", "Running", "")
         self._savepoints(current)
         self._report_rollbacks(current)
         self._remember_placement(current.attempt)
@@ -838,7 +660,7 @@ class _Context:
         if self._within_window(started):
             return self._until_window_ends(started)
         spec = self.spec.model_dump_json(by_alias=True, exclude_defaults=True)
-        self._update(
+        self.update(
             last_stable_spec=StableSpec(
                 generation=self.obs.generation, spec_hash=self.obs.spec_hash, spec=spec, time=self.now
             )
@@ -882,11 +704,11 @@ class _Context:
         rolled_back = UpgradeRollback(
             generation=self.obs.generation, time=self.now, reason=reason, message=message
         )
-        self._update(upgrade_rollback=rolled_back)
+        self.update(upgrade_rollback=rolled_back)
         self.actions.append(EmitEvent("Warning", "UpgradeRolledBack", message))
-        self._condition("Degraded", "True", reason, message)
-        self._delete_current("upgrade rolled back")
-        self._phase("Upgrading", "RollingBack", message)
+        self.condition("Degraded", "True", reason, message)
+        self.delete_current("upgrade rolled back")
+        self.set_phase("Upgrading", "RollingBack", message)
         return self._done(SOON)
 
     def _record_result(self, state: Literal["Succeeded", "Failed"], message: str) -> None:
@@ -900,7 +722,7 @@ class _Context:
         if not driver.rollbacks or (reported is not None and reported.attempt == driver.attempt):
             return
         message = "; ".join(driver.rollbacks)
-        self._update(last_rollback=RollbackRef(attempt=driver.attempt, time=self.now, message=message))
+        self.update(last_rollback=RollbackRef(attempt=driver.attempt, time=self.now, message=message))
         self.actions.append(EmitEvent("Warning", "CheckpointRolledBack", message))
 
     def _remember_placement(self, attempt: int) -> None:
@@ -911,7 +733,7 @@ class _Context:
         known = set(placement.nodes) if placement and placement.attempt == attempt else set()
         if not known.issuperset(self.obs.executor_nodes):
             nodes = sorted(known | set(self.obs.executor_nodes))
-            self._update(placement=Placement(attempt=attempt, nodes=nodes))
+            self.update(placement=Placement(attempt=attempt, nodes=nodes))
 
     def _savepoints(self, driver: DriverObservation) -> None:
         """One savepoint at a time: a new savepointTriggerNonce first, else a periodic one when due; record
@@ -940,7 +762,7 @@ class _Context:
             self._request_savepoint(
                 driver, periodic_savepoint_id(self.now, self.obs.job_uid, driver.attempt), None
             )
-            self._update(last_periodic_savepoint_at=self.now)
+            self.update(last_periodic_savepoint_at=self.now)
 
     def _periodic_due(self) -> datetime | None:
         """None while disposals are under way: periodic savepoints wait for them, so the history stays
@@ -954,13 +776,13 @@ class _Context:
     def _request_savepoint(self, driver: DriverObservation, savepoint_id: str, nonce: int | None) -> None:
         self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, savepoint_id))
         request = SavepointRequest(id=savepoint_id, trigger_nonce=nonce, requested_at=self.now)
-        self._update(savepoint_in_progress=request)
+        self.update(savepoint_in_progress=request)
 
     def _close_request(self, pending: SavepointRequest) -> None:
         """Answered or given up: a nonce is handled either way (never asked again)."""
         nonce = pending.trigger_nonce
         handled = self.status.handled_savepoint_nonce if nonce is None else nonce
-        self._update(savepoint_in_progress=None, handled_savepoint_nonce=handled)
+        self.update(savepoint_in_progress=None, handled_savepoint_nonce=handled)
 
     def _record_savepoint(
         self, report: SavepointReport, origin: SavepointOrigin, trigger_nonce: int | None = None
@@ -978,7 +800,7 @@ class _Context:
             trigger_nonce=trigger_nonce,
             origin=origin,
         )
-        self._update(savepoints=[*self.status.savepoints, taken])
+        self.update(savepoints=[*self.status.savepoints, taken])
         self.actions.append(
             EmitEvent("Normal", "SavepointCompleted", f"savepoint {report.id} at {report.location}")
         )
@@ -995,7 +817,7 @@ class _Context:
         if not chosen:
             return
         history = self.spec.savepoints.history
-        self._update(savepoints_disposing=[*self.status.savepoints_disposing, *chosen])
+        self.update(savepoints_disposing=[*self.status.savepoints_disposing, *chosen])
         message = (
             f"disposing of {', '.join(chosen)} (history: maxCount {history.max_count}, "
             f"maxAgeSeconds {history.max_age_seconds})"
@@ -1033,7 +855,7 @@ class _Context:
                     case None:
                         pass  # not read: storage was unreachable
         if finished:
-            self._update(
+            self.update(
                 savepoints=[ref for ref in self.status.savepoints if ref.id not in finished],
                 savepoints_disposing=[i for i in self.status.savepoints_disposing if i not in finished],
             )
@@ -1055,11 +877,11 @@ class _Context:
             self._remember_placement(current.attempt)
         if current is not None and current.reason == NO_RESTORABLE_CHECKPOINT:
             # No complete batch in the checkpoint: another attempt would find the same.
-            self._update(last_failure=failure)
-            self._delete_current("no restorable checkpoint")
+            self.update(last_failure=failure)
+            self.delete_current("no restorable checkpoint")
             return self._manual_restore_required(failure.message)
         if self._on_trial() and self._within_window(self.status.attempt_submitted_at):
-            self._update(last_failure=failure)
+            self.update(last_failure=failure)
             return self._roll_back("UpgradeFailed", f"attempt {failure.attempt} failed: {failure.reason}")
         verdict = on_failure(
             self.spec.restart_strategy,
@@ -1068,8 +890,8 @@ class _Context:
             self.status.attempt_started_at,
             self.uniform,
         )
-        self._update(last_failure=failure, restarts=verdict.state)
-        self._condition("Degraded", "True", failure.reason, failure.message)
+        self.update(last_failure=failure, restarts=verdict.state)
+        self.condition("Degraded", "True", failure.reason, failure.message)
         if failure.reason == NO_PROGRESS:
             # A hung driver looks Running to Kubernetes: say why it was replaced, and which setting decided.
             timeout = self.spec.liveness.progress_timeout_seconds
@@ -1084,19 +906,19 @@ class _Context:
         if not verdict.restart:
             message = f"{failure.reason}: {failure.message} — not restarted: {verdict.reason}"
             self._record_result("Failed", message)
-            self._condition("Ready", "False", "RestartsExhausted", message)
+            self.condition("Ready", "False", "RestartsExhausted", message)
             return self._done(WAIT)
         due = self.now + timedelta(seconds=verdict.delay_seconds)
-        self._update(restarts=verdict.state.model_copy(update={"next_attempt_at": due}))
+        self.update(restarts=verdict.state.model_copy(update={"next_attempt_at": due}))
         # Not deleted yet: its exit code and message are in this status first (phase Restarting deletes it,
         # woken by this status write), so a write refused as stale loses nothing with the pod.
-        self._phase(
+        self.set_phase(
             "Restarting",
             "Restarting",
             f"attempt {self.status.attempt} failed ({failure.reason}); "
             f"restart in {verdict.delay_seconds:.1f} s ({verdict.reason})",
         )
-        self._condition("Ready", "False", "Restarting", failure.message)
+        self.condition("Ready", "False", "Restarting", failure.message)
         return self._done(SOON if current is not None else max(SOON, verdict.delay_seconds))
 
 
@@ -1111,29 +933,3 @@ def _failure(driver: DriverObservation | None, attempt: int, now: datetime) -> F
         reason = "DriverKilled"  # 128 + n: ended by signal n (137: SIGKILL, e.g. a kill or the OOM killer)
     message = driver.message or f"the driver exited with code {driver.exit_code}"
     return Failure(reason=reason, message=message, exit_code=driver.exit_code, attempt=attempt, time=now)
-
-
-def _ready(conditions: list[Condition]) -> Condition | None:
-    return next((c for c in conditions if c.type == "Ready"), None)
-
-
-def _set_condition(
-    conditions: list[Condition],
-    kind: ConditionType,
-    value: Literal["True", "False", "Unknown"],
-    reason: str,
-    message: str,
-    now: datetime,
-    generation: int,
-) -> list[Condition]:
-    previous = next((c for c in conditions if c.type == kind), None)
-    since = previous.last_transition_time if previous and previous.status == value else now
-    updated = Condition(
-        type=kind,
-        status=value,
-        reason=reason,
-        message=message,
-        last_transition_time=since,
-        observed_generation=generation,
-    )
-    return [c for c in conditions if c.type != kind] + [updated]

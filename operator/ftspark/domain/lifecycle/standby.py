@@ -1,0 +1,133 @@
+"""The hot standby (docs/hot-standby.md): when the job has one made, kept, replaced or deleted, which one a
+restart promotes, and what the StandbyReady condition says."""
+
+from __future__ import annotations
+
+from ftspark.domain.lifecycle.actions import CreateStandby, EmitEvent
+from ftspark.domain.lifecycle.delays import FIRST_COMMIT_RECHECK, STANDBY_RECHECK
+from ftspark.domain.lifecycle.draft import Draft
+from ftspark.domain.lifecycle.observation import DriverObservation, DriverPhase, SubmittedGraph
+from ftspark.domain.models import JobSpec
+from ftspark.protocol import RestoreFrom
+
+
+def made_for(spec: JobSpec, hash_of_spec: str) -> str:
+    """A standby's spec-hash label: the spec's hash and, when it keeps executors warm, how many. A change of
+    that number replaces the standby, though, like the standby setting, it restarts nothing."""
+    warm = spec.driver.standby_executors
+    return f"{hash_of_spec}.{warm}" if warm else hash_of_spec
+
+
+def promotable(
+    draft: Draft, restore_from: RestoreFrom, graph: SubmittedGraph | None, recovered: str | None
+) -> DriverObservation | None:
+    """The standby this submission can promote instead of starting a pod: only for a restart after a
+    failure, from the latest checkpoint of the job graph it was made with, and only a Ready one made for
+    this attempt and this spec."""
+    if draft.status.phase != "Restarting" or restore_from != "latest-checkpoint":
+        return None
+    if graph is None or recovered is not None:
+        return None
+    return next(
+        (s for s in draft.standbys if s.phase == DriverPhase.RUNNING and s.ready and not outdated(draft, s)),
+        None,
+    )
+
+
+def unwanted(draft: Draft) -> str:
+    """Why the job has no use for a standby now ("" when it has)."""
+    graph = draft.obs.own_graph
+    if not draft.spec.driver.standby:
+        return "spec.driver.standby is 0"
+    if draft.spec.desired_state != "running" or draft.obs.result or draft.status.result:
+        return "the job is not to run"
+    if draft.status.phase not in {"Running", "Restarting", "Submitting"}:
+        return f"the job is {draft.status.phase}"
+    if graph is None or graph.spec_hash != draft.obs.spec_hash:
+        return "the job's spec is changing"
+    return ""
+
+
+def tend(draft: Draft) -> float | None:
+    """Delete each standby the job cannot promote (not wanted, outdated, failed, on a lost node), make
+    one when the running attempt has none, and say so in the StandbyReady condition. When to look again,
+    if sooner than the rest of the decision says."""
+    not_wanted = unwanted(draft)
+    kept: list[DriverObservation] = []
+    for standby in draft.standbys:
+        if standby.pod_name in draft.settled:
+            continue
+        why = not_wanted or outdated(draft, standby)
+        if not why:
+            kept.append(standby)
+            continue
+        if standby.phase == DriverPhase.FAILED or standby.node_lost:
+            message = f"standby {standby.pod_name} lost ({why}); another one is made"
+            draft.actions.append(EmitEvent("Warning", "StandbyReplaced", message))
+        draft.delete(standby, why)
+        draft.settled.add(standby.pod_name)
+    if not draft.spec.driver.standby:
+        draft.update(conditions=[c for c in draft.status.conditions if c.type != "StandbyReady"])
+        return None
+    if not_wanted:
+        draft.condition("StandbyReady", "False", "NotNeeded", not_wanted)
+        return STANDBY_RECHECK if draft.settled else None
+    if kept:
+        standby = kept[0]
+        if standby.ready and standby.phase == DriverPhase.RUNNING:
+            draft.condition("StandbyReady", "True", "Ready", f"{standby.pod_name} is ready to take over")
+            return None
+        why = standby.reason or f"{standby.phase.lower()}, its SparkSession not up yet"
+        draft.condition("StandbyReady", "False", "Starting", f"{standby.pod_name}: {why}")
+        return None
+    if draft.standbys:
+        draft.condition("StandbyReady", "False", "Replacing", "the previous standby is being deleted")
+        return STANDBY_RECHECK
+    if not may_make(draft):
+        draft.condition("StandbyReady", "False", "Waiting", "waiting for the attempt to run")
+        return None
+    if not committed(draft):
+        # Its JVM and session would take CPU from the attempt's own start and restore.
+        message = f"waiting for attempt {draft.status.attempt}'s first checkpoint"
+        draft.condition("StandbyReady", "False", "Waiting", message)
+        return FIRST_COMMIT_RECHECK
+    attempt = draft.status.attempt + 1
+    location = draft.status.checkpoint_directory
+    assert location is not None, "a running attempt has its checkpoint directory"
+    placement = draft.status.placement
+    nodes = tuple(placement.nodes) if placement and draft.spec.local_recovery.enabled else ()
+    draft.actions.append(CreateStandby(attempt, location, nodes))
+    draft.condition("StandbyReady", "False", "Creating", f"the standby for attempt {attempt} is made")
+    return STANDBY_RECHECK
+
+
+def committed(draft: Draft) -> bool:
+    """The running attempt has completed a checkpoint: it is past its start and restore."""
+    newest = draft.obs.latest_checkpoint
+    return newest is not None and newest.attempt == draft.status.attempt
+
+
+def outdated(draft: Draft, standby: DriverObservation) -> str:
+    if standby.attempt != draft.status.attempt + 1:
+        return f"a standby for attempt {standby.attempt}, the next one is {draft.status.attempt + 1}"
+    if standby.spec_hash != made_for(draft.spec, draft.obs.spec_hash):
+        return "made for an earlier spec"
+    if standby.phase in {DriverPhase.FAILED, DriverPhase.SUCCEEDED}:
+        return f"it ended ({standby.reason or standby.phase})"
+    if standby.node_lost:
+        return "its node stopped reporting"
+    if standby.phase == DriverPhase.TERMINATING:
+        return "being deleted"
+    return ""
+
+
+def may_make(draft: Draft) -> bool:
+    """Only beside a running driver (its node is what the standby avoids) and, with localRecovery, once
+    its executors' nodes are known (the standby's executors are placed there)."""
+    current = draft.current
+    if draft.status.phase != "Running" or current is None or current.phase != DriverPhase.RUNNING:
+        return False
+    placement = draft.status.placement
+    return not draft.spec.local_recovery.enabled or (
+        placement is not None and placement.attempt == draft.status.attempt
+    )
