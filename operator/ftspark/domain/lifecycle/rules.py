@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Literal, assert_never
 
 from ftspark.domain.ha import JobResultEntry
+from ftspark.domain.lifecycle import savepointing
 from ftspark.domain.lifecycle import standby as hot_standby
 from ftspark.domain.lifecycle.actions import (
     Action,
@@ -16,11 +17,9 @@ from ftspark.domain.lifecycle.actions import (
     DeleteCheckpointDirectory,
     DeleteLeftoverExecutors,
     DiscardPreviousJob,
-    DisposeSavepoint,
     EmitEvent,
     PromoteStandby,
     RecordResult,
-    RequestSavepoint,
     RequestStop,
     SubmitAttempt,
 )
@@ -36,7 +35,6 @@ from ftspark.domain.lifecycle.observation import (
     DriverObservation,
     DriverPhase,
     Observation,
-    SavepointReport,
 )
 from ftspark.domain.models import (
     CheckpointRef,
@@ -48,9 +46,6 @@ from ftspark.domain.models import (
     Phase,
     Placement,
     RollbackRef,
-    SavepointOrigin,
-    SavepointRef,
-    SavepointRequest,
     StableSpec,
     UpgradeRollback,
 )
@@ -63,12 +58,7 @@ from ftspark.domain.recovery import (
 from ftspark.domain.restart import on_failure
 from ftspark.domain.rollback import NOT_UPGRADED
 from ftspark.domain.savepoints import (
-    SavepointData,
     job_savepoint_id,
-    own_folder,
-    periodic_due,
-    periodic_savepoint_id,
-    to_dispose,
 )
 from ftspark.protocol import NO_PROGRESS, NO_RESTORABLE_CHECKPOINT, STOP_TIMED_OUT, STOPPED, RestoreFrom
 
@@ -174,7 +164,7 @@ class _Context(Draft):
             self.update(observed_generation=self.obs.generation)
         if (soon := hot_standby.tend(self)) is not None:
             requeue_after = min(requeue_after or soon, soon)
-        if (disposals := self._finish_disposals()) is not None:
+        if (disposals := savepointing.finish_disposals(self)) is not None:
             requeue_after = min(requeue_after or disposals, disposals)
         newest = self.obs.latest_checkpoint
         if newest is not None:
@@ -403,8 +393,8 @@ class _Context(Draft):
             if (
                 with_savepoint
                 and current is not None
-                and self._record_stop_savepoint(
-                    current, stop_savepoint_id(self.obs.job_uid, current.attempt), "stop"
+                and savepointing.record_on_stop(
+                    self, current, stop_savepoint_id(self.obs.job_uid, current.attempt), "stop"
                 )
             ):
                 return self._done(SOON)  # the pod goes once the status holds its savepoint (see _upgrade)
@@ -498,8 +488,8 @@ class _Context(Draft):
         if (
             mode == "savepoint"
             and stopped is not None
-            and self._record_stop_savepoint(
-                stopped, upgrade_savepoint_id(self.obs.job_uid, stopped.attempt), "upgrade"
+            and savepointing.record_on_stop(
+                self, stopped, upgrade_savepoint_id(self.obs.job_uid, stopped.attempt), "upgrade"
             )
         ):
             # The report lives on the driver pod: the status keeps it before the pod goes (a status write
@@ -515,19 +505,6 @@ class _Context(Draft):
                 return self._submit("latest-checkpoint", reason="Upgraded", message=f"{mode} upgrade")
             case unknown:
                 assert_never(unknown)
-
-    def _record_stop_savepoint(
-        self, stopped: DriverObservation, savepoint_id: str, origin: SavepointOrigin
-    ) -> bool:
-        """Once: the savepoint a driver stopped with answered (or its error, an Event); whether the status
-        gained a savepoint."""
-        report = stopped.savepoint
-        if report is None or report.id != savepoint_id:
-            return False
-        if report.id in {taken.id for taken in self.status.savepoints}:
-            return False
-        self._record_savepoint(report, origin)
-        return not report.error
 
     def _too_old_to_resume(self) -> str | None:
         """Why the newest checkpoint is too old to resume from (checkpoint.maxResumeAgeSeconds), if it is."""
@@ -628,14 +605,14 @@ class _Context(Draft):
             self.condition("Ready", "True", "Running", f"attempt {current.attempt} is running")
             self.condition("Progressing", "False", "Running", "")
             self.condition("Degraded", "False", "Running", "")
-        self._savepoints(current)
+        savepointing.tend(self, current)
         self._report_rollbacks(current)
         self._remember_placement(current.attempt)
-        self._choose_disposals()
+        savepointing.choose_disposals(self)
         look_again = min(self._stability(), self._delete_retired_directories())
         if self.status.savepoint_in_progress:
             return self._done(min(self.spec.stop_timeout_seconds, look_again))
-        due = self._periodic_due()
+        due = savepointing.periodic_due_at(self)
         until_due = POLL if due is None else (due - self.now).total_seconds()
         return self._done(max(SOON, min(POLL, until_due, look_again)))
 
@@ -734,142 +711,6 @@ class _Context(Draft):
         if not known.issuperset(self.obs.executor_nodes):
             nodes = sorted(known | set(self.obs.executor_nodes))
             self.update(placement=Placement(attempt=attempt, nodes=nodes))
-
-    def _savepoints(self, driver: DriverObservation) -> None:
-        """One savepoint at a time: a new savepointTriggerNonce first, else a periodic one when due; record
-        the answer, give up after stopTimeout."""
-        pending, report = self.status.savepoint_in_progress, driver.savepoint
-        if pending is not None:
-            if report is not None and report.id == pending.id:
-                self._close_request(pending)
-                self._record_savepoint(report, pending.origin, pending.trigger_nonce)
-            elif (self.now - pending.requested_at).total_seconds() >= self.spec.stop_timeout_seconds:
-                message = f"savepoint {pending.id}: no answer within {self.spec.stop_timeout_seconds} s"
-                self.actions.append(EmitEvent("Warning", "SavepointFailed", message))
-                self._close_request(pending)
-            elif driver.request_refused:  # asked by a leader deposed since: ask again, with this term
-                self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, pending.id))
-            return
-        nonce = self.spec.savepoint_trigger_nonce
-        if nonce is not None and nonce != self.status.handled_savepoint_nonce:
-            requested = job_savepoint_id(str(nonce), self.obs.job_uid, driver.attempt)
-            # A nonce used before names a folder that may be being deleted: ask once that is done.
-            if requested not in self.status.savepoints_disposing:
-                self._request_savepoint(driver, requested, nonce)
-            return
-        due = self._periodic_due()
-        if due is not None and self.now >= due:
-            self._request_savepoint(
-                driver, periodic_savepoint_id(self.now, self.obs.job_uid, driver.attempt), None
-            )
-            self.update(last_periodic_savepoint_at=self.now)
-
-    def _periodic_due(self) -> datetime | None:
-        """None while disposals are under way: periodic savepoints wait for them, so the history stays
-        bounded even while storage refuses deletes."""
-        if self.status.savepoints_disposing:
-            return None
-        return periodic_due(
-            self.spec.savepoints, self.status.last_periodic_savepoint_at, self.status.attempt_started_at
-        )
-
-    def _request_savepoint(self, driver: DriverObservation, savepoint_id: str, nonce: int | None) -> None:
-        self.actions.append(RequestSavepoint(driver.pod_name, driver.attempt, savepoint_id))
-        request = SavepointRequest(id=savepoint_id, trigger_nonce=nonce, requested_at=self.now)
-        self.update(savepoint_in_progress=request)
-
-    def _close_request(self, pending: SavepointRequest) -> None:
-        """Answered or given up: a nonce is handled either way (never asked again)."""
-        nonce = pending.trigger_nonce
-        handled = self.status.handled_savepoint_nonce if nonce is None else nonce
-        self.update(savepoint_in_progress=None, handled_savepoint_nonce=handled)
-
-    def _record_savepoint(
-        self, report: SavepointReport, origin: SavepointOrigin, trigger_nonce: int | None = None
-    ) -> None:
-        if report.error:
-            self.actions.append(
-                EmitEvent("Warning", "SavepointFailed", f"savepoint {report.id}: {report.error}")
-            )
-            return
-        taken = SavepointRef(
-            id=report.id,
-            time=self.now,
-            location=report.location,
-            batch_id=report.batch_id,
-            trigger_nonce=trigger_nonce,
-            origin=origin,
-        )
-        self.update(savepoints=[*self.status.savepoints, taken])
-        self.actions.append(
-            EmitEvent("Normal", "SavepointCompleted", f"savepoint {report.id} at {report.location}")
-        )
-
-    def _choose_disposals(self) -> None:
-        """Phase 1 of a disposal (domain.savepoints): only the choice, in the status; nothing is deleted."""
-        chosen = to_dispose(
-            self.status.savepoints,
-            self.spec.savepoints.history,
-            self.now,
-            disposing=self.status.savepoints_disposing,
-            started_from=self.spec.initial_savepoint,
-        )
-        if not chosen:
-            return
-        history = self.spec.savepoints.history
-        self.update(savepoints_disposing=[*self.status.savepoints_disposing, *chosen])
-        message = (
-            f"disposing of {', '.join(chosen)} (history: maxCount {history.max_count}, "
-            f"maxAgeSeconds {history.max_age_seconds})"
-        )
-        self.actions.append(EmitEvent("Normal", "SavepointDisposing", message))
-
-    def _finish_disposals(self) -> float | None:
-        """Phase 2 of a disposal, in any phase of the job: delete what storage still holds of each savepoint
-        an earlier pass chose; drop the reference once nothing is left. Seconds until the disposals need the
-        next look (None: they need none). This pass's status write wakes nothing (it is our own), so a
-        choice made in this pass asks for the pass that deletes, and the end of the last disposal for the
-        periodic savepoint that waited for it (_periodic_due)."""
-        storage = self.spec.checkpoint.storage
-        refs = {ref.id: ref for ref in self.status.savepoints}
-        finished: set[str] = set()
-        for savepoint_id in self.disposing:
-            ref = refs.get(savepoint_id)
-            folder = own_folder(ref, storage) if ref is not None else None
-            if ref is None:
-                finished.add(savepoint_id)  # its reference was removed by hand: nothing to go by
-            elif folder is None:
-                self._savepoint_kept(ref, f"is not where the job keeps savepoint {ref.id}")
-                finished.add(savepoint_id)
-            else:
-                match self.obs.disposing.get(savepoint_id):
-                    case SavepointData.OWN:
-                        self.actions.append(DisposeSavepoint(savepoint_id, folder))
-                    case SavepointData.GONE:
-                        message = f"savepoint {savepoint_id} at {ref.location} disposed of"
-                        self.actions.append(EmitEvent("Normal", "SavepointDisposed", message))
-                        finished.add(savepoint_id)
-                    case SavepointData.FOREIGN:
-                        self._savepoint_kept(ref, "holds no manifest of this job")
-                        finished.add(savepoint_id)
-                    case None:
-                        pass  # not read: storage was unreachable
-        if finished:
-            self.update(
-                savepoints=[ref for ref in self.status.savepoints if ref.id not in finished],
-                savepoints_disposing=[i for i in self.status.savepoints_disposing if i not in finished],
-            )
-        if set(self.status.savepoints_disposing) - set(self.disposing):
-            return SOON
-        if len(finished) < len(self.disposing):
-            return DISPOSAL_RECHECK
-        if finished and self.status.phase == "Running" and (due := self._periodic_due()) is not None:
-            return max(SOON, (due - self.now).total_seconds())
-        return None
-
-    def _savepoint_kept(self, ref: SavepointRef, why: str) -> None:
-        message = f"savepoint {ref.id}: {ref.location} {why}; its reference is dropped, its data left alone"
-        self.actions.append(EmitEvent("Warning", "SavepointNotDisposed", message))
 
     def _failed(self, current: DriverObservation | None) -> Decision:
         failure = _failure(current, self.status.attempt, self.now)

@@ -29,12 +29,12 @@ def promotable(
     if graph is None or recovered is not None:
         return None
     return next(
-        (s for s in draft.standbys if s.phase == DriverPhase.RUNNING and s.ready and not outdated(draft, s)),
+        (s for s in draft.standbys if s.phase == DriverPhase.RUNNING and s.ready and not _outdated(draft, s)),
         None,
     )
 
 
-def unwanted(draft: Draft) -> str:
+def _unwanted(draft: Draft) -> str:
     """Why the job has no use for a standby now ("" when it has)."""
     graph = draft.obs.own_graph
     if not draft.spec.driver.standby:
@@ -52,12 +52,12 @@ def tend(draft: Draft) -> float | None:
     """Delete each standby the job cannot promote (not wanted, outdated, failed, on a lost node), make
     one when the running attempt has none, and say so in the StandbyReady condition. When to look again,
     if sooner than the rest of the decision says."""
-    not_wanted = unwanted(draft)
+    not_wanted = _unwanted(draft)
     kept: list[DriverObservation] = []
     for standby in draft.standbys:
         if standby.pod_name in draft.settled:
             continue
-        why = not_wanted or outdated(draft, standby)
+        why = not_wanted or _outdated(draft, standby)
         if not why:
             kept.append(standby)
             continue
@@ -83,10 +83,10 @@ def tend(draft: Draft) -> float | None:
     if draft.standbys:
         draft.condition("StandbyReady", "False", "Replacing", "the previous standby is being deleted")
         return STANDBY_RECHECK
-    if not may_make(draft):
+    if not _may_make(draft):
         draft.condition("StandbyReady", "False", "Waiting", "waiting for the attempt to run")
         return None
-    if not committed(draft):
+    if not _committed(draft):
         # Its JVM and session would take CPU from the attempt's own start and restore.
         message = f"waiting for attempt {draft.status.attempt}'s first checkpoint"
         draft.condition("StandbyReady", "False", "Waiting", message)
@@ -101,13 +101,13 @@ def tend(draft: Draft) -> float | None:
     return STANDBY_RECHECK
 
 
-def committed(draft: Draft) -> bool:
+def _committed(draft: Draft) -> bool:
     """The running attempt has completed a checkpoint: it is past its start and restore."""
     newest = draft.obs.latest_checkpoint
     return newest is not None and newest.attempt == draft.status.attempt
 
 
-def outdated(draft: Draft, standby: DriverObservation) -> str:
+def _outdated(draft: Draft, standby: DriverObservation) -> str:
     if standby.attempt != draft.status.attempt + 1:
         return f"a standby for attempt {standby.attempt}, the next one is {draft.status.attempt + 1}"
     if standby.spec_hash != made_for(draft.spec, draft.obs.spec_hash):
@@ -121,7 +121,7 @@ def outdated(draft: Draft, standby: DriverObservation) -> str:
     return ""
 
 
-def may_make(draft: Draft) -> bool:
+def _may_make(draft: Draft) -> bool:
     """Only beside a running driver (its node is what the standby avoids) and, with localRecovery, once
     its executors' nodes are known (the standby's executors are placed there)."""
     current = draft.current
