@@ -9,12 +9,11 @@ from datetime import datetime, timedelta
 from typing import Literal, assert_never
 
 from ftspark.domain.ha import JobResultEntry
-from ftspark.domain.lifecycle import savepointing
+from ftspark.domain.lifecycle import retention, savepointing, upgrade_rollback
 from ftspark.domain.lifecycle import standby as hot_standby
 from ftspark.domain.lifecycle.actions import (
     Action,
     Decision,
-    DeleteCheckpointDirectory,
     DeleteLeftoverExecutors,
     DiscardPreviousJob,
     EmitEvent,
@@ -24,7 +23,6 @@ from ftspark.domain.lifecycle.actions import (
     SubmitAttempt,
 )
 from ftspark.domain.lifecycle.delays import (
-    DISPOSAL_RECHECK,
     POLL,
     QUOTA_RETRY,
     SOON,
@@ -46,12 +44,9 @@ from ftspark.domain.models import (
     Phase,
     Placement,
     RollbackRef,
-    StableSpec,
-    UpgradeRollback,
 )
 from ftspark.domain.recovery import (
     checkpoint_directory,
-    directory_of,
     folder_of,
     is_checkpoint_directory,
 )
@@ -196,7 +191,10 @@ class _Context(Draft):
             if graph is not None
             else checkpoint_directory(self.spec.checkpoint.storage, self.obs.job_uid, attempt)
         )
-        if fresh and (retiring := self._retiring(location)) != self.status.retired_checkpoint_directories:
+        if (
+            fresh
+            and (retiring := retention.retiring(self, location)) != self.status.retired_checkpoint_directories
+        ):
             # The directory the fresh run leaves behind is in the status before the run starts: a crash or a
             # refused status write after the submission would otherwise forget it (the new graph names only
             # the new directory).
@@ -204,7 +202,7 @@ class _Context(Draft):
             return self._done(SOON, observed=False)
         restore_batch = None
         lost_graph = restore_from == "latest-checkpoint" and graph is None
-        recovered = self._directory_from_status() if lost_graph else None
+        recovered = retention.directory_from_status(self) if lost_graph else None
         if recovered is not None:
             # The job graph was deleted (by hand, or a namespace restored without it), but the status still
             # names the job's checkpoint directory, one the operator chose for this job: resume there;
@@ -279,60 +277,6 @@ class _Context(Draft):
         if ready is not None and ready.reason == QUOTA_EXCEEDED:  # the quota had room this time
             self.condition("Ready", "False", reason, message)
         return self._done(POLL)
-
-    def _retiring(self, new: str) -> list[str]:
-        """The directories to delete once the fresh run at `new` is under way: those already waiting, and the
-        run it replaces."""
-        retired = list(self.status.retired_checkpoint_directories)
-        graph = self.obs.own_graph
-        if graph is None:
-            return retired
-        previous, storage = graph.checkpoint_location, self.spec.checkpoint.storage
-        own = is_checkpoint_directory(previous, storage, self.obs.job_uid)
-        if own and previous != new and previous not in retired:
-            retired.append(previous)
-        return retired
-
-    def _delete_retired_directories(self) -> float:
-        """While Running (past the rollback window, when rollback is on: a rollback may want them): delete
-        what earlier runs left; drop a directory from the status once storage shows it empty. Seconds until
-        the next look."""
-        retired = self.status.retired_checkpoint_directories
-        if not retired:
-            return POLL
-        started = self.status.attempt_started_at
-        if self.spec.upgrade_rollback.enabled and self._within_window(started):
-            return self._until_window_ends(started)
-        storage, uid = self.spec.checkpoint.storage, self.obs.job_uid
-        done: list[str] = []
-        for directory in retired:
-            if directory == self.status.checkpoint_directory or not is_checkpoint_directory(
-                directory, storage, uid
-            ):
-                done.append(directory)  # not one to delete (the status is the user's object too)
-                continue
-            match self.obs.retired_present.get(directory):
-                case True:
-                    self.actions.append(DeleteCheckpointDirectory(folder_of(directory)))
-                case False:
-                    message = f"checkpoint directory {directory} of an earlier run deleted"
-                    self.actions.append(EmitEvent("Normal", "CheckpointDirectoryDeleted", message))
-                    done.append(directory)
-                case None:
-                    pass  # not read: storage was unreachable
-        if done:
-            self.update(retired_checkpoint_directories=[d for d in retired if d not in done])
-        return DISPOSAL_RECHECK if len(done) < len(retired) else POLL
-
-    def _directory_from_status(self) -> str | None:
-        """The directory the status names (the current attempt's, else the latest checkpoint's), if it is one
-        the operator chose for this job: the status is the user's object too."""
-        known = self.status.checkpoint_directory
-        latest = self.status.latest_checkpoint
-        storage, uid = self.spec.checkpoint.storage, self.obs.job_uid
-        if known is not None and is_checkpoint_directory(known, storage, uid):
-            return known
-        return directory_of(latest.location, storage, uid) if latest is not None else None
 
     def _manual_restore_required(self, message: str) -> Decision:
         """Checkpoints exist but none is complete in storage: never a silent start from nothing. Failed with
@@ -571,12 +515,12 @@ class _Context(Draft):
                 self.update(driver_pod=current.pod_name)
                 if current.reason in _STUCK_REASONS:
                     self.condition("Degraded", "True", current.reason, current.message or current.reason)
-                if self._on_trial():
+                if upgrade_rollback.on_trial(self):
                     submitted = self.status.attempt_submitted_at
-                    if not self._within_window(submitted):
+                    if not upgrade_rollback.within_window(self, submitted):
                         why = current.reason or "pending"
-                        return self._roll_back("UpgradeNotRunning", f"attempt {current.attempt} is {why}")
-                    return self._done(self._until_window_ends(submitted))
+                        return self._rolled_back("UpgradeNotRunning", f"attempt {current.attempt} is {why}")
+                    return self._done(upgrade_rollback.until_window_ends(self, submitted))
                 return self._done(POLL)
             case DriverPhase.RUNNING:
                 return self._running(current)
@@ -609,83 +553,15 @@ class _Context(Draft):
         self._report_rollbacks(current)
         self._remember_placement(current.attempt)
         savepointing.choose_disposals(self)
-        look_again = min(self._stability(), self._delete_retired_directories())
+        look_again = min(upgrade_rollback.stability(self), retention.delete_retired_directories(self))
         if self.status.savepoint_in_progress:
             return self._done(min(self.spec.stop_timeout_seconds, look_again))
         due = savepointing.periodic_due_at(self)
         until_due = POLL if due is None else (due - self.now).total_seconds()
         return self._done(max(SOON, min(POLL, until_due, look_again)))
 
-    # -- upgrade rollback (domain/rollback.py) --
-
-    def _stability(self) -> float:
-        """With rollback enabled, a spec running for the window becomes the last stable one. Seconds until
-        the running attempt's spec becomes stable (POLL when it is, or nothing is to be learned).
-
-        A new generation of the same spec (only desiredState or savepoints changed) is recorded too once
-        it ran for the window, so that lastStableSpec.generation names the generation a user last saw
-        stable; a rolled-back generation runs the stable spec and is never recorded as stable itself."""
-        policy, stable = self.spec.upgrade_rollback, self.status.last_stable_spec
-        started, rolled_back = self.status.attempt_started_at, self.status.upgrade_rollback
-        if (
-            not policy.enabled
-            or started is None
-            or (stable and (stable.spec_hash, stable.generation) == (self.obs.spec_hash, self.obs.generation))
-            or (rolled_back is not None and rolled_back.generation == self.obs.generation)
-        ):
-            return POLL
-        if self._within_window(started):
-            return self._until_window_ends(started)
-        spec = self.spec.model_dump_json(by_alias=True, exclude_defaults=True)
-        self.update(
-            last_stable_spec=StableSpec(
-                generation=self.obs.generation, spec_hash=self.obs.spec_hash, spec=spec, time=self.now
-            )
-        )
-        return POLL
-
-    def _on_trial(self) -> bool:
-        """Whether the current attempt runs a spec change that rollback may undo: rollback is on, a stable
-        spec is known and differs, the attempt was submitted with this spec, and it is not rolled back yet."""
-        stable, graph = self.status.last_stable_spec, self.obs.own_graph
-        rolled_back = self.status.upgrade_rollback
-        return (
-            self.spec.upgrade_rollback.enabled
-            and stable is not None
-            and stable.spec_hash != self.obs.spec_hash
-            and graph is not None
-            and graph.spec_hash == self.obs.spec_hash
-            and not (rolled_back is not None and rolled_back.generation == self.obs.generation)
-        )
-
-    def _within_window(self, since: datetime | None) -> bool:
-        window = self.spec.upgrade_rollback.window_seconds
-        return since is not None and (self.now - since).total_seconds() < window
-
-    def _until_window_ends(self, since: datetime | None) -> float:
-        if since is None:
-            return POLL
-        ends = since + timedelta(seconds=self.spec.upgrade_rollback.window_seconds)
-        return max(SOON, (ends - self.now).total_seconds())
-
-    def _roll_back(self, reason: str, what: str) -> Decision:
-        """Act on the last stable spec from the next pass on (rollback.effective_spec), until the spec
-        changes; the failed or stuck attempt goes first."""
-        stable = self.status.last_stable_spec
-        assert stable is not None, "only an attempt on trial is rolled back"
-        message = (
-            f"{what} within {self.spec.upgrade_rollback.window_seconds} s of the upgrade to generation "
-            f"{self.obs.generation}: running the last stable spec (generation {stable.generation}) until the "
-            "spec changes"
-        )
-        rolled_back = UpgradeRollback(
-            generation=self.obs.generation, time=self.now, reason=reason, message=message
-        )
-        self.update(upgrade_rollback=rolled_back)
-        self.actions.append(EmitEvent("Warning", "UpgradeRolledBack", message))
-        self.condition("Degraded", "True", reason, message)
-        self.delete_current("upgrade rolled back")
-        self.set_phase("Upgrading", "RollingBack", message)
+    def _rolled_back(self, reason: str, what: str) -> Decision:
+        upgrade_rollback.roll_back(self, reason, what)
         return self._done(SOON)
 
     def _record_result(self, state: Literal["Succeeded", "Failed"], message: str) -> None:
@@ -721,9 +597,11 @@ class _Context(Draft):
             self.update(last_failure=failure)
             self.delete_current("no restorable checkpoint")
             return self._manual_restore_required(failure.message)
-        if self._on_trial() and self._within_window(self.status.attempt_submitted_at):
+        if upgrade_rollback.on_trial(self) and upgrade_rollback.within_window(
+            self, self.status.attempt_submitted_at
+        ):
             self.update(last_failure=failure)
-            return self._roll_back("UpgradeFailed", f"attempt {failure.attempt} failed: {failure.reason}")
+            return self._rolled_back("UpgradeFailed", f"attempt {failure.attempt} failed: {failure.reason}")
         verdict = on_failure(
             self.spec.restart_strategy,
             self.status.restarts,
