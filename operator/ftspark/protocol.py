@@ -1,9 +1,9 @@
 """The operator ↔ driver protocol: every name both sides must agree on, in one place.
 
-The operator writes a driver pod (ftspark.manifests) and reads it back (ftspark.reconcile.observe); the driver
-runtime (ftspark.runtime) reads its environment, polls its pod for control requests and answers on it. A
-change here is a change of the protocol: both sides, and the tools that play either side in tests, import
-these names instead of spelling them.
+The operator writes a driver pod (ftspark.manifests) and reads it back (ftspark.reconcile.driver_pods); the
+driver runtime (ftspark.runtime) reads its environment, polls its pod for control requests and answers on
+it. A change here is a change of the protocol: both sides, and the tools that play either side in tests,
+import these names instead of spelling them.
 
     operator → driver   the environment (DriverEnv), the control annotation (ControlRequest)
     driver → operator   the savepoint answer and rollback annotations, the exit code (Exit) and the

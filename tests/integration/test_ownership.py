@@ -175,7 +175,7 @@ def test_a_configmap_posing_as_a_job_graph_gets_no_object_of_anyone_deleted(
 
     # As an orphan: a job graph record whose job does not exist.
     world.forge("ghost-jobgraph", forged)
-    assert world.reconciler.forget_orphans() == 1
+    assert world.reconciler.sweeper.forget_orphans() == 1
     assert world.config_maps() == [], "the forged record itself is deleted: it sits at a record's name"
     assert world.victim_exists()
     assert "ghost does not carry this operator's seal" in _warnings(caplog)
@@ -276,7 +276,7 @@ def test_garbage_labelled_as_job_graphs_does_not_stop_the_sweep(
         "real-jobgraph",
     ]
 
-    assert world.reconciler.forget_orphans() == 2  # real and garbled
+    assert world.reconciler.sweeper.forget_orphans() == 2  # real and garbled
     assert world.config_maps() == ["fenced-jobgraph", "junk"]
     assert world.payloads() == [], "the real orphan's payload went with it"
     warnings = _warnings(caplog)
@@ -311,8 +311,8 @@ def test_a_forged_result_gets_nothing_deleted_and_ends_no_job(world: World) -> N
         )
         world.tenant.create_namespaced_config_map(world.ns, body)
 
-    assert world.reconciler.finish_dirty_results() == 0
-    assert world.reconciler.expire_results() == 0
+    assert world.reconciler.sweeper.finish_dirty_results() == 0
+    assert world.reconciler.sweeper.expire_results() == 0
     assert world.victim_exists()
     assert world.victim_requests == [], "not a single request to the victim's bucket"
     assert pod_names(world.api, world.ns, "live") == ["live-1-driver"], "its pods are not deleted"

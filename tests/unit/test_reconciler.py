@@ -550,7 +550,7 @@ def test_one_job_whose_records_cannot_be_forgotten_does_not_stop_the_sweep(
         delete(job, epoch)
 
     monkeypatch.setattr(cluster.stores.checkpoints, "delete", failing_for_broken)
-    assert cluster.reconciler.forget_orphans() == 1
+    assert cluster.reconciler.sweeper.forget_orphans() == 1
     assert cluster.stores.job_graphs.jobs() == [broken]
 
 
@@ -735,7 +735,7 @@ def test_no_result_outlives_the_operators_maximum_retention_unless_its_job_still
     short = finished(cluster, "short", days_ago=2, ttl=24 * 3600)
     still_there = finished(cluster, "still-there", days_ago=20, ttl=0)
     cluster.jobs.apply(JobKey(namespace="team-a", name="still-there"), SPEC, uid=still_there)
-    assert cluster.reconciler.expire_results() == 3
+    assert cluster.reconciler.sweeper.expire_results() == 3
     assert kept(cluster) == sorted([recent, still_there])
     assert {forever, long, short}.isdisjoint(kept(cluster))
 
@@ -749,10 +749,10 @@ def test_a_namespace_keeps_at_most_the_cap_and_loses_its_oldest_results_first() 
     newer = finished(cluster, "d", days_ago=2, ttl=0)
     newest = finished(cluster, "e", days_ago=1, ttl=0)
     other_namespace = [finished(cluster, n, days_ago=6, ttl=0, namespace="team-b") for n in ("a", "b")]
-    assert cluster.reconciler.expire_results() == 3
+    assert cluster.reconciler.sweeper.expire_results() == 3
     assert kept(cluster) == sorted([running_again, newest, *other_namespace])
     assert {oldest, older, newer}.isdisjoint(kept(cluster))
-    assert cluster.reconciler.expire_results() == 0, "at the cap (the kept job's result counts)"
+    assert cluster.reconciler.sweeper.expire_results() == 0, "at the cap (the kept job's result counts)"
 
 
 @pytest.mark.parametrize("retain", [False, True])
@@ -778,10 +778,10 @@ def test_a_finished_jobs_checkpoint_directory_goes_with_its_result_unless_retain
     cluster.reconcile()  # the result, with the directory to delete with it
     cluster.reconcile(after=3600)
     assert cluster.status().phase == "Succeeded"
-    assert cluster.reconciler.expire_results() == 0, "the job still exists: its result and data stay"
+    assert cluster.reconciler.sweeper.expire_results() == 0, "the job still exists: its result and data stay"
     assert cluster.storage.any_with_prefix(directory + "/")
     cluster.jobs.delete(KEY)
-    assert cluster.reconciler.expire_results() == 1
+    assert cluster.reconciler.sweeper.expire_results() == 1
     assert cluster.storage.any_with_prefix(directory + "/") is retain
     assert all(cluster.storage.get(uri) == b"x" for uri in kept_anyway)
 
@@ -817,9 +817,9 @@ def test_a_job_deleted_while_running_leaves_its_data_until_its_retention_unless_
     else:
         assert entry is not None
         assert (entry.state, entry.clean, entry.data) == ("Cancelled", True, (directory + "/",))
-    assert cluster.reconciler.expire_results() == 0, "not before its retention"
+    assert cluster.reconciler.sweeper.expire_results() == 0, "not before its retention"
     cluster.now += timedelta(seconds=61)
-    cluster.reconciler.expire_results()
+    cluster.reconciler.sweeper.expire_results()
     assert cluster.storage.any_with_prefix(directory + "/") is (seen != "deleted")
     assert cluster.storage.get(foreign) == b"x"
     assert cluster.stores.results.get(UID) is None
@@ -840,7 +840,7 @@ def test_a_namespace_whose_results_cannot_be_swept_does_not_stop_the_others(
         return get(key)
 
     monkeypatch.setattr(cluster.jobs, "get", unreachable_in_team_b)
-    assert cluster.reconciler.expire_results() == 2
+    assert cluster.reconciler.sweeper.expire_results() == 2
     assert kept(cluster) == sorted(["uid-team-a-new", "uid-team-b-old", "uid-team-b-new", "uid-team-c-new"])
 
 
@@ -1008,7 +1008,7 @@ def test_a_sealed_result_naming_anything_but_its_jobs_checkpoint_folders_gets_on
     cluster.stores.results.create_dirty(entry, LEADER)
     cluster.stores.results.mark_clean(UID, LEADER)
     cluster.now += timedelta(seconds=2)
-    assert cluster.reconciler.expire_results() == 1
+    assert cluster.reconciler.sweeper.expire_results() == 1
     assert sorted(cluster.storage.objects) == sorted(f"{prefix}data" for prefix in named[1:])
 
 
@@ -1033,10 +1033,10 @@ def test_a_cleanup_that_fails_is_tried_again_at_the_next_sweep_and_keeps_no_othe
         delete_all(key, uid)
 
     monkeypatch.setattr(cluster.drivers, "delete_all", refusing)
-    assert cluster.reconciler.finish_dirty_results() == 1
+    assert cluster.reconciler.sweeper.finish_dirty_results() == 1
     assert [(e.uid, e.clean) for e in cluster.stores.results.entries()] == [("uid-a", False), ("uid-b", True)]
     refused.clear()
-    assert cluster.reconciler.finish_dirty_results() == 1
+    assert cluster.reconciler.sweeper.finish_dirty_results() == 1
     assert all(entry.clean for entry in cluster.stores.results.entries())
 
 

@@ -121,14 +121,14 @@ class Controller:
         # compete with them), and orphaned HA data is only garbage, never in the way.
         while True:
             # Again at every sweep: a cleanup that failed (the API server refused a delete) is not given up.
-            _sweep(self._reconciler.finish_dirty_results, "finished %d cleanup(s) left dirty")
+            _sweep(self._reconciler.sweeper.finish_dirty_results, "finished %d cleanup(s) left dirty")
             if self._kopf_stop.wait(self._result_sweep_seconds):
                 return
             _sweep(
-                self._reconciler.forget_orphans,
+                self._reconciler.sweeper.forget_orphans,
                 "deleted the HA data of %d job(s) deleted while no leader watched",
             )
-            _sweep(self._reconciler.expire_results, "expired %d job result(s) past their retention")
+            _sweep(self._reconciler.sweeper.expire_results, "expired %d job result(s) past their retention")
 
     def _checkpoint_reported(self, job: JobKey) -> None:
         if (delay := self._refreshes.delay(job)) is not None:

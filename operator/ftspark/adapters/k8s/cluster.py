@@ -57,7 +57,7 @@ from ftspark.protocol import (
     executor_selector,
     job_app_prefix,
 )
-from ftspark.reconcile.observe import observe_driver
+from ftspark.reconcile.driver_pods import observe_driver
 
 log = logging.getLogger(__name__)
 

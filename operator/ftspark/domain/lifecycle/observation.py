@@ -51,7 +51,7 @@ class DriverObservation:
     # It refused the control request on its pod: written with a term below the operator's term floor (by a
     # leader deposed since). The current leader asks again, with its own term.
     request_refused: bool = False
-    # Nothing of the driver runs any more, on its kubelet's word (ftspark.reconcile.observe says when that
+    # Nothing of the driver runs any more, on its kubelet's word (ftspark.reconcile.driver_pods says when that
     # word is enough): its driver Lease can be released for it, and the next attempt need not wait it out.
     ended: bool = False
     # A hot standby for the next attempt (docs/hot-standby.md), not the job's driver until it is promoted;

@@ -30,7 +30,7 @@ from ftspark.protocol import (
     Exit,
     TerminationMessage,
 )
-from ftspark.reconcile.observe import MAX_DRIVER_TEXT, MAX_ROLLBACKS, observe_driver
+from ftspark.reconcile.driver_pods import MAX_DRIVER_TEXT, MAX_ROLLBACKS, observe_driver
 
 Pod = dict[str, Any]
 NAME = "job-1-driver"
