@@ -18,12 +18,12 @@ from kubernetes import client, config
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.cluster import KubeDrivers, KubeEvents, KubeJobs
 from ftspark.adapters.k8s.configmap_stores import RESULT_LABEL, STORE_LABEL, configmap_stores
-from ftspark.adapters.records import HaStores
 from ftspark.adapters.s3.inspector import S3CheckpointInspector
 from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobKey
+from ftspark.ports.stores import HaStores
 from ftspark.protocol import JOB_LABEL
 from ftspark.reconcile.reconciler import Reconciler
 from ftspark_dev.controlplane import ControlPlane
@@ -132,9 +132,7 @@ def world(
         drivers=KubeDrivers(api_client, seal),
         term_floor=f"{namespace}/ftspark-operator-term",
         events=KubeEvents(api_client),
-        graphs=stores.job_graphs,
-        checkpoints=stores.checkpoints,
-        results=stores.results,
+        stores=stores,
         inspector=S3CheckpointInspector(operator_s3),
         storage=S3BlobStore(operator_s3),
         epoch=lambda: LEADER,

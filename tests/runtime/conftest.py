@@ -20,11 +20,11 @@ from kubernetes import client
 
 from ftspark.adapters.k8s.cluster import KubeDrivers
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
-from ftspark.adapters.records import HaStores
 from ftspark.adapters.s3.stores import S3BlobStore, split_uri
 from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey
+from ftspark.ports.stores import HaStores
 from ftspark.protocol import (
     CONTROL_ANNOTATION,
     ControlAction,

@@ -14,14 +14,14 @@ import pytest
 
 from ftspark.adapters.memory.cluster import MemoryDrivers, MemoryEvents, MemoryJobs
 from ftspark.adapters.memory.stores import MemoryBlobStore, MemoryRecords, memory_stores
-from ftspark.adapters.records import JOBGRAPH_POINTER, HaStores, RecordId
+from ftspark.adapters.records import JOBGRAPH_POINTER, RecordId
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import DriverPhase, SavepointReport
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import STORAGE_PREFIXES_ANNOTATION, Allowance, outside_storage
 from ftspark.ports.cluster import JobResource, NamespaceMetadata, StaleReadError
-from ftspark.ports.stores import StoreUnavailableError
+from ftspark.ports.stores import HaStores, StoreUnavailableError
 from ftspark.protocol import NO_PROGRESS, Exit, HaStoreConfig, driver_pod_name, spark_app_id
 from ftspark.reconcile.reconciler import Reconciler
 
@@ -75,9 +75,7 @@ class Cluster:
             jobs=self.jobs,
             drivers=self.drivers,
             events=self.events,
-            graphs=self.stores.job_graphs,
-            checkpoints=self.stores.checkpoints,
-            results=self.stores.results,
+            stores=self.stores,
             inspector=self.inspector,
             storage=self.storage,
             epoch=self.epoch,

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 from kubernetes import client
 
 from ftspark.adapters.k8s.configmap_stores import ConfigMapRecords
-from ftspark.adapters.records import HaStores, Records, driver_checkpoint_store, stores_on
+from ftspark.adapters.records import Records, driver_checkpoint_store, stores_on
 from ftspark.adapters.s3.stores import S3BlobStore, S3Records
 from ftspark.adapters.seal import RecordSeal
-from ftspark.ports.stores import CheckpointStore
+from ftspark.ports.stores import CheckpointStore, HaStores
 from ftspark.protocol import HaStoreConfig
 
 if TYPE_CHECKING:

@@ -45,8 +45,7 @@ from ftspark.metrics import FENCED_WRITES, STORE_CONFLICTS, UNTRUSTED_POINTERS
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.stores import (
     CheckpointStore,
-    JobGraphStore,
-    ResultStore,
+    HaStores,
     StoreUnavailableError,
     UntrustedRecordError,
 )
@@ -551,13 +550,6 @@ def _entry(record: Record) -> JobResultEntry | None:
             pass  # sealed, yet not an entry this version reads: not one to act on either
     UNTRUSTED_POINTERS.labels(pointer="result").inc()
     return None
-
-
-@dataclass(frozen=True)
-class HaStores:
-    job_graphs: JobGraphStore
-    checkpoints: CheckpointStore
-    results: ResultStore
 
 
 def stores_on(

@@ -10,6 +10,7 @@ operator's --ha-store setting selects it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from ftspark.domain.fencing import Epoch
@@ -76,3 +77,12 @@ class ResultStore(Protocol):
 
     def delete(self, uid: str, epoch: Epoch) -> None:
         """Expire a clean entry (result-store TTL)."""
+
+
+@dataclass(frozen=True)
+class HaStores:
+    """The three stores the operator keeps a job's HA data in, on one backend (adapters.records.stores_on)."""
+
+    job_graphs: JobGraphStore
+    checkpoints: CheckpointStore
+    results: ResultStore

@@ -32,7 +32,7 @@ from ftspark.domain.models import JobSpec
 from ftspark.manifests import AttemptPlan
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.cluster import Drivers, Events, JobResource
-from ftspark.ports.stores import CheckpointStore, JobGraphStore, ResultStore, StoreUnavailableError
+from ftspark.ports.stores import HaStores, StoreUnavailableError
 from ftspark.protocol import (
     SAVEPOINT_MANIFEST,
     HaStoreConfig,
@@ -51,9 +51,7 @@ class Actuator:
         *,
         drivers: Drivers,
         events: Events,
-        graphs: JobGraphStore,
-        checkpoints: CheckpointStore,
-        results: ResultStore,
+        stores: HaStores,
         storage: BlobStore,
         epoch: Callable[[], Epoch],
         clock: Callable[[], datetime],
@@ -63,7 +61,7 @@ class Actuator:
         """storage: the jobs' storage, where savepoints and retired directories are deleted.
         ha_store, term_floor: what the drivers are told of the installation's HA store and term floor."""
         self._drivers, self._events = drivers, events
-        self._graphs, self._checkpoints, self._results = graphs, checkpoints, results
+        self._graphs, self._checkpoints, self._results = stores.job_graphs, stores.checkpoints, stores.results
         self._storage, self._epoch, self._clock = storage, epoch, clock
         self._ha_store, self._term_floor = ha_store, term_floor
 

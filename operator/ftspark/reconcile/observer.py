@@ -15,9 +15,7 @@ from ftspark.ports.blobs import BlobStore
 from ftspark.ports.checkpoints import CheckpointInspector
 from ftspark.ports.cluster import Drivers, Events, JobResource
 from ftspark.ports.stores import (
-    CheckpointStore,
-    JobGraphStore,
-    ResultStore,
+    HaStores,
     StoreUnavailableError,
     UntrustedRecordError,
 )
@@ -37,15 +35,13 @@ class Observer:
         *,
         drivers: Drivers,
         events: Events,
-        graphs: JobGraphStore,
-        checkpoints: CheckpointStore,
-        results: ResultStore,
+        stores: HaStores,
         inspector: CheckpointInspector,
         storage: BlobStore,
     ) -> None:
         """storage: the jobs' storage, where retired directories and disposed savepoints are looked at."""
         self._drivers, self._events = drivers, events
-        self._graphs, self._checkpoints, self._results = graphs, checkpoints, results
+        self._graphs, self._checkpoints, self._results = stores.job_graphs, stores.checkpoints, stores.results
         self._inspector, self._storage = inspector, storage
 
     def observe(self, job: JobResource, spec: JobSpec, status: JobStatus) -> Observation:

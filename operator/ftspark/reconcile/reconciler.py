@@ -38,9 +38,7 @@ from ftspark.ports.cluster import (
     ObjectRejectedError,
 )
 from ftspark.ports.stores import (
-    CheckpointStore,
-    JobGraphStore,
-    ResultStore,
+    HaStores,
     UntrustedRecordError,
 )
 from ftspark.protocol import (
@@ -118,9 +116,7 @@ class Reconciler:
         jobs: Jobs,
         drivers: Drivers,
         events: Events,
-        graphs: JobGraphStore,
-        checkpoints: CheckpointStore,
-        results: ResultStore,
+        stores: HaStores,
         inspector: CheckpointInspector,
         storage: BlobStore,
         epoch: Callable[[], Epoch],
@@ -141,23 +137,19 @@ class Reconciler:
         own_namespace: the operator's, where it never runs a job."""
         self._jobs, self._events, self._allowed = jobs, events, allowed
         self._storage_prefixes = storage_prefixes
-        self._results, self._epoch, self._clock, self._uniform = results, epoch, clock, uniform
+        self._results, self._epoch, self._clock, self._uniform = stores.results, epoch, clock, uniform
         self._own_namespace = own_namespace
         self.observer = Observer(
             drivers=drivers,
             events=events,
-            graphs=graphs,
-            checkpoints=checkpoints,
-            results=results,
+            stores=stores,
             inspector=inspector,
             storage=storage,
         )
         self.actuator = Actuator(
             drivers=drivers,
             events=events,
-            graphs=graphs,
-            checkpoints=checkpoints,
-            results=results,
+            stores=stores,
             storage=storage,
             epoch=epoch,
             clock=clock,
@@ -167,8 +159,7 @@ class Reconciler:
         self.sweeper = ResultSweeper(
             jobs=jobs,
             drivers=drivers,
-            graphs=graphs,
-            results=results,
+            stores=stores,
             storage=storage,
             epoch=epoch,
             clock=clock,

@@ -14,7 +14,7 @@ from ftspark.domain.recovery import is_checkpoint_folder
 from ftspark.metrics import UNTRUSTED_POINTERS
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.cluster import Drivers, Jobs
-from ftspark.ports.stores import JobGraphStore, ResultStore
+from ftspark.ports.stores import HaStores
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +25,7 @@ class ResultSweeper:
         *,
         jobs: Jobs,
         drivers: Drivers,
-        graphs: JobGraphStore,
-        results: ResultStore,
+        stores: HaStores,
         storage: BlobStore,
         epoch: Callable[[], Epoch],
         clock: Callable[[], datetime],
@@ -35,7 +34,8 @@ class ResultSweeper:
         max_results_per_namespace: int,
     ) -> None:
         """forget: deletes a job's HA records (the actuator's, as for a job deleted while watched)."""
-        self._jobs, self._drivers, self._graphs, self._results = jobs, drivers, graphs, results
+        self._jobs, self._drivers = jobs, drivers
+        self._graphs, self._results = stores.job_graphs, stores.results
         self._storage, self._epoch, self._clock, self._forget = storage, epoch, clock, forget
         self._max_retention, self._max_results = max_retention_seconds, max_results_per_namespace
 

@@ -29,7 +29,6 @@ from ftspark.adapters.k8s import request_timeout as k8s_request_timeout
 from ftspark.adapters.records import (
     DEFAULT_PAYLOAD_THRESHOLD,
     ConflictError,
-    HaStores,
     Kind,
     Record,
     RecordId,
@@ -37,7 +36,7 @@ from ftspark.adapters.records import (
 )
 from ftspark.adapters.seal import RecordSeal
 from ftspark.ports.blobs import BlobStore
-from ftspark.ports.stores import StoreUnavailableError
+from ftspark.ports.stores import HaStores, StoreUnavailableError
 from ftspark.protocol import JOB_LABEL
 
 STORE_LABEL = "ftspark.io/store"

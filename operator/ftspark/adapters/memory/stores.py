@@ -10,7 +10,6 @@ from collections.abc import Mapping
 from ftspark.adapters.records import (
     DEFAULT_PAYLOAD_THRESHOLD,
     ConflictError,
-    HaStores,
     Kind,
     Record,
     RecordId,
@@ -18,6 +17,7 @@ from ftspark.adapters.records import (
 )
 from ftspark.adapters.seal import RecordSeal
 from ftspark.ports.blobs import check_folder
+from ftspark.ports.stores import HaStores
 
 
 class MemoryRecords:

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, TypeVar, assert_never
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ftspark.adapters.records import ConflictError, HaStores, Kind, Record, RecordId, stores_on
+from ftspark.adapters.records import ConflictError, Kind, Record, RecordId, stores_on
 from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.ha import JobKey
 from ftspark.ports.blobs import check_folder
-from ftspark.ports.stores import StoreUnavailableError
+from ftspark.ports.stores import HaStores, StoreUnavailableError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
