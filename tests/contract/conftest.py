@@ -19,7 +19,6 @@ from botocore.config import Config
 from kubernetes import client
 
 from ftspark.adapters.k8s.configmap_stores import ConfigMapRecords, configmap_stores
-from ftspark.adapters.memory.stores import MemoryBlobStore, MemoryRecords
 from ftspark.adapters.records import RecordId, Records, stores_on
 from ftspark.adapters.s3.stores import S3BlobStore, S3Records, s3_stores
 from ftspark.adapters.seal import RecordSeal
@@ -28,6 +27,7 @@ from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntr
 from ftspark.domain.models import CheckpointSpec, DriverSpec, JobSpec
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.stores import HaStores
+from ftspark.testing.stores import MemoryBlobStore, MemoryRecords
 from ftspark_dev.processes import free_port
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 

@@ -10,10 +10,10 @@ from kubernetes import client
 
 from ftspark.adapters import k8s
 from ftspark.adapters.k8s import configmap_stores as module
-from ftspark.adapters.memory.stores import MemoryBlobStore
 from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey, JobResultEntry
+from ftspark.testing.stores import MemoryBlobStore
 
 LEADER = Epoch("operator", 1, "leader")
 

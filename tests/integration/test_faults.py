@@ -15,10 +15,10 @@ from kubernetes import client, config
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
-from ftspark.adapters.memory.stores import MemoryBlobStore
 from ftspark.adapters.seal import RecordSeal
 from ftspark.ports.leadership import LeaderElectionRecord, LockUnavailableError
 from ftspark.ports.stores import StoreUnavailableError
+from ftspark.testing.stores import MemoryBlobStore
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.netproxy import ApiProxy
 from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names

@@ -14,11 +14,11 @@ import pytest
 from prometheus_client import REGISTRY
 from pydantic import ValidationError
 
-from ftspark.adapters.memory.leadership import InMemoryLease, InMemoryLeaseLock
 from ftspark.domain.fencing import Epoch
 from ftspark.leader.elector import LeaderElectionConfig, LeaderElector, release_for_ended_holder
 from ftspark.ports.leadership import LeaderElectionRecord, LockUnavailableError
 from ftspark.protocol import MAX_TERM
+from ftspark.testing.leadership import InMemoryLease, InMemoryLeaseLock
 
 CONFIG = {"lease_duration": 15, "renew_deadline": 10.0, "retry_period": 2.0}
 MAX_RETRY_WAIT = 2.0 * (1 + 1.2)

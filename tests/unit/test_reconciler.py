@@ -12,8 +12,6 @@ from typing import Any
 
 import pytest
 
-from ftspark.adapters.memory.cluster import MemoryDrivers, MemoryEvents, MemoryJobs
-from ftspark.adapters.memory.stores import MemoryBlobStore, MemoryRecords, memory_stores
 from ftspark.adapters.records import JOBGRAPH_POINTER, RecordId
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
@@ -24,6 +22,8 @@ from ftspark.ports.cluster import JobResource, NamespaceMetadata, StaleReadError
 from ftspark.ports.stores import HaStores, StoreUnavailableError
 from ftspark.protocol import NO_PROGRESS, Exit, HaStoreConfig, driver_pod_name, spark_app_id
 from ftspark.reconcile.reconciler import Reconciler
+from ftspark.testing.cluster import MemoryDrivers, MemoryEvents, MemoryJobs
+from ftspark.testing.stores import MemoryBlobStore, MemoryRecords, memory_stores
 
 KEY = JobKey(namespace="team-a", name="counts")
 UID = "0123abcd-0000-4000-8000-000000000001"

@@ -13,7 +13,6 @@ import pytest
 from moto import mock_aws
 from pydantic import ValidationError
 
-from ftspark.adapters.memory.stores import MemoryBlobStore
 from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.lifecycle import (
     Decision,
@@ -39,6 +38,7 @@ from ftspark.domain.models import (
 from ftspark.domain.savepoints import SavepointData
 from ftspark.ports.blobs import BlobStore, check_folder
 from ftspark.ports.stores import StoreUnavailableError
+from ftspark.testing.stores import MemoryBlobStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 UID = "0123abcd-0000-4000-8000-000000000000"

@@ -1,8 +1,8 @@
 """The HA stores written once, over fenced and versioned records (docs/architecture.md, "Fencing").
 
 A record is the unit of compare-and-swap: a ConfigMap (adapters.k8s), an S3 object (adapters.s3) or a dict
-entry (adapters.memory). It holds string data, the highest term that wrote it per fence scope, and a version
-(resourceVersion, ETag, counter). A backend only implements `Records`; the one fenced CAS loop
+entry (ftspark.testing.stores). It holds string data, the highest term that wrote it per fence scope, and a
+version (resourceVersion, ETag, counter). A backend only implements `Records`; the one fenced CAS loop
 (`FencedRecords`) and the store semantics live here, so every backend behaves the same and one contract suite
 proves it.
 

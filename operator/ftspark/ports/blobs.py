@@ -1,8 +1,8 @@
 """Objects by s3:// URI: payload storage for the HA stores (Flink's `high-availability.storageDir`), and the
 jobs' own storage, where the operator disposes of savepoints.
 
-Implementations: adapters.s3.stores.S3BlobStore, adapters.memory.stores.MemoryBlobStore. A new one
-becomes a Backend's `blobs` in tests/contract/conftest.py, where tests/contract/test_job_graph_store.py's
+Implementations: adapters.s3.stores.S3BlobStore, the test double ftspark.testing.stores.MemoryBlobStore. A new
+one becomes a Backend's `blobs` in tests/contract/conftest.py, where tests/contract/test_job_graph_store.py's
 large-graph tests exercise it, and joins the stores of tests/unit/test_savepoint_policy.py's prefix tests.
 """
 

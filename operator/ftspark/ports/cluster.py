@@ -2,7 +2,7 @@
 and Events.
 
 Implementations: adapters.k8s.cluster (tests/integration/test_operator.py runs the operator on it against a
-real API server) and the in-memory adapters.memory.cluster (tests/unit/test_reconciler.py drives the
+real API server) and the test double ftspark.testing.cluster (tests/unit/test_reconciler.py drives the
 Reconciler on it); a new one keeps the promises of the docstrings below (reads never from a cache, creates
 idempotent) and passes the suite of the one it stands in for.
 """

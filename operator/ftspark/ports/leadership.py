@@ -1,10 +1,9 @@
 """The lock that leader election runs on (client-go's resourcelock.Interface) and the clock it trusts.
 
-Implementations: adapters.k8s.lease_lock (a coordination.k8s.io/v1 Lease), adapters.memory.leadership. A
-new lock must refuse a create or an update on a stale version with ConflictError, as
-tests/integration/test_leader_election.py checks of the Lease (the elector itself is proven on the in-memory
-lock by tests/unit/test_elector.py).
-"""
+Implementations: adapters.k8s.lease_lock (a coordination.k8s.io/v1 Lease), the test double
+ftspark.testing.leadership. A new lock must refuse a create or an update on a stale version with
+ConflictError, as tests/integration/test_leader_election.py checks of the Lease (the elector itself is proven
+on the in-memory lock by tests/unit/test_elector.py)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """The HA stores: job graphs, checkpoint pointers, job results (docs/architecture.md, "Objects" and
 "Fencing"). Every write is conditional and fenced by the writer's Epoch.
 
-Implementations: adapters.memory (unit tests), adapters.k8s (ConfigMaps), adapters.s3. A new backend
-implements adapters.records.Records (stores_on builds these three stores on it, fencing included) and gets a
-builder in the `backend` fixture of tests/contract/conftest.py, so that the contract suite (tests/contract:
-test_job_graph_store, test_checkpoint_store, test_result_store) runs against it as against the others; the
-operator's --ha-store setting selects it.
+Implementations: adapters.k8s (ConfigMaps), adapters.s3, and the test double ftspark.testing.stores. A new
+backend implements adapters.records.Records (stores_on builds these three stores on it, fencing included)
+and gets a builder in the `backend` fixture of tests/contract/conftest.py, so that the contract suite
+(tests/contract: test_job_graph_store, test_checkpoint_store, test_result_store) runs against it as against
+the others; the operator's --ha-store setting selects it.
 """
 
 from __future__ import annotations

@@ -1,1 +1,0 @@
-"""In-memory adapters: fast, thread-safe fakes for unit tests with the same semantics."""
