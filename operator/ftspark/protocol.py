@@ -83,6 +83,21 @@ class DriverEnv(StrEnum):
     BIND_ADDRESS = "SPARK_DRIVER_BIND_ADDRESS"
 
 
+class RuntimeEnv(StrEnum):
+    """The driver runtime's own settings, which the operator never sets: a pod template (or a test harness)
+    may, and spec.env may too (unlike a DriverEnv name, which the job policy refuses there)."""
+
+    LEASE_DURATION = "FTSPARK_LEASE_DURATION"  # the driver Lease's timings, seconds
+    LEASE_RENEW_DEADLINE = "FTSPARK_LEASE_RENEW_DEADLINE"
+    LEASE_RETRY_PERIOD = "FTSPARK_LEASE_RETRY_PERIOD"
+    LEASE_ACQUIRE_TIMEOUT = "FTSPARK_LEASE_ACQUIRE_TIMEOUT"
+    CONTROL_INTERVAL = "FTSPARK_CONTROL_INTERVAL"  # seconds between reads of its own pod's control requests
+    RESULTS_NAMESPACE = "FTSPARK_RESULTS_NAMESPACE"  # where the job results are (default: the job's)
+    TERMINATION_LOG = "FTSPARK_TERMINATION_LOG"  # default /dev/termination-log
+    SPARK_JARS_DIR = "FTSPARK_SPARK_JARS_DIR"  # the S3A jars (default: the image's, else the dev cache)
+    DEV_CACHE = "FTSPARK_CACHE"  # a development machine's cache (default ~/.cache/ftspark): its S3A jars
+
+
 HaStoreKind = Literal["configmaps", "s3"]
 
 

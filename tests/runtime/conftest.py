@@ -29,6 +29,8 @@ from ftspark.protocol import (
     CONTROL_ANNOTATION,
     ControlAction,
     ControlRequest,
+    DriverEnv,
+    RuntimeEnv,
     driver_lease_holder,
     driver_pod_name,
     term_floor_name,
@@ -38,10 +40,10 @@ from ftspark_dev.s3server import S3Server
 from ftspark_dev.windowed_counts import EXAMPLE, Output, expected_counts
 
 REPO = Path(__file__).resolve().parents[2]
-SHORT_LEASE = {
-    "FTSPARK_LEASE_DURATION": "3",
-    "FTSPARK_LEASE_RENEW_DEADLINE": "2",
-    "FTSPARK_LEASE_RETRY_PERIOD": "0.5",
+SHORT_LEASE: dict[str, str] = {
+    RuntimeEnv.LEASE_DURATION: "3",
+    RuntimeEnv.LEASE_RENEW_DEADLINE: "2",
+    RuntimeEnv.LEASE_RETRY_PERIOD: "0.5",
 }
 
 OPERATOR = Epoch(scope="operator", term=1, holder="test-operator")
@@ -151,19 +153,19 @@ class RuntimeJob:
             "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={scratch}",
             "KUBECONFIG": str(self.kubeconfig),
             "PYSPARK_PYTHON": sys.executable,
-            "FTSPARK_JOB": f"{self.namespace}/{self.name}",
-            "FTSPARK_JOB_UID": f"uid-{self.name}",
-            "FTSPARK_ATTEMPT": str(self.attempt),
-            "FTSPARK_POD_NAME": self.pod,
-            "FTSPARK_CHECKPOINT_LOCATION": self.checkpoint_root,
-            "FTSPARK_STORAGE": self.storage,
-            "FTSPARK_SPARK_CONF": json.dumps(self.spark_conf()),
-            "FTSPARK_SPARK_JARS_DIR": str(self.jars),
-            "FTSPARK_TERMINATION_LOG": str(self.termination_log),
+            DriverEnv.JOB: f"{self.namespace}/{self.name}",
+            DriverEnv.JOB_UID: f"uid-{self.name}",
+            DriverEnv.ATTEMPT: str(self.attempt),
+            DriverEnv.POD_NAME: self.pod,
+            DriverEnv.CHECKPOINT_LOCATION: self.checkpoint_root,
+            DriverEnv.STORAGE: self.storage,
+            DriverEnv.SPARK_CONF: json.dumps(self.spark_conf()),
+            RuntimeEnv.SPARK_JARS_DIR: str(self.jars),
+            RuntimeEnv.TERMINATION_LOG: str(self.termination_log),
             **(SHORT_LEASE if self.short_lease else {}),
-            "FTSPARK_CONTROL_INTERVAL": "0.5",
-            "FTSPARK_TERM_FLOOR": f"{self.namespace}/{TERM_FLOOR}",
-            "FTSPARK_CHECKPOINT_KEY_FILE": str(self.checkpoint_key_file()),
+            RuntimeEnv.CONTROL_INTERVAL: "0.5",
+            DriverEnv.TERM_FLOOR: f"{self.namespace}/{TERM_FLOOR}",
+            DriverEnv.CHECKPOINT_KEY_FILE: str(self.checkpoint_key_file()),
             **self.env,
             **extra_env,
         }

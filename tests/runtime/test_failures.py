@@ -15,7 +15,7 @@ from kubernetes import client
 
 from ftspark.adapters.k8s.lease_lock import format_micro_time
 from ftspark.domain.fencing import Epoch
-from ftspark.protocol import Exit, driver_lease_name
+from ftspark.protocol import Exit, RuntimeEnv, driver_lease_name
 from ftspark_dev.windowed_counts import write_input
 from tests.runtime.conftest import OPERATOR, SHORT_LEASE, RuntimeJob
 
@@ -102,8 +102,8 @@ def test_lease_taken_over_stops_the_queries_within_the_renew_deadline(make_job: 
     # the driver's bound, from the timers the test sets; a whole lease duration more is slack for a loaded
     # machine (how fast it really goes is printed above). A driver that waited for its script's own grace
     # (10 s) instead, or only for its queries, would miss it.
-    lease = float(SHORT_LEASE["FTSPARK_LEASE_DURATION"])
-    deadline = float(SHORT_LEASE["FTSPARK_LEASE_RENEW_DEADLINE"])
+    lease = float(SHORT_LEASE[RuntimeEnv.LEASE_DURATION])
+    deadline = float(SHORT_LEASE[RuntimeEnv.LEASE_RENEW_DEADLINE])
     assert gone <= deadline + (lease - deadline) / 2 + lease, f"gone {gone:.1f} s after the takeover"
     survivors = {pid: _command(pid) for pid in jvm if _alive(pid)}
     assert not survivors, f"the driver exited before its JVM was gone: {survivors}"

@@ -23,6 +23,7 @@ import yaml
 from kubernetes import client, config
 
 from ftspark.manifests import merge_template
+from ftspark.protocol import RuntimeEnv
 from ftspark_dev.bundle import CHART
 from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
 from ftspark_dev.operators import leading, lease_holder, probe
@@ -203,9 +204,9 @@ class RealWorld(JobsClient):
             "env": [
                 *body["spec"]["env"],
                 # Short driver-Lease timings: a killed driver's successor waits for the Lease to expire.
-                {"name": "FTSPARK_LEASE_DURATION", "value": "3"},
-                {"name": "FTSPARK_LEASE_RENEW_DEADLINE", "value": "2"},
-                {"name": "FTSPARK_LEASE_RETRY_PERIOD", "value": "0.5"},
+                {"name": RuntimeEnv.LEASE_DURATION, "value": "3"},
+                {"name": RuntimeEnv.LEASE_RENEW_DEADLINE, "value": "2"},
+                {"name": RuntimeEnv.LEASE_RETRY_PERIOD, "value": "0.5"},
             ],
         }
         body["spec"]["sparkConf"] |= {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}

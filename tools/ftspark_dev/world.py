@@ -36,6 +36,7 @@ from ftspark.protocol import (
     ROLE_LABEL,
     SPARK_APP_SELECTOR_LABEL,
     STANDBY_LABEL,
+    RuntimeEnv,
     spark_app_id,
     term_floor_name,
 )
@@ -216,16 +217,16 @@ class World(JobsClient):
         for the faults whose next attempt waits the Lease out: a lost node, a frozen JVM."""
         lease = (
             {
-                "FTSPARK_LEASE_DURATION": "3",
-                "FTSPARK_LEASE_RENEW_DEADLINE": "2",
-                "FTSPARK_LEASE_RETRY_PERIOD": "0.5",
+                RuntimeEnv.LEASE_DURATION: "3",
+                RuntimeEnv.LEASE_RENEW_DEADLINE: "2",
+                RuntimeEnv.LEASE_RETRY_PERIOD: "0.5",
             }
             if short_lease
             else {}
         )
         env = lease | {
-            "FTSPARK_SPARK_JARS_DIR": str(self.jars),
-            "FTSPARK_RESULTS_NAMESPACE": OPERATOR_NAMESPACE,
+            RuntimeEnv.SPARK_JARS_DIR: str(self.jars),
+            RuntimeEnv.RESULTS_NAMESPACE: OPERATOR_NAMESPACE,
         }
         defaults: dict[str, Any] = {
             "mainApplicationFile": f"local://{example}",

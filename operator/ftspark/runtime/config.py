@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import cast
 
 from ftspark.domain.ha import JobKey
-from ftspark.protocol import DriverEnv, HaStoreConfig, HaStoreKind, driver_lease_holder
+from ftspark.protocol import DriverEnv, HaStoreConfig, HaStoreKind, RuntimeEnv, driver_lease_holder
 
 IMAGE_JARS_DIR = Path("/opt/ftspark/jars/s3a")  # images/spark-py/Dockerfile
 DEV_JARS_DIR_NAME = "hadoop-aws-3.4.1-awssdk-2.24.6"  # tools/spark_jars.sh's cache directory
@@ -51,11 +51,12 @@ DEV_JARS_DIR_NAME = "hadoop-aws-3.4.1-awssdk-2.24.6"  # tools/spark_jars.sh's ca
 
 def s3a_jars_dir(env: Mapping[str, str], image_dir: Path = IMAGE_JARS_DIR) -> Path:
     """Where the S3A jars are: as set, else in the Spark image, else in the development cache."""
-    if env.get("FTSPARK_SPARK_JARS_DIR"):
-        return Path(env["FTSPARK_SPARK_JARS_DIR"])
+    if env.get(RuntimeEnv.SPARK_JARS_DIR):
+        return Path(env[RuntimeEnv.SPARK_JARS_DIR])
     if image_dir.is_dir():
         return image_dir
-    return Path(env.get("FTSPARK_CACHE") or Path.home() / ".cache" / "ftspark") / "jars" / DEV_JARS_DIR_NAME
+    cache = Path(env.get(RuntimeEnv.DEV_CACHE) or Path.home() / ".cache" / "ftspark")
+    return cache / "jars" / DEV_JARS_DIR_NAME
 
 
 class ConfigError(Exception):
@@ -123,7 +124,7 @@ class RuntimeConfig:
         if not (floor_namespace and floor_name) or "/" in floor_name:
             raise ConfigError(f"FTSPARK_TERM_FLOOR must be namespace/name, not {env[DriverEnv.TERM_FLOOR]!r}")
         root = required(DriverEnv.CHECKPOINT_LOCATION).rstrip("/")
-        lease_duration = int(number("FTSPARK_LEASE_DURATION", 15))
+        lease_duration = int(number(RuntimeEnv.LEASE_DURATION, 15))
         restore_batch = env.get(DriverEnv.RESTORE_BATCH, "")
         try:
             ha_store = HaStoreConfig(
@@ -147,18 +148,18 @@ class RuntimeConfig:
             retained_checkpoints=int(number(DriverEnv.RETAINED_CHECKPOINTS, 5)),
             ha_store=ha_store,
             term_floor=(floor_namespace, floor_name),
-            results_namespace=env.get("FTSPARK_RESULTS_NAMESPACE") or namespace,
+            results_namespace=env.get(RuntimeEnv.RESULTS_NAMESPACE) or namespace,
             lease_duration=lease_duration,
-            renew_deadline=number("FTSPARK_LEASE_RENEW_DEADLINE", 10.0),
-            retry_period=number("FTSPARK_LEASE_RETRY_PERIOD", 2.0),
-            lease_acquire_timeout=number("FTSPARK_LEASE_ACQUIRE_TIMEOUT", 4.0 * lease_duration),
+            renew_deadline=number(RuntimeEnv.LEASE_RENEW_DEADLINE, 10.0),
+            retry_period=number(RuntimeEnv.LEASE_RETRY_PERIOD, 2.0),
+            lease_acquire_timeout=number(RuntimeEnv.LEASE_ACQUIRE_TIMEOUT, 4.0 * lease_duration),
             stop_timeout=number(DriverEnv.STOP_TIMEOUT, 120.0),
             progress_timeout=number(DriverEnv.PROGRESS_TIMEOUT, 300.0),
-            control_interval=number("FTSPARK_CONTROL_INTERVAL", 1.0),
+            control_interval=number(RuntimeEnv.CONTROL_INTERVAL, 1.0),
             health_port=int(number(DriverEnv.HEALTH_PORT, 0)) or None,
             standby=env.get(DriverEnv.STANDBY) == "1",
             standby_executors=int(number(DriverEnv.STANDBY_EXECUTORS, 0)),
             bind_address=env.get(DriverEnv.BIND_ADDRESS) or "127.0.0.1",
-            termination_log=Path(env.get("FTSPARK_TERMINATION_LOG") or "/dev/termination-log"),
+            termination_log=Path(env.get(RuntimeEnv.TERMINATION_LOG) or "/dev/termination-log"),
             kubeconfig=env.get("KUBECONFIG") or None,
         )

@@ -45,6 +45,7 @@ from ftspark.protocol import (
     STOPPED,
     ControlRequest,
     Exit,
+    RuntimeEnv,
 )
 from ftspark.runtime import appfiles, savepoint
 from ftspark.runtime.appfiles import Application, ApplicationFileError
@@ -505,7 +506,7 @@ def main(argv: list[str]) -> int:
         cfg = RuntimeConfig.from_env()
     except ConfigError as error:
         ending.set(Exit.BAD_INPUT, "BadConfig", str(error))
-        ending.write_once(Path(os.environ.get("FTSPARK_TERMINATION_LOG") or "/dev/termination-log"), {})
+        ending.write_once(Path(os.environ.get(RuntimeEnv.TERMINATION_LOG) or "/dev/termination-log"), {})
         return int(ending.code)
     driver = Driver(cfg, ending)
     serve_health(cfg, driver.session_ready)

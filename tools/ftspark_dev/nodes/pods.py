@@ -32,6 +32,7 @@ import urllib3
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from ftspark.protocol import RuntimeEnv
 from ftspark_dev.nodes import images, volumes
 
 log = logging.getLogger(__name__)
@@ -381,7 +382,7 @@ class PodRunner(threading.Thread):
             container.restart_at = time.monotonic() + 1.0
             return
         env |= self._tmp_env(spec)
-        env["FTSPARK_TERMINATION_LOG"] = str(container.termination_path)
+        env[RuntimeEnv.TERMINATION_LOG] = str(container.termination_path)
         env[MARKER] = f"{self.node.marker}{self.uid}/{container.name}"
         working_dir = spec.get("workingDir")
         cwd = working_dir or str(work)
