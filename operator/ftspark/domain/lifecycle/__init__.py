@@ -7,7 +7,9 @@ and recording is repaired by the next reconcile. The two decisions taken after a
 server refused an object built from the spec) and `deferred` (it refused one for now: a quota).
 
 The package: `observation` (what a decision is taken from), `actions` (what it does, and the Decision),
-`delays` (when it looks again, named), `rules` (`decide` and every rule it applies).
+`delays` (when it looks again, named), `draft` (the decision being made), `rules` (`decide`: the router by
+desired state and phase), `submission` (an attempt's start, and every decision's end), and a module per
+concern over the draft: `standby`, `savepointing`, `upgrade_rollback`, `retention`, `stopping`, `attempts`.
 
 State diagram (phase → phase, on what):
 
@@ -38,6 +40,7 @@ from ftspark.domain.lifecycle.actions import (
     RequestStop,
     SubmitAttempt,
 )
+from ftspark.domain.lifecycle.attempts import job_data
 from ftspark.domain.lifecycle.delays import QUOTA_RETRY
 from ftspark.domain.lifecycle.observation import (
     DriverObservation,
@@ -52,13 +55,12 @@ from ftspark.domain.lifecycle.rules import (
     decide,
     deferred,
     invalid_spec,
-    job_data,
     rejected,
     spec_hash,
-    stop_savepoint_id,
     upgrade_savepoint_id,
 )
 from ftspark.domain.lifecycle.standby import made_for as standby_made_for
+from ftspark.domain.lifecycle.stopping import stop_savepoint_id
 
 __all__ = [
     "NODE_LOST",

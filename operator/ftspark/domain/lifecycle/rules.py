@@ -1,26 +1,21 @@
-"""The rules `decide` applies: the phase each job is in, and what moves it on (the diagram: the package's
-docstring). Types in observation.py and actions.py, delays in delays.py."""
+"""`decide`: the router by desired state and phase (the diagram: the package's docstring), each phase's own
+rules, and the concerns' modules called explicitly from it."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Literal, assert_never
+from typing import assert_never
 
 from ftspark.domain.ha import JobResultEntry
-from ftspark.domain.lifecycle import retention, savepointing, upgrade_rollback
-from ftspark.domain.lifecycle import standby as hot_standby
+from ftspark.domain.lifecycle import attempts, retention, savepointing, stopping, upgrade_rollback
 from ftspark.domain.lifecycle.actions import (
     Action,
     Decision,
-    DeleteLeftoverExecutors,
     DiscardPreviousJob,
     EmitEvent,
     PromoteStandby,
-    RecordResult,
-    RequestStop,
-    SubmitAttempt,
 )
 from ftspark.domain.lifecycle.delays import (
     POLL,
@@ -28,27 +23,19 @@ from ftspark.domain.lifecycle.delays import (
     SOON,
     WAIT,
 )
-from ftspark.domain.lifecycle.draft import Draft, ready_condition, set_condition
+from ftspark.domain.lifecycle.draft import ready_condition, set_condition
 from ftspark.domain.lifecycle.observation import (
     DriverObservation,
     DriverPhase,
     Observation,
 )
+from ftspark.domain.lifecycle.submission import QUOTA_EXCEEDED, Submission
 from ftspark.domain.models import (
-    CheckpointRef,
     Condition,
-    Failure,
     JobResult,
     JobSpec,
     JobStatus,
     Phase,
-    Placement,
-    RollbackRef,
-)
-from ftspark.domain.recovery import (
-    checkpoint_directory,
-    folder_of,
-    is_checkpoint_directory,
 )
 from ftspark.domain.restart import on_failure
 from ftspark.domain.rollback import NOT_UPGRADED
@@ -62,8 +49,6 @@ _STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "Creat
 _RESUMABLE: set[Phase] = {"Stopped", "Suspended", "Cancelled"}
 STATE_TOO_OLD = "StateTooOld"  # a resume refused by checkpoint.maxResumeAgeSeconds
 NODE_LOST = "NodeLost"  # the failure reason of a driver pod whose node stopped reporting
-QUOTA_EXCEEDED = "QuotaExceeded"
-_SIGNALLED = 128
 
 
 def spec_hash(spec: JobSpec) -> str:
@@ -79,26 +64,9 @@ def spec_hash(spec: JobSpec) -> str:
     return hashlib.sha256(relevant.encode()).hexdigest()[:16]
 
 
-def job_data(spec: JobSpec, uid: str, status: JobStatus) -> tuple[str, ...]:
-    """What of the job's storage goes with its result (checkpoint.retainOnDelete keeps it): its checkpoint
-    directories, the current one and those earlier runs left, each only when it is one the operator chose
-    for this job (the status is the user's object too). Savepoints stay: they are meant to outlive the job."""
-    if spec.checkpoint.retain_on_delete:
-        return ()
-    named = [status.checkpoint_directory, *status.retired_checkpoint_directories]
-    storage = spec.checkpoint.storage
-    own = [d for d in named if d is not None and is_checkpoint_directory(d, storage, uid)]
-    return tuple(dict.fromkeys(folder_of(d) for d in own))
-
-
 def upgrade_savepoint_id(uid: str, attempt: int) -> str:
     """The savepoint a savepoint-mode upgrade takes of the attempt it stops."""
     return job_savepoint_id("upgrade", uid, attempt)
-
-
-def stop_savepoint_id(uid: str, attempt: int) -> str:
-    """The savepoint a stop takes with savepoints.onStop (each resume is a new attempt: one per attempt)."""
-    return job_savepoint_id("stop", uid, attempt)
 
 
 # -- the decision --
@@ -150,142 +118,7 @@ def _not_ready(
     return conditions, () if said else (EmitEvent("Warning", reason, message),)
 
 
-class _Context(Draft):
-    def _done(self, requeue_after: float | None = None, *, observed: bool = True) -> Decision:
-        """observed=False: this pass only prepared acting on the spec (the next one acts), so its generation
-        is not observed yet. Otherwise every decision acts on the whole current spec (an upgrade in progress
-        shows as phase Upgrading)."""
-        if observed:
-            self.update(observed_generation=self.obs.generation)
-        if (soon := hot_standby.tend(self)) is not None:
-            requeue_after = min(requeue_after or soon, soon)
-        if (disposals := savepointing.finish_disposals(self)) is not None:
-            requeue_after = min(requeue_after or disposals, disposals)
-        newest = self.obs.latest_checkpoint
-        if newest is not None:
-            self.update(
-                latest_checkpoint=CheckpointRef(
-                    id=newest.checkpoint_id,
-                    batch_id=newest.batch_id,
-                    time=newest.completed_at,
-                    location=newest.location,
-                )
-            )
-        return Decision(self.status, tuple(self.actions), requeue_after)
-
-    def _submit(
-        self, restore_from: RestoreFrom, *, fresh: bool = False, reason: str, message: str
-    ) -> Decision:
-        """fresh: a new checkpoint directory even though the job has one (a stateless upgrade)."""
-        if self.stale or self.current:
-            return self._done(WAIT)  # never start an attempt while an earlier driver pod still exists
-        if self.obs.leftover_executors:  # nor while an executor of one does
-            self.actions.append(DeleteLeftoverExecutors(tuple(s.attempt for s in self.standbys)))
-            return self._done(WAIT)
-        attempt = self.status.attempt + 1
-        graph = None if fresh else self.obs.own_graph
-        # A re-created job of the same name is a new job (new uid): it never resumes the old one's state by
-        # accident; starting from old state is explicit (initialSavepoint).
-        location = (
-            graph.checkpoint_location
-            if graph is not None
-            else checkpoint_directory(self.spec.checkpoint.storage, self.obs.job_uid, attempt)
-        )
-        if (
-            fresh
-            and (retiring := retention.retiring(self, location)) != self.status.retired_checkpoint_directories
-        ):
-            # The directory the fresh run leaves behind is in the status before the run starts: a crash or a
-            # refused status write after the submission would otherwise forget it (the new graph names only
-            # the new directory).
-            self.update(retired_checkpoint_directories=retiring)
-            return self._done(SOON, observed=False)
-        restore_batch = None
-        lost_graph = restore_from == "latest-checkpoint" and graph is None
-        recovered = retention.directory_from_status(self) if lost_graph else None
-        if recovered is not None:
-            # The job graph was deleted (by hand, or a namespace restored without it), but the status still
-            # names the job's checkpoint directory, one the operator chose for this job: resume there;
-            # Spark restores its newest committed batch (the pointers went with the graph, or cannot be
-            # trusted without it).
-            location = recovered
-            self.actions.append(
-                EmitEvent(
-                    "Warning",
-                    "JobGraphRecovered",
-                    f"no job graph: attempt {attempt} resumes from its checkpoint directory {recovered}",
-                )
-            )
-        elif lost_graph:
-            # No record of where this job's state is: it starts without state, and says so.
-            restore_from = "nothing"
-            self.actions.append(
-                EmitEvent("Warning", "StateNotFound", f"no job graph: attempt {attempt} starts without state")
-            )
-        elif restore_from == "latest-checkpoint":
-            point = self.obs.restore_point
-            if point is None:
-                return self._done(WAIT)  # not read yet (a driver pod existed when this job was observed)
-            if point.unusable:
-                return self._manual_restore_required(point.unusable)
-            if point.skipped:
-                self.actions.append(EmitEvent("Warning", "CheckpointSkipped", point.why_skipped))
-            restore_batch = point.pointer.batch_id if point.pointer else None
-        standby = hot_standby.promotable(self, restore_from, graph, recovered)
-        return self._start(attempt, restore_from, location, restore_batch, standby, reason, message)
-
-    def _start(
-        self,
-        attempt: int,
-        restore_from: RestoreFrom,
-        location: str,
-        restore_batch: int | None,
-        standby: DriverObservation | None,
-        reason: str,
-        message: str,
-    ) -> Decision:
-        """The attempt: the standby promoted, else a new pod once no standby holds its name."""
-        if standby is not None:
-            self.settled.add(standby.pod_name)
-            self.actions.append(PromoteStandby(standby.pod_name, attempt, location, restore_batch))
-            reason, message = "StandbyPromoted", f"{message}: standby {standby.pod_name} promoted"
-        elif waiting := [s for s in self.standbys if s.pod_name not in self.settled]:
-            for late in waiting:  # it would hold this attempt's pod name
-                self.delete(late, "a standby that cannot be promoted")
-                self.settled.add(late.pod_name)
-            return self._done(WAIT)
-        else:
-            placement = self.status.placement
-            nodes = (
-                tuple(placement.nodes)
-                if placement and self.spec.local_recovery.enabled and restore_from == "latest-checkpoint"
-                else ()
-            )
-            self.actions.append(SubmitAttempt(attempt, restore_from, location, restore_batch, nodes))
-        self.update(
-            attempt=attempt,
-            checkpoint_directory=location,
-            driver_pod=None,
-            attempt_started_at=None,
-            attempt_submitted_at=self.now,
-            stop_requested_at=None,
-            restarts=self.status.restarts.model_copy(update={"next_attempt_at": None}),
-        )
-        self.set_phase("Submitting", reason, message)
-        self.condition("Progressing", "True", reason, message)
-        ready = ready_condition(self.status.conditions)
-        if ready is not None and ready.reason == QUOTA_EXCEEDED:  # the quota had room this time
-            self.condition("Ready", "False", reason, message)
-        return self._done(POLL)
-
-    def _manual_restore_required(self, message: str) -> Decision:
-        """Checkpoints exist but none is complete in storage: never a silent start from nothing. Failed with
-        no result, so nothing starts until the user changes the spec (initialSavepoint, or stateless)."""
-        self.update(phase="Failed")
-        self.condition("Ready", "False", "InvalidSpec", message)
-        self.actions.append(EmitEvent("Warning", "ManualRestoreRequired", message))
-        return self._done()
-
+class _Context(Submission):
     # the dispatch
     def decide(self) -> Decision:
         if self.obs.graph is not None and self.obs.own_graph is None:
@@ -338,13 +171,13 @@ class _Context(Draft):
                 with_savepoint
                 and current is not None
                 and savepointing.record_on_stop(
-                    self, current, stop_savepoint_id(self.obs.job_uid, current.attempt), "stop"
+                    self, current, stopping.stop_savepoint_id(self.obs.job_uid, current.attempt), "stop"
                 )
             ):
                 return self._done(SOON)  # the pod goes once the status holds its savepoint (see _upgrade)
             if current is not None:
                 self.delete_current("stopped")
-            message = self._stopped_message(current)
+            message = stopping.stopped_message(self, current)
             self.set_phase(target, target, message)
             self.update(stop_requested_at=None, driver_pod=None)
             self.condition("Ready", "False", target, message)
@@ -354,44 +187,14 @@ class _Context(Draft):
             self.delete_current("stop requested before the driver ran")
             return self._done(WAIT)
         first_request = self.status.stop_requested_at is None
-        self._request_stop(
-            current, stop_savepoint_id(self.obs.job_uid, current.attempt) if with_savepoint else ""
+        stopping.request_stop(
+            self,
+            current,
+            stopping.stop_savepoint_id(self.obs.job_uid, current.attempt) if with_savepoint else "",
         )
         if first_request:
             self.set_phase("Stopping", "Stopping", "waiting for the running batch to commit")
         return self._done(WAIT)
-
-    def _stopped_message(self, stopped: DriverObservation | None) -> str:
-        if stopped is None or stopped.exit_code != 0:
-            return "stopped"
-        taken = stop_savepoint_id(self.obs.job_uid, stopped.attempt)
-        if any(ref.id == taken for ref in self.status.savepoints):
-            return f"stopped with a final checkpoint and savepoint {taken}"
-        return "stopped with a final checkpoint"
-
-    def _request_stop(self, current: DriverObservation, savepoint_id: str = "") -> None:
-        """Ask once (again if the driver refused a deposed leader's request); a driver that has not stopped
-        within stopTimeoutSeconds is cancelled (deleted)."""
-        requested = self.status.stop_requested_at
-        if requested is None:
-            self.actions.append(RequestStop(current.pod_name, current.attempt, savepoint_id))
-            self.update(stop_requested_at=self.now)
-            return
-        timeout = timedelta(seconds=self.spec.stop_timeout_seconds)
-        if self.now - requested < timeout:
-            if current.request_refused and current.phase == DriverPhase.RUNNING:
-                # Asked again with this leader's term; the timeout still counts from the first request, so a
-                # request refused again and again (a leader below the floor) ends in a cancel, never hangs.
-                self.actions.append(RequestStop(current.pod_name, current.attempt, savepoint_id))
-        elif current.phase != DriverPhase.TERMINATING:
-            self.actions.append(
-                EmitEvent(
-                    "Warning",
-                    "StopTimedOut",
-                    f"no final checkpoint within {self.spec.stop_timeout_seconds} s; cancelling",
-                )
-            )
-            self.delete_current("stop timed out")
 
     def _keep_running(self) -> Decision:
         status = self.status
@@ -423,7 +226,9 @@ class _Context(Draft):
                 # Stop with a final checkpoint and a savepoint of it (FLIP-34's stop-with-savepoint); after
                 # a timeout, cancel: the new attempt then restores the latest checkpoint and re-runs at most
                 # the one uncommitted batch, as a last-state upgrade.
-                self._request_stop(self.current, upgrade_savepoint_id(self.obs.job_uid, self.current.attempt))
+                stopping.request_stop(
+                    self, self.current, upgrade_savepoint_id(self.obs.job_uid, self.current.attempt)
+                )
             else:
                 self.delete_current(f"spec changed ({mode} upgrade)")
             self.set_phase("Upgrading", "Upgrading", f"spec changed; {mode} upgrade")
@@ -529,7 +334,9 @@ class _Context(Draft):
                 # script did not finish, so no result; the next attempt resumes from the final checkpoint.
                 return self._failed(current)
             case DriverPhase.SUCCEEDED:
-                self._record_result("Succeeded", current.message or "the driver finished with exit code 0")
+                attempts.record_result(
+                    self, "Succeeded", current.message or "the driver finished with exit code 0"
+                )
                 return self._done(WAIT)
             case DriverPhase.TERMINATING:
                 self.delete_current("node lost")  # only acts for a pod on a lost node: it would never go
@@ -550,8 +357,8 @@ class _Context(Draft):
             self.condition("Progressing", "False", "Running", "")
             self.condition("Degraded", "False", "Running", "")
         savepointing.tend(self, current)
-        self._report_rollbacks(current)
-        self._remember_placement(current.attempt)
+        attempts.report_rollbacks(self, current)
+        attempts.remember_placement(self, current.attempt)
         savepointing.choose_disposals(self)
         look_again = min(upgrade_rollback.stability(self), retention.delete_retired_directories(self))
         if self.status.savepoint_in_progress:
@@ -564,34 +371,10 @@ class _Context(Draft):
         upgrade_rollback.roll_back(self, reason, what)
         return self._done(SOON)
 
-    def _record_result(self, state: Literal["Succeeded", "Failed"], message: str) -> None:
-        retain = self.spec.result_store.ttl_seconds
-        data = job_data(self.spec, self.obs.job_uid, self.status)
-        self.actions.append(RecordResult(state, message, self.now, retain, data))
-
-    def _report_rollbacks(self, driver: DriverObservation) -> None:
-        """Once per attempt: a user must learn that committed batches were given up (they run again)."""
-        reported = self.status.last_rollback
-        if not driver.rollbacks or (reported is not None and reported.attempt == driver.attempt):
-            return
-        message = "; ".join(driver.rollbacks)
-        self.update(last_rollback=RollbackRef(attempt=driver.attempt, time=self.now, message=message))
-        self.actions.append(EmitEvent("Warning", "CheckpointRolledBack", message))
-
-    def _remember_placement(self, attempt: int) -> None:
-        """Every node that ran one of this attempt's executors (executors come and go within an attempt)."""
-        if not self.obs.executor_nodes:
-            return
-        placement = self.status.placement
-        known = set(placement.nodes) if placement and placement.attempt == attempt else set()
-        if not known.issuperset(self.obs.executor_nodes):
-            nodes = sorted(known | set(self.obs.executor_nodes))
-            self.update(placement=Placement(attempt=attempt, nodes=nodes))
-
     def _failed(self, current: DriverObservation | None) -> Decision:
-        failure = _failure(current, self.status.attempt, self.now)
+        failure = attempts.failure_of(current, self.status.attempt, self.now)
         if current is not None:  # its executors' pods are still there: the next attempt goes back to them
-            self._remember_placement(current.attempt)
+            attempts.remember_placement(self, current.attempt)
         if current is not None and current.reason == NO_RESTORABLE_CHECKPOINT:
             # No complete batch in the checkpoint: another attempt would find the same.
             self.update(last_failure=failure)
@@ -624,7 +407,7 @@ class _Context(Draft):
             )
         if not verdict.restart:
             message = f"{failure.reason}: {failure.message} — not restarted: {verdict.reason}"
-            self._record_result("Failed", message)
+            attempts.record_result(self, "Failed", message)
             self.condition("Ready", "False", "RestartsExhausted", message)
             return self._done(WAIT)
         due = self.now + timedelta(seconds=verdict.delay_seconds)
@@ -639,16 +422,3 @@ class _Context(Draft):
         )
         self.condition("Ready", "False", "Restarting", failure.message)
         return self._done(SOON if current is not None else max(SOON, verdict.delay_seconds))
-
-
-def _failure(driver: DriverObservation | None, attempt: int, now: datetime) -> Failure:
-    if driver is None:
-        return Failure(reason="DriverLost", message="the driver pod disappeared", attempt=attempt, time=now)
-    if driver.reason in {STOPPED, STOP_TIMED_OUT}:
-        message = f"the driver stopped on a request the job no longer has: {driver.message}"
-        return Failure(reason="UnwantedStop", message=message, exit_code=0, attempt=attempt, time=now)
-    reason = driver.reason if driver.reason and driver.reason not in {"Error", "Completed"} else "DriverError"
-    if reason == "DriverError" and driver.exit_code is not None and driver.exit_code > _SIGNALLED:
-        reason = "DriverKilled"  # 128 + n: ended by signal n (137: SIGKILL, e.g. a kill or the OOM killer)
-    message = driver.message or f"the driver exited with code {driver.exit_code}"
-    return Failure(reason=reason, message=message, exit_code=driver.exit_code, attempt=attempt, time=now)

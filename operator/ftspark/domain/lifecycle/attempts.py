@@ -1,0 +1,68 @@
+"""What an attempt leaves for the next ones: its failure as the status says it, its result, the rollbacks it
+made (reported once), and the nodes its executors ran on (where the next attempt's go, with localRecovery)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from ftspark.domain.lifecycle.actions import EmitEvent, RecordResult
+from ftspark.domain.lifecycle.draft import Draft
+from ftspark.domain.lifecycle.observation import DriverObservation
+from ftspark.domain.models import Failure, JobSpec, JobStatus, Placement, RollbackRef
+from ftspark.domain.recovery import folder_of, is_checkpoint_directory
+from ftspark.protocol import STOP_TIMED_OUT, STOPPED
+
+_SIGNALLED = 128
+
+
+def job_data(spec: JobSpec, uid: str, status: JobStatus) -> tuple[str, ...]:
+    """What of the job's storage goes with its result (checkpoint.retainOnDelete keeps it): its checkpoint
+    directories, the current one and those earlier runs left, each only when it is one the operator chose
+    for this job (the status is the user's object too). Savepoints stay: they are meant to outlive the job."""
+    if spec.checkpoint.retain_on_delete:
+        return ()
+    named = [status.checkpoint_directory, *status.retired_checkpoint_directories]
+    storage = spec.checkpoint.storage
+    own = [d for d in named if d is not None and is_checkpoint_directory(d, storage, uid)]
+    return tuple(dict.fromkeys(folder_of(d) for d in own))
+
+
+def record_result(draft: Draft, state: Literal["Succeeded", "Failed"], message: str) -> None:
+    retain = draft.spec.result_store.ttl_seconds
+    data = job_data(draft.spec, draft.obs.job_uid, draft.status)
+    draft.actions.append(RecordResult(state, message, draft.now, retain, data))
+
+
+def report_rollbacks(draft: Draft, driver: DriverObservation) -> None:
+    """Once per attempt: a user must learn that committed batches were given up (they run again)."""
+    reported = draft.status.last_rollback
+    if not driver.rollbacks or (reported is not None and reported.attempt == driver.attempt):
+        return
+    message = "; ".join(driver.rollbacks)
+    draft.update(last_rollback=RollbackRef(attempt=driver.attempt, time=draft.now, message=message))
+    draft.actions.append(EmitEvent("Warning", "CheckpointRolledBack", message))
+
+
+def remember_placement(draft: Draft, attempt: int) -> None:
+    """Every node that ran one of this attempt's executors (executors come and go within an attempt)."""
+    if not draft.obs.executor_nodes:
+        return
+    placement = draft.status.placement
+    known = set(placement.nodes) if placement and placement.attempt == attempt else set()
+    if not known.issuperset(draft.obs.executor_nodes):
+        nodes = sorted(known | set(draft.obs.executor_nodes))
+        draft.update(placement=Placement(attempt=attempt, nodes=nodes))
+
+
+def failure_of(driver: DriverObservation | None, attempt: int, now: datetime) -> Failure:
+    if driver is None:
+        return Failure(reason="DriverLost", message="the driver pod disappeared", attempt=attempt, time=now)
+    if driver.reason in {STOPPED, STOP_TIMED_OUT}:
+        message = f"the driver stopped on a request the job no longer has: {driver.message}"
+        return Failure(reason="UnwantedStop", message=message, exit_code=0, attempt=attempt, time=now)
+    reason = driver.reason if driver.reason and driver.reason not in {"Error", "Completed"} else "DriverError"
+    if reason == "DriverError" and driver.exit_code is not None and driver.exit_code > _SIGNALLED:
+        reason = "DriverKilled"  # 128 + n: ended by signal n (137: SIGKILL, e.g. a kill or the OOM killer)
+    message = driver.message or f"the driver exited with code {driver.exit_code}"
+    return Failure(reason=reason, message=message, exit_code=driver.exit_code, attempt=attempt, time=now)
