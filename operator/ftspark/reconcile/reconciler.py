@@ -135,7 +135,7 @@ class Reconciler:
         storage_prefixes: where jobs may keep their storage in every namespace (none: anywhere).
         term_floor: <namespace>/<name> of the operator's term floor ConfigMap, which its drivers read.
         own_namespace: the operator's, where it never runs a job."""
-        self._jobs, self._events, self._allowed = jobs, events, allowed
+        self._jobs, self._allowed = jobs, allowed
         self._storage_prefixes = storage_prefixes
         self._results, self._epoch, self._clock, self._uniform = stores.results, epoch, clock, uniform
         self._own_namespace = own_namespace

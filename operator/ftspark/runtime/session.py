@@ -65,7 +65,7 @@ def spark_settings(
         settings[DRIVER_JAVA_OPTIONS] = java_options
     if "spark.master" in settings:
         settings["spark.master"] = in_cluster_master(settings["spark.master"], env)
-    pod_ip = env.get("SPARK_DRIVER_BIND_ADDRESS")
+    pod_ip = env.get(DriverEnv.BIND_ADDRESS)
     if pod_ip and settings.get("spark.master", "").startswith("k8s://"):
         # Executors reach the driver at its pod IP: a pod's hostname resolves only inside that pod.
         settings.setdefault("spark.driver.host", pod_ip)
