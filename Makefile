@@ -8,12 +8,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test verify bench soak lint types unit integration cluster-bin helm-bin spark-jars local-recovery-jar class-data images dev-cluster crds argocd deploy docs lock clean
+.PHONY: help demo test verify bench soak lint types unit integration cluster-bin helm-bin s3-bin spark-jars local-recovery-jar class-data images dev-cluster crds argocd deploy docs lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
 	@echo "make test         lint, types and the whole test suite (what CI runs)"
 	@echo "make cluster-bin  build etcd/kube-* once into ~/.cache/ftspark (cached by version)"
+	@echo "make s3-bin       build the S3 server (Versity S3 Gateway) once into ~/.cache/ftspark"
 	@echo "make images       the operator, Spark and pause images as OCI archives, without Docker (cached)"
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
 	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts, API calls; 100 to 5,000 jobs); task-local recovery's (in one JVM, on the nodes)"
@@ -35,6 +36,10 @@ cluster-bin:
 
 helm-bin:
 	tools/helm/build.sh
+
+# The S3 server of every tier and the demo (Versity S3 Gateway), cached by version.
+s3-bin:
+	tools/versitygw/build.sh
 
 spark-jars:
 	tools/spark_jars.sh
@@ -66,7 +71,7 @@ types: $(VENV)/.installed
 # (Go compiles while images download and unpack; the class data is made while images build). images: the
 # real-node tier runs them (tests/realnodes); building them first keeps pytest's timings honest.
 test: $(VENV)/.installed lint types
-	$(MAKE) --no-print-directory -j2 cluster-bin helm-bin class-data images
+	$(MAKE) --no-print-directory -j2 cluster-bin helm-bin s3-bin class-data images
 	$(PY) -m pytest
 
 # What is too long for the gate, one after the other (each prints its tables).
@@ -75,13 +80,13 @@ verify: soak bench
 unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit
 
-integration: $(VENV)/.installed cluster-bin
+integration: $(VENV)/.installed cluster-bin s3-bin
 	$(PY) -m pytest tests/integration tests/contract
 
 # The long soak; CI runs a short seeded one (e2e/test_soak.py). Prints the table of faults and figures.
 SOAK_FAULTS ?= 100
 SOAK_SEED ?= 14
-soak: $(VENV)/.installed cluster-bin spark-jars
+soak: $(VENV)/.installed cluster-bin s3-bin spark-jars
 	$(PY) -m ftspark_dev.soak --faults $(SOAK_FAULTS) --seed $(SOAK_SEED)
 
 crds: $(VENV)/.installed helm-bin
@@ -94,13 +99,13 @@ crds: $(VENV)/.installed helm-bin
 dev-cluster: $(VENV)/.installed cluster-bin
 	$(PY) -m ftspark_dev.cluster
 
-bench: $(VENV)/.installed cluster-bin spark-jars local-recovery-jar class-data
+bench: $(VENV)/.installed cluster-bin s3-bin spark-jars local-recovery-jar class-data
 	$(PY) -m ftspark_dev.bench --curve 100,5000
 	$(PY) -m ftspark_dev.recovery --kills 5
 	$(PY) -m ftspark_dev.localrecovery_bench --keys 2000000 --payload 200 --files 8
 	$(PY) -m ftspark_dev.localrecovery_world --keys 2000000 --payload 200 --files 8
 
-demo: $(VENV)/.installed cluster-bin helm-bin spark-jars
+demo: $(VENV)/.installed cluster-bin helm-bin s3-bin spark-jars
 	$(PY) -m ftspark_dev.demo
 
 deploy: $(VENV)/.installed helm-bin

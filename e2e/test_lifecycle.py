@@ -13,7 +13,7 @@ from kubernetes import client
 from tests.waiting import eventually
 
 from ftspark.domain.lifecycle import upgrade_savepoint_id
-from ftspark_dev.controlplane import REPO_ROOT
+from ftspark_dev.processes import REPO_ROOT
 from ftspark_dev.windowed_counts import Output, expected_counts, write_input
 from ftspark_dev.world import OPERATOR_NAMESPACE, World
 

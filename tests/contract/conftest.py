@@ -1,7 +1,7 @@
 """The `backend` fixture: each HA store implementation on its real backing service, in a fresh place per test.
 
 memory: the dict-backed records; configmap: ConfigMaps on the real kube-apiserver in a fresh namespace, large
-payloads on the S3-protocol server; s3: objects on the S3-protocol server (moto) in a fresh bucket.
+payloads on the S3-protocol server; s3: objects on the S3 server (ftspark_dev.s3server) in a fresh bucket.
 """
 
 from __future__ import annotations

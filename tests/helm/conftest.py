@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ftspark_dev.controlplane import REPO_ROOT
+from ftspark_dev.processes import REPO_ROOT, built_by
 
 CHART = REPO_ROOT / "helm" / "ftspark-operator"
 KUBE_VERSION = "1.34.12"
@@ -20,10 +20,7 @@ Render = Callable[..., list[dict[str, Any]]]
 
 def helm_binary() -> Path:
     """Helm, built once per machine (cached)."""
-    built = subprocess.run(
-        [str(REPO_ROOT / "tools" / "helm" / "build.sh")], check=True, stdout=subprocess.PIPE, text=True
-    )
-    return Path(built.stdout.strip().splitlines()[-1])
+    return built_by(REPO_ROOT / "tools" / "helm" / "build.sh")
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,9 @@ import pytest
 from kubernetes import client
 
 from ftspark import API_GROUP, PLURAL
-from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import OperatorFleet
+from ftspark_dev.processes import REPO_ROOT
 from ftspark_dev.s3server import S3Server
 
 

@@ -1,19 +1,15 @@
 """Periodic savepoints and the savepoint history (domain.savepoints, driven through `decide`), and the folder
-deletes the disposal relies on (BlobStore.delete_prefix, in memory and on S3 through moto)."""
+prefixes the disposal refuses to delete (ports.blobs.check_folder; the deletes themselves, in memory and on
+the S3 server: tests/contract/test_blob_store.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from unittest import mock
 
-import boto3
 import pytest
-from moto import mock_aws
 from pydantic import ValidationError
 
-from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.lifecycle import (
     Decision,
     DisposeSavepoint,
@@ -36,8 +32,7 @@ from ftspark.domain.models import (
     SavepointRequest,
 )
 from ftspark.domain.savepoints import SavepointData
-from ftspark.ports.blobs import BlobStore, check_folder
-from ftspark.ports.stores import StoreUnavailableError
+from ftspark.ports.blobs import check_folder
 from ftspark.testing.stores import MemoryBlobStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -439,53 +434,6 @@ def test_a_status_written_before_these_fields_still_reads() -> None:
 
 
 # -- the folder deletes (BlobStore.delete_prefix) --
-
-
-@pytest.fixture(params=["memory", "s3"])
-def blobs(request: pytest.FixtureRequest) -> Iterator[BlobStore]:
-    if request.param == "memory":
-        yield MemoryBlobStore()
-        return
-    with mock_aws():
-        s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket="bucket")
-        yield S3BlobStore(s3)
-
-
-FOLDER = f"{STORAGE}/savepoints/sp-1/"
-MANIFEST = f"{FOLDER}_manifest.json"
-
-
-def fill(blobs: BlobStore) -> None:
-    for uri in (f"{FOLDER}q/metadata", f"{FOLDER}q/state/0/1.delta", MANIFEST):
-        blobs.put(uri, b"x")
-    blobs.put(f"{STORAGE}/savepoints/sp-10/_manifest.json", b"a sibling with a common prefix")
-    blobs.put(f"{STORAGE}/savepoints/sp-1.json", b"next to the folder")
-
-
-def test_a_folder_is_deleted_whole_and_nothing_beside_it(blobs: BlobStore) -> None:
-    fill(blobs)
-    assert blobs.any_with_prefix(FOLDER)
-    blobs.delete_prefix(FOLDER, last=MANIFEST)
-    assert not blobs.any_with_prefix(FOLDER)
-    assert blobs.get(f"{STORAGE}/savepoints/sp-10/_manifest.json") is not None
-    assert blobs.get(f"{STORAGE}/savepoints/sp-1.json") is not None
-    blobs.delete_prefix(FOLDER, last=MANIFEST)  # again, as after a crash: nothing left is fine
-
-
-def test_objects_s3_refuses_to_delete_leave_the_manifest_in_place() -> None:
-    with mock_aws():
-        s3 = boto3.client("s3", region_name="us-east-1")
-        s3.create_bucket(Bucket="bucket")
-        blobs = S3BlobStore(s3)
-        fill(blobs)
-        refused = {"Errors": [{"Key": "job/savepoints/sp-1/q/metadata", "Code": "AccessDenied"}]}
-        with (
-            mock.patch.object(s3, "delete_objects", return_value=refused),
-            pytest.raises(StoreUnavailableError),
-        ):
-            blobs.delete_prefix(FOLDER, last=MANIFEST)
-        assert blobs.get(MANIFEST) is not None, "it still says whose folder this is"
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ from ftspark.domain.ha import JobKey
 from ftspark.protocol import ROLE_LABEL
 from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND, CHECKPOINT_STATUS_DELAY
 from ftspark_dev.bundle import BUNDLE, NAMESPACE, SERVICE_ACCOUNT
-from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import (
     OperatorFleet,
     job_manifest,
@@ -52,7 +52,7 @@ from ftspark_dev.operators import (
     set_driver_exited,
     set_driver_running,
 )
-from ftspark_dev.processes import cpu_seconds, memory_mib
+from ftspark_dev.processes import REPO_ROOT, cpu_seconds, memory_mib
 from ftspark_dev.s3server import S3Server
 
 _RESTART_DELAY = 1.0  # job_manifest's fixed delay

@@ -8,7 +8,8 @@ import signal
 import threading
 from pathlib import Path
 
-from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.processes import REPO_ROOT
 
 
 def main() -> None:

@@ -23,9 +23,8 @@ from typing import Any
 import yaml
 
 from ftspark_dev import pki
-from ftspark_dev.processes import ManagedProcess, free_port, wait_until_healthy
+from ftspark_dev.processes import REPO_ROOT, ManagedProcess, built_by, free_port, wait_until_healthy
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 _START_TIMEOUT = 120.0
 
@@ -35,9 +34,7 @@ def binaries_dir() -> Path:
     override = os.environ.get("FTSPARK_KUBEBIN_DIR")
     if override:
         return Path(override)
-    build = REPO_ROOT / "tools" / "kubebin" / "build.sh"
-    result = subprocess.run([str(build)], check=True, stdout=subprocess.PIPE, text=True)
-    return Path(result.stdout.strip().splitlines()[-1])
+    return built_by(REPO_ROOT / "tools" / "kubebin" / "build.sh")
 
 
 def write_kubeconfig(path: Path, server: str, ca_pem: bytes, credentials: pki.KeyPair, user: str) -> Path:

@@ -74,9 +74,10 @@ def spark_conf(spec: JobSpec) -> dict[str, str]:
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
         CHANGELOG: str(spec.changelog).lower(),
         **spark_s3a_conf(spec.endpoint),
-        # Always the wrapper: stock S3A uploads RocksDB's files with the SDK's async client, which fails
-        # against moto (HTTP 100 taken for the response); the wrapper uploads state files through create().
-        # Without a local dir it keeps no copies.
+        # Always the wrapper, so runs with and without copies upload alike: stock S3A uploads RocksDB's files
+        # with the SDK's async client (which failed against moto, the first S3 server measured: HTTP 100
+        # taken for the response); the wrapper uploads state files through create(). Without a local dir it
+        # keeps no copies.
         **local_recovery_conf(spec.local_dir, spec.key_file),
     }
     return conf

@@ -27,8 +27,8 @@ from ftspark.domain.ha import CheckpointPointer, JobKey
 from ftspark.ports.stores import CheckpointStore
 from ftspark.protocol import JOB_LABEL, driver_pod_name, record_key_name
 from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND
-from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
-from ftspark_dev.processes import ManagedProcess, free_port
+from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.processes import REPO_ROOT, ManagedProcess, free_port
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 OPERATOR_LEASE = "ftspark-operator"  # the operator's default --lease-name

@@ -22,6 +22,15 @@ _DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "KILL", "--")
 _TICKS = 100  # os.sysconf("SC_CLK_TCK") on Linux
 
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def built_by(script: Path) -> Path:
+    """What a cached build script made (it builds on first use, saying so on stderr): its last line."""
+    result = subprocess.run([str(script)], check=True, stdout=subprocess.PIPE, text=True)
+    return Path(result.stdout.strip().splitlines()[-1])
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time the process has used."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

@@ -25,8 +25,9 @@ from kubernetes import client, config
 from ftspark.manifests import merge_template
 from ftspark.protocol import RuntimeEnv
 from ftspark_dev.bundle import CHART
-from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import leading, lease_holder, probe
+from ftspark_dev.processes import REPO_ROOT
 from ftspark_dev.realnodes import RealNodes, network
 from ftspark_dev.realnodes.images import SPARK_IMAGE, built_images
 from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server

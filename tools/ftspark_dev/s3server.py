@@ -1,10 +1,11 @@
-"""An S3-protocol server on loopback (moto in server mode, in its own process so a test can stop it)."""
+"""An S3 server on loopback, in its own process so a test can stop or pause it: the Versity S3 Gateway
+(tools/versitygw/build.sh), a real S3 server whose conditional writes and deletes the HA stores' fencing
+rests on."""
 
 from __future__ import annotations
 
 import shutil
 import signal
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 import boto3
 from botocore.config import Config
 
-from ftspark_dev.processes import ManagedProcess, free_port, wait_until_healthy
+from ftspark_dev.processes import REPO_ROOT, ManagedProcess, built_by, free_port, wait_until_healthy
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 ACCESS_KEY = "ftspark-test"
 SECRET_KEY = "ftspark-test-secret"
 REGION = "us-east-1"
+HEALTH_PATH = "/ftspark-health"  # answered without credentials
 
 
 def spark_s3a_conf(endpoint: str, *, credentials: bool = True) -> dict[str, str]:
@@ -56,13 +58,22 @@ class S3Server:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> S3Server:
+        """Its objects are files under log_dir/objects (the gateway's POSIX backend keeps ETags and metadata
+        in extended attributes, which ext4, xfs and tmpfs since Linux 6.6 have)."""
+        objects = self.log_dir / "objects"
+        objects.mkdir(parents=True, exist_ok=True)
+        address = f"{self.host}:{self.port}"
         self._process = ManagedProcess(
-            "moto-s3",
-            [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)],
+            "versitygw",
+            [
+                *[str(built_by(REPO_ROOT / "tools" / "versitygw" / "build.sh")), "--port", address],
+                *["--access", ACCESS_KEY, "--secret", SECRET_KEY, "--region", REGION],
+                *["--health", HEALTH_PATH, "--quiet", "posix", str(objects)],
+            ],
             self.log_dir,
         )
         self._process.start()
-        wait_until_healthy(self._process, f"{self.endpoint}/moto-api/", timeout=60)
+        wait_until_healthy(self._process, f"{self.endpoint}{HEALTH_PATH}", timeout=60)
         return self
 
     def stop(self) -> None:

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftspark_dev.controlplane import REPO_ROOT
+from ftspark_dev.processes import REPO_ROOT
 from ftspark_dev.subject import SinkFolder, Verdict, write_parts
 
 EXAMPLE = REPO_ROOT / "examples" / "sessions.py"

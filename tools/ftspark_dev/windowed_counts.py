@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftspark_dev.controlplane import REPO_ROOT
+from ftspark_dev.processes import REPO_ROOT
 from ftspark_dev.subject import SinkFolder, Verdict, write_parts
 
 EXAMPLE = REPO_ROOT / "examples" / "windowed_counts.py"

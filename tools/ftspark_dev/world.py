@@ -41,10 +41,11 @@ from ftspark.protocol import (
     term_floor_name,
 )
 from ftspark_dev.bundle import driver_policy
-from ftspark_dev.controlplane import REPO_ROOT, ControlPlane
+from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.netproxy import ApiProxy
 from ftspark_dev.nodes import NodeAgent
 from ftspark_dev.operators import OPERATOR_LEASE, OperatorFleet, event_reasons, job_manifest, leading
+from ftspark_dev.processes import REPO_ROOT
 from ftspark_dev.s3server import ACCESS_KEY, SECRET_KEY, S3Server
 from ftspark_dev.windowed_counts import EXAMPLE
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftspark.runtime.entrypoint import spark_argv
+from ftspark_dev.processes import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 VENV_PYTHON = Path(sys.executable)
 _BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _VENV_PATH = f"{VENV_PYTHON.parent}:{_BASE_PATH}"

@@ -77,7 +77,7 @@ class S3Records:
         self, rid: RecordId, data: Mapping[str, str], fences: Mapping[str, int], writer: str, version: str
     ) -> None:
         key = self._key(rid)
-        # A vanished object is a conflict too (moto answers NoSuchKey, S3 412): it changed since it was read.
+        # A vanished object is a conflict too (some servers answer NoSuchKey, S3 412): it changed since it was read.
         _call(
             f"replace s3://{self._bucket}/{key}",
             lambda: self._s3.put_object(
