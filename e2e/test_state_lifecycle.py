@@ -17,7 +17,7 @@ from ftspark_dev.world import World
 
 NAME = "lifelong"
 PERIOD = 10  # seconds between periodic savepoints
-WINDOW = 30  # upgradeRollback.windowSeconds
+WINDOW = 15  # upgradeRollback.windowSeconds
 
 
 def _savepoints(world: World) -> list[dict[str, Any]]:

@@ -317,9 +317,10 @@ def test_plain_manifests_install_the_same_operator(operator_installed: RealWorld
     world.helm_uninstall()
     world.plane.kubectl("apply", "-f", str(BUNDLE))
     # The edits the quickstart names: the S3 endpoint, and credentials from the Secret `s3`.
-    deployment = ("-n", OPERATOR_NAMESPACE, "set", "env", "deployment/ftspark-operator")
-    world.plane.kubectl(*deployment, f"FTSPARK_S3_ENDPOINT={world.s3.endpoint}")
-    world.plane.kubectl(*deployment, "--from=secret/s3")
+    world.plane.kubectl(
+        *("-n", OPERATOR_NAMESPACE, "set", "env", "deployment/ftspark-operator"),
+        *(f"FTSPARK_S3_ENDPOINT={world.s3.endpoint}", "--from=secret/s3"),
+    )
     world.plane.kubectl(
         "-n", OPERATOR_NAMESPACE, "rollout", "status", "deployment/ftspark-operator", "--timeout=300s"
     )

@@ -1,6 +1,8 @@
 """Exactly once through driver crashes: SIGKILL the driver (process group: Python and its JVM, as a pod
-kill does) at random points at least 20 times, restart it each time, and compare the stateful output with
-the input: no record lost, none counted twice."""
+kill does) at 12 seeded random points, a quarter of them while it starts, the rest while it processes,
+restart it each time, and compare the stateful output with the input: no record lost, none counted twice.
+(It made 20 until the CI budget: 60-70 s more. What the claim needs is kills with a batch in flight, and
+the test fails without one; `make soak` kills drivers many more times.)"""
 
 from __future__ import annotations
 
@@ -16,11 +18,11 @@ from ftspark.runtime.session import spark_uri
 from ftspark_dev.windowed_counts import expected_counts, write_input
 from tests.runtime.conftest import RuntimeJob
 
-KILLS = 20
+KILLS = 12
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # 20 restarts of a real Spark driver: minutes, more on a busy machine
+@pytest.mark.timeout(1800)  # 12 restarts of a real Spark driver: minutes, more on a busy machine
 def test_sigkill_at_random_points_loses_and_duplicates_nothing(make_job: Any) -> None:
     rng = random.Random(4)
     job: RuntimeJob = make_job()

@@ -22,7 +22,7 @@ from ftspark.adapters.k8s.counted import CountedApiClient
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.k8s.record_key import record_seal
 from ftspark.adapters.s3.inspector import S3CheckpointInspector
-from ftspark.adapters.s3.stores import S3BlobStore, S3Records
+from ftspark.adapters.s3.stores import S3BlobStore, S3Records, UnfencedStoreError
 from ftspark.app.config import OperatorConfig, parse
 from ftspark.app.controller import Controller
 from ftspark.app.probes import serve
@@ -92,6 +92,10 @@ class OperatorReplica:
         self.api = api_client(cfg)
         self.s3 = s3_client(cfg)
         self.ha = cfg.ha()
+        records = None
+        if self.ha.kind == "s3":
+            records = S3Records(self.s3, self.ha.s3_root, namespaces=cfg.watch_namespaces)
+            records.refuse_unless_fenced()  # before anything is written anywhere
         # Read (or made) before anything else: without it no job graph or result can be trusted.
         self.seal = record_seal(self.api, cfg.namespace, record_key_name(cfg.lease_name))
         self.stores = ha_stores(
@@ -103,11 +107,7 @@ class OperatorReplica:
             namespaces=cfg.watch_namespaces,
         )
         # S3 has no watch: the controller polls the checkpoint records' versions instead.
-        self.checkpoint_versions = (
-            S3Records(self.s3, self.ha.s3_root, namespaces=cfg.watch_namespaces).checkpoint_versions
-            if self.ha.kind == "s3"
-            else None
-        )
+        self.checkpoint_versions = records.checkpoint_versions if records else None
         self.stop = threading.Event()  # set by SIGTERM/SIGINT: stop reconciling, release the Lease
         self.controller: Controller | None = None
         self.leader_seen: str | None = None
@@ -213,7 +213,14 @@ class OperatorReplica:
 
 
 def run(cfg: OperatorConfig) -> int:
-    return OperatorReplica(cfg).run()
+    try:
+        replica = OperatorReplica(cfg)
+    except UnfencedStoreError as error:
+        # The last line of the log is the container's termination message (the chart's
+        # FallbackToLogsOnError): `kubectl describe pod` says why the replica will not start.
+        log.error("refusing to start: %s", error)
+        return 2
+    return replica.run()
 
 
 def main() -> None:

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, TypeVar, assert_never
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -37,6 +39,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
 _ABSENT_CODES = frozenset({"NoSuchKey", "404"})
+# An ETag the probe's object never has (no MD5 of its body), for the conditional-write probe.
+_NEVER_AN_ETAG = '"00000000000000000000000000000000"'
+
+
+class UnfencedStoreError(RuntimeError):
+    """The S3 server takes conditional writes as plain ones (S3Records.refuse_unless_fenced)."""
+
+
 _DELETE_BATCH = 1000  # S3's most keys per DeleteObjects
 
 log = logging.getLogger(__name__)
@@ -77,7 +87,7 @@ class S3Records:
         self, rid: RecordId, data: Mapping[str, str], fences: Mapping[str, int], writer: str, version: str
     ) -> None:
         key = self._key(rid)
-        # A vanished object is a conflict too (some servers answer NoSuchKey, S3 412): it changed since it was read.
+        # A vanished object is a conflict too (some servers answer NoSuchKey, S3 412): it changed since read.
         _call(
             f"replace s3://{self._bucket}/{key}",
             lambda: self._s3.put_object(
@@ -123,6 +133,35 @@ class S3Records:
                 if record_key is not None:
                     listed.append((key, record_key, etag))
         return listed
+
+    def refuse_unless_fenced(self) -> None:
+        """Raises UnfencedStoreError unless the server refuses a create of an object that exists
+        (If-None-Match: *) and a replace of it with an ETag it never had (If-Match), as Amazon S3, MinIO and
+        the Versity S3 Gateway do: a server that takes them as plain writes would make every fenced write
+        last-writer-wins. Probed on a scratch object of its own under the root, deleted after."""
+        key = f"{self._prefix}probe/{uuid.uuid4().hex}.json"
+        where = f"s3://{self._bucket}/{key}"
+        body = _body({}, {}, "conditional-write probe")
+        _call(f"create {where}", lambda: self._s3.put_object(Bucket=self._bucket, Key=key, Body=body))
+        write = partial(self._s3.put_object, Bucket=self._bucket, Key=key, Body=body)
+        conditional = {
+            "If-None-Match: *": partial(write, IfNoneMatch="*"),
+            "If-Match": partial(write, IfMatch=_NEVER_AN_ETAG),
+        }
+        try:
+            for header, must_fail in conditional.items():
+                try:
+                    _call(f"write {where} with {header}", must_fail)
+                except ConflictError:
+                    continue
+                raise UnfencedStoreError(
+                    f"the S3 server at {self._s3.meta.endpoint_url} ignores {header}: it took a conditional "
+                    f"write of {where} that must fail, so the HA store's fenced writes would silently "
+                    "overwrite one another. Use a server that honours conditional writes (Amazon S3, MinIO, "
+                    "the Versity S3 Gateway), or haStore.type configmaps."
+                )
+        finally:
+            _call(f"delete {where}", lambda: self._s3.delete_object(Bucket=self._bucket, Key=key))
 
     def _key(self, rid: RecordId) -> str:
         return f"{self._prefix}{_folder(rid.kind)}{_name(rid.kind, rid.key)}"
