@@ -333,3 +333,14 @@ def test_the_storage_prefixes_reach_the_operator(render: Render, monkeypatch: py
     (policy,) = _named(kinds["ValidatingAdmissionPolicy"], "ftspark-operator-ftspark-system")
     variables = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}
     assert variables["storageEverywhere"] == '["s3://team-a/x","s3://shared"]'
+
+
+def test_it_renders_offline_without_a_kube_version(helm: Path) -> None:
+    """`helm template` as GitOps tools other than Argo CD run it: helm's offline default is Kubernetes 1.20,
+    so the chart names no kubeVersion; on a cluster older than 1.30 the API server refuses its
+    admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy by name instead (docs/quickstart.md)."""
+    offline = run_helm(
+        helm, "template", "x", str(CHART), "--namespace=ftspark-system", "--set=watchNamespaces={jobs}"
+    )
+    assert offline.returncode == 0, offline.stderr
+    assert "kind: ValidatingAdmissionPolicy" in offline.stdout
