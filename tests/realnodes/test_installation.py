@@ -9,12 +9,15 @@ containers. In order, on one installation (starting one costs a minute):
    takes over), a frozen driver container (the kubelet's liveness probe kills it), operator-leader and node
    kills, stop and resume;
 4. the plain-manifest install (deploy/ftspark-operator.yaml) in place of the chart's;
+5. the documented uninstall (docs/operations.md), after which nothing of ftspark's is left in the cluster;
 and after all of it, a machine left as it was found.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,7 +27,9 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from ftspark.protocol import JOB_LABEL
 from ftspark_dev.bundle import BUNDLE
+from ftspark_dev.processes import REPO_ROOT
 from ftspark_dev.realnodes import HostState
 from ftspark_dev.realnodes.images import OPERATOR_IMAGE
 from ftspark_dev.realworld import DEMO_BUCKET, RealWorld, running_real_world
@@ -329,4 +334,58 @@ def test_plain_manifests_install_the_same_operator(operator_installed: RealWorld
         and world.acting_leaders() == [world.operator_leader()],
         timeout=90,
         what="a leader among the manifest's replicas",
+    )
+
+
+# Whatever carries one of these labels is ftspark's: its own objects, a job's pods, Secrets and
+# NetworkPolicies, the HA records and results.
+FTSPARK_SELECTORS = (
+    "app.kubernetes.io/managed-by=ftspark",
+    JOB_LABEL,
+    "ftspark.io/store",
+    "ftspark.io/result",
+)
+FTSPARK_KINDS = "pods,configmaps,secrets,leases,serviceaccounts,roles,rolebindings,networkpolicies"
+
+
+def _ftspark_objects(world: RealWorld) -> list[str]:
+    found = [
+        line
+        for selector in FTSPARK_SELECTORS
+        for line in world.plane.kubectl(
+            "get", FTSPARK_KINDS, "-A", "-l", selector, "-o", "name"
+        ).stdout.split()
+    ]
+    crd = world.plane.kubectl("get", "crd", "faulttolerantsparkjobs.ftspark.io", check=False)
+    return found + (["the CRD"] if crd.returncode == 0 else [])
+
+
+def test_the_documented_uninstall_leaves_no_object_of_ftsparks(operator_installed: RealWorld) -> None:
+    """docs/operations.md's last two shell blocks as written (the plain manifests' uninstall, then every
+    namespace of jobs), after the jobs above ran: nothing labelled as ftspark's is left."""
+    world = operator_installed
+    assert _ftspark_objects(world), "ftspark's objects are there before the uninstall: this test could fail"
+    page = (REPO_ROOT / "docs" / "operations.md").read_text()
+    *_, uninstall, namespaces = re.findall(r"^```sh\n(.*?)^```$", page, flags=re.MULTILINE | re.DOTALL)
+    env = {
+        **os.environ,
+        "PATH": f"{world.plane.bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "KUBECONFIG": str(world.plane.kubeconfig),
+    }
+    for block in (uninstall, namespaces):
+        ran = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", block],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        assert ran.returncode == 0, f"{block}\n{ran.stdout}\n{ran.stderr}"
+    # A job's pods go with it through the garbage collector, after the deletes have returned.
+    eventually(
+        lambda: not _ftspark_objects(world),
+        timeout=120,
+        what=lambda: f"no object of ftspark's left: {_ftspark_objects(world)}",
     )
