@@ -26,6 +26,7 @@ from ftspark.domain.ha import CheckpointPointer, JobKey
 from ftspark.ports.stores import HaStores
 from ftspark.protocol import JOB_LABEL
 from ftspark.reconcile.reconciler import Reconciler
+from ftspark.reconcile.settings import DriverSettings, Ports
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import event_reasons, job_manifest, pod_names, set_driver_exited
 from ftspark_dev.s3server import S3Server
@@ -127,16 +128,15 @@ def world(
         namespaces=(namespace,),
         payload_threshold=0,
     )
-    reconciler = Reconciler(
+    ports = Ports(
         jobs=KubeJobs(api_client),
         drivers=KubeDrivers(api_client, seal),
-        term_floor=f"{namespace}/ftspark-operator-term",
         events=KubeEvents(api_client),
         stores=stores,
         inspector=S3CheckpointInspector(operator_s3),
         storage=S3BlobStore(operator_s3),
-        epoch=lambda: LEADER,
     )
+    reconciler = Reconciler(ports, lambda: LEADER, DriverSettings(f"{namespace}/ftspark-operator-term"))
 
     rbac = client.RbacAuthorizationV1Api(api_client)
     verbs = ["get", "list", "create", "update", "patch", "delete"]

@@ -22,6 +22,7 @@ from ftspark.ports.cluster import JobResource, NamespaceMetadata, StaleReadError
 from ftspark.ports.stores import HaStores, StoreUnavailableError
 from ftspark.protocol import NO_PROGRESS, Exit, HaStoreConfig, driver_pod_name, spark_app_id
 from ftspark.reconcile.reconciler import Reconciler
+from ftspark.reconcile.settings import DriverSettings, JobPolicy, Ports, ResultLimits
 from ftspark.testing.cluster import MemoryDrivers, MemoryEvents, MemoryJobs
 from ftspark.testing.stores import MemoryBlobStore, MemoryRecords, memory_stores
 
@@ -71,23 +72,15 @@ class Cluster:
     max_results: int = 1000
 
     def __post_init__(self) -> None:
+        ports = Ports(self.jobs, self.drivers, self.events, self.stores, self.inspector, self.storage)
         self.reconciler = Reconciler(
-            jobs=self.jobs,
-            drivers=self.drivers,
-            events=self.events,
-            stores=self.stores,
-            inspector=self.inspector,
-            storage=self.storage,
-            epoch=self.epoch,
+            ports,
+            self.epoch,
+            DriverSettings(TERM_FLOOR, self.ha_store),
+            policy=JobPolicy(self.allowed, self.storage_prefixes, self.own_namespace),
+            limits=ResultLimits(self.max_retention, self.max_results),
             clock=lambda: self.now,
             uniform=lambda: 0.5,
-            ha_store=self.ha_store,
-            allowed=self.allowed,
-            storage_prefixes=self.storage_prefixes,
-            term_floor=TERM_FLOOR,
-            own_namespace=self.own_namespace,
-            max_result_retention_seconds=self.max_retention,
-            max_results_per_namespace=self.max_results,
         )
 
     def epoch(self) -> Epoch:

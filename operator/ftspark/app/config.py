@@ -15,7 +15,7 @@ from ftspark.domain.policy import Allowance
 from ftspark.leader.elector import LeaderElectionConfig
 from ftspark.protocol import HaStoreConfig, HaStoreKind
 from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND
-from ftspark.reconcile.reconciler import MAX_RESULT_RETENTION_SECONDS, MAX_RESULTS_PER_NAMESPACE
+from ftspark.reconcile.settings import MAX_RESULT_RETENTION_SECONDS, MAX_RESULTS_PER_NAMESPACE
 
 
 class OperatorConfig(BaseModel):

@@ -31,6 +31,7 @@ from ftspark.leader.elector import LeaderElector
 from ftspark.metrics import FAILOVER_SECONDS, LEADER, LEASE_TRANSITIONS
 from ftspark.protocol import record_key_name, term_floor_name
 from ftspark.reconcile.reconciler import Reconciler
+from ftspark.reconcile.settings import DriverSettings, JobPolicy, Ports, ResultLimits
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -160,21 +161,20 @@ class OperatorReplica:
         LEADER.set(1)
         if self.elector.takeover_gap is not None:
             FAILOVER_SECONDS.set(self.elector.takeover_gap)
-        reconciler = Reconciler(
+        ports = Ports(
             jobs=KubeJobs(self.api),
             drivers=KubeDrivers(self.api, self.seal),
             events=KubeEvents(self.api),
             stores=self.stores,
             inspector=S3CheckpointInspector(self.s3),
             storage=S3BlobStore(self.s3),
-            epoch=self.epoch,
-            ha_store=self.ha,
-            term_floor=f"{self.cfg.namespace}/{term_floor_name(self.cfg.lease_name)}",
-            own_namespace=self.cfg.namespace,
-            allowed=self.cfg.allow,
-            storage_prefixes=self.cfg.storage_prefixes,
-            max_result_retention_seconds=self.cfg.max_result_retention_seconds,
-            max_results_per_namespace=self.cfg.max_results_per_namespace,
+        )
+        reconciler = Reconciler(
+            ports,
+            self.epoch,
+            DriverSettings(f"{self.cfg.namespace}/{term_floor_name(self.cfg.lease_name)}", self.ha),
+            policy=JobPolicy(self.cfg.allow, self.cfg.storage_prefixes, own_namespace=self.cfg.namespace),
+            limits=ResultLimits(self.cfg.max_result_retention_seconds, self.cfg.max_results_per_namespace),
         )
         self.controller = Controller(
             reconciler,

@@ -30,17 +30,16 @@ from ftspark.domain.lifecycle import (
 )
 from ftspark.domain.models import JobSpec
 from ftspark.manifests import AttemptPlan
-from ftspark.ports.blobs import BlobStore
-from ftspark.ports.cluster import Drivers, Events, JobResource
-from ftspark.ports.stores import HaStores, StoreUnavailableError
+from ftspark.ports.cluster import JobResource
+from ftspark.ports.stores import StoreUnavailableError
 from ftspark.protocol import (
     SAVEPOINT_MANIFEST,
-    HaStoreConfig,
     RestoreFrom,
     driver_lease_holder,
     driver_pod_name,
 )
 from ftspark.reconcile.observer import spark_apps
+from ftspark.reconcile.settings import DriverSettings, Ports
 
 log = logging.getLogger(__name__)
 
@@ -48,22 +47,16 @@ log = logging.getLogger(__name__)
 class Actuator:
     def __init__(
         self,
-        *,
-        drivers: Drivers,
-        events: Events,
-        stores: HaStores,
-        storage: BlobStore,
+        ports: Ports,
         epoch: Callable[[], Epoch],
         clock: Callable[[], datetime],
-        ha_store: HaStoreConfig,
-        term_floor: str,
+        drivers_told: DriverSettings,
     ) -> None:
-        """storage: the jobs' storage, where savepoints and retired directories are deleted.
-        ha_store, term_floor: what the drivers are told of the installation's HA store and term floor."""
-        self._drivers, self._events = drivers, events
+        self._drivers, self._events = ports.drivers, ports.events
+        stores = ports.stores
         self._graphs, self._checkpoints, self._results = stores.job_graphs, stores.checkpoints, stores.results
-        self._storage, self._epoch, self._clock = storage, epoch, clock
-        self._ha_store, self._term_floor = ha_store, term_floor
+        self._storage, self._epoch, self._clock = ports.storage, epoch, clock
+        self._ha_store, self._term_floor = drivers_told.ha_store, drivers_told.term_floor
 
     def carry_out(
         self, job: JobResource, spec: JobSpec | None, decision: Decision, *, first: bool = False

@@ -11,15 +11,13 @@ from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.recovery import RestorePoint, choose_restore_point, folder_of, is_checkpoint_directory
 from ftspark.domain.savepoints import SavepointData, manifest_job_uid, own_folder
 from ftspark.metrics import UNTRUSTED_POINTERS
-from ftspark.ports.blobs import BlobStore
-from ftspark.ports.checkpoints import CheckpointInspector
-from ftspark.ports.cluster import Drivers, Events, JobResource
+from ftspark.ports.cluster import JobResource
 from ftspark.ports.stores import (
-    HaStores,
     StoreUnavailableError,
     UntrustedRecordError,
 )
 from ftspark.protocol import SAVEPOINT_MANIFEST, spark_app_id
+from ftspark.reconcile.settings import Ports
 
 log = logging.getLogger(__name__)
 
@@ -30,19 +28,11 @@ def spark_apps(job: JobResource, attempts: tuple[int, ...]) -> frozenset[str]:
 
 
 class Observer:
-    def __init__(
-        self,
-        *,
-        drivers: Drivers,
-        events: Events,
-        stores: HaStores,
-        inspector: CheckpointInspector,
-        storage: BlobStore,
-    ) -> None:
-        """storage: the jobs' storage, where retired directories and disposed savepoints are looked at."""
-        self._drivers, self._events = drivers, events
+    def __init__(self, ports: Ports) -> None:
+        self._drivers, self._events = ports.drivers, ports.events
+        stores = ports.stores
         self._graphs, self._checkpoints, self._results = stores.job_graphs, stores.checkpoints, stores.results
-        self._inspector, self._storage = inspector, storage
+        self._inspector, self._storage = ports.inspector, ports.storage
 
     def observe(self, job: JobResource, spec: JobSpec, status: JobStatus) -> Observation:
         """Everything `decide` needs, read from the API server and the stores (never from a cache)."""

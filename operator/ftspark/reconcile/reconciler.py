@@ -27,34 +27,16 @@ from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import namespace_allowances, outside_storage, storage_prefixes, violations
 from ftspark.domain.rollback import effective_spec
 from ftspark.metrics import JOBS
-from ftspark.ports.blobs import BlobStore
-from ftspark.ports.checkpoints import CheckpointInspector
-from ftspark.ports.cluster import (
-    Drivers,
-    Events,
-    JobResource,
-    Jobs,
-    ObjectDeferredError,
-    ObjectRejectedError,
-)
-from ftspark.ports.stores import (
-    HaStores,
-    UntrustedRecordError,
-)
-from ftspark.protocol import (
-    HaStoreConfig,
-)
+from ftspark.ports.cluster import JobResource, ObjectDeferredError, ObjectRejectedError
+from ftspark.ports.stores import UntrustedRecordError
 from ftspark.reconcile.actuator import Actuator
 from ftspark.reconcile.observer import Observer
 from ftspark.reconcile.pacing import Requeue
+from ftspark.reconcile.settings import DriverSettings, JobPolicy, Ports, ResultLimits
 from ftspark.reconcile.sweeper import ResultSweeper
 
 log = logging.getLogger(__name__)
-CONFIGMAP_STORES = HaStoreConfig()
-# The operator's caps on the result store (app/config.py makes them settings): no result is kept longer than
-# this, whatever its job's ttlSeconds (0 included), and no namespace keeps more clean results than this.
-MAX_RESULT_RETENTION_SECONDS = 30 * 24 * 3600
-MAX_RESULTS_PER_NAMESPACE = 1000
+NO_POLICY, DEFAULT_LIMITS = JobPolicy(), ResultLimits()
 # How long a watch event waits for a status write in flight to say which version it made (is_own_write):
 # longer than the API client's request takes, beyond which the event simply wakes its job.
 _STATUS_WRITE_SECONDS = 30.0
@@ -112,61 +94,21 @@ def describe_validation_error(error: ValidationError) -> tuple[str, str]:
 class Reconciler:
     def __init__(
         self,
-        *,
-        jobs: Jobs,
-        drivers: Drivers,
-        events: Events,
-        stores: HaStores,
-        inspector: CheckpointInspector,
-        storage: BlobStore,
+        ports: Ports,
         epoch: Callable[[], Epoch],
-        allowed: frozenset[str] = frozenset(),
-        storage_prefixes: tuple[str, ...] = (),
+        drivers_told: DriverSettings,
+        *,
+        policy: JobPolicy = NO_POLICY,
+        limits: ResultLimits = DEFAULT_LIMITS,
         clock: Callable[[], datetime] = _now,
         uniform: Callable[[], float] = random.random,
-        ha_store: HaStoreConfig = CONFIGMAP_STORES,  # the installation's, which its drivers use too
-        term_floor: str,
-        own_namespace: str = "",
-        max_result_retention_seconds: int = MAX_RESULT_RETENTION_SECONDS,
-        max_results_per_namespace: int = MAX_RESULTS_PER_NAMESPACE,
     ) -> None:
-        """storage: the jobs' storage (spec.checkpoint.storage), where savepoints are disposed of.
-        allowed: the job policy's allowances granted in every namespace (ftspark.domain.policy).
-        storage_prefixes: where jobs may keep their storage in every namespace (none: anywhere).
-        term_floor: <namespace>/<name> of the operator's term floor ConfigMap, which its drivers read.
-        own_namespace: the operator's, where it never runs a job."""
-        self._jobs, self._allowed = jobs, allowed
-        self._storage_prefixes = storage_prefixes
-        self._results, self._epoch, self._clock, self._uniform = stores.results, epoch, clock, uniform
-        self._own_namespace = own_namespace
-        self.observer = Observer(
-            drivers=drivers,
-            events=events,
-            stores=stores,
-            inspector=inspector,
-            storage=storage,
-        )
-        self.actuator = Actuator(
-            drivers=drivers,
-            events=events,
-            stores=stores,
-            storage=storage,
-            epoch=epoch,
-            clock=clock,
-            ha_store=ha_store,
-            term_floor=term_floor,
-        )
-        self.sweeper = ResultSweeper(
-            jobs=jobs,
-            drivers=drivers,
-            stores=stores,
-            storage=storage,
-            epoch=epoch,
-            clock=clock,
-            forget=self.actuator.forget,
-            max_retention_seconds=max_result_retention_seconds,
-            max_results_per_namespace=max_results_per_namespace,
-        )
+        """epoch: the leader's (raises once it no longer leads); every write is fenced with it."""
+        self._jobs, self._policy = ports.jobs, policy
+        self._results, self._epoch, self._clock, self._uniform = ports.stores.results, epoch, clock, uniform
+        self.observer = Observer(ports)
+        self.actuator = Actuator(ports, epoch, clock, drivers_told)
+        self.sweeper = ResultSweeper(ports, epoch, clock, self.actuator.forget, limits)
         self._deleted: dict[JobKey, JobResource] = {}  # note_deleted -> reconcile, across threads
         self._deleted_lock = threading.Lock()
         self._status_writes = _OwnStatusWrites()
@@ -237,11 +179,11 @@ class Reconciler:
         self._results.mark_clean(job.uid, self._epoch())
 
     def _decide_and_act(self, job: JobResource, status: JobStatus, now: datetime) -> Decision:
-        if job.key.namespace == self._own_namespace:
+        if job.key.namespace == self._policy.own_namespace:
             # Cluster-wide, the watch sees it too; a driver's Role here would reach the operator's Lease,
             # results and record key.
             message = (
-                f"the operator's own namespace {self._own_namespace} runs no jobs (its Lease, results and "
+                f"the operator's own namespace {job.key.namespace} runs no jobs (its Lease, results and "
                 "record key live here): create the job in another namespace"
             )
             return self.actuator.carry_out(job, None, invalid_spec(status, job.generation, "", message, now))
@@ -274,15 +216,15 @@ class Reconciler:
 
     def _refused_by_policy(self, job: JobResource, spec: JobSpec) -> list[str]:
         """Why the job policy refuses the spec, here or in the job's namespace."""
-        refused = violations(spec, self._allowed)
-        outside = outside_storage(spec, self._storage_prefixes)
+        refused = violations(spec, self._policy.allowed)
+        outside = outside_storage(spec, self._policy.storage_prefixes)
         if not (refused or outside):  # most jobs need no allowance nor storage of their namespace: no read
             return []
         namespace = self._jobs.namespace_metadata(job.key.namespace)
         granted = namespace_allowances(namespace.labels)
         messages = [violation.message for violation in refused if violation.rule.allowance not in granted]
         if outside:
-            prefixes = (*self._storage_prefixes, *storage_prefixes(namespace.annotations))
+            prefixes = (*self._policy.storage_prefixes, *storage_prefixes(namespace.annotations))
             if still_outside := outside_storage(spec, prefixes):
                 messages.append(still_outside)
         return messages

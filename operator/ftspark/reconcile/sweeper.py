@@ -12,9 +12,7 @@ from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey, JobResultEntry
 from ftspark.domain.recovery import is_checkpoint_folder
 from ftspark.metrics import UNTRUSTED_POINTERS
-from ftspark.ports.blobs import BlobStore
-from ftspark.ports.cluster import Drivers, Jobs
-from ftspark.ports.stores import HaStores
+from ftspark.reconcile.settings import Ports, ResultLimits
 
 log = logging.getLogger(__name__)
 
@@ -22,22 +20,17 @@ log = logging.getLogger(__name__)
 class ResultSweeper:
     def __init__(
         self,
-        *,
-        jobs: Jobs,
-        drivers: Drivers,
-        stores: HaStores,
-        storage: BlobStore,
+        ports: Ports,
         epoch: Callable[[], Epoch],
         clock: Callable[[], datetime],
         forget: Callable[[JobKey], None],
-        max_retention_seconds: int,
-        max_results_per_namespace: int,
+        limits: ResultLimits,
     ) -> None:
         """forget: deletes a job's HA records (the actuator's, as for a job deleted while watched)."""
-        self._jobs, self._drivers = jobs, drivers
-        self._graphs, self._results = stores.job_graphs, stores.results
-        self._storage, self._epoch, self._clock, self._forget = storage, epoch, clock, forget
-        self._max_retention, self._max_results = max_retention_seconds, max_results_per_namespace
+        self._jobs, self._drivers = ports.jobs, ports.drivers
+        self._graphs, self._results = ports.stores.job_graphs, ports.stores.results
+        self._storage, self._epoch, self._clock, self._forget = ports.storage, epoch, clock, forget
+        self._max_retention, self._max_results = limits.max_retention_seconds, limits.max_per_namespace
 
     def finish_dirty_results(self) -> int:
         """Complete cleanups left half done (FLIP-194), by a previous leader or a failed delete; returns how

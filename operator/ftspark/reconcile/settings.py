@@ -1,0 +1,56 @@
+"""What a Reconciler is built from, grouped by who decides it: the ports it acts through, the job policy an
+admin grants, what every driver is told of its installation, and the result store's caps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ftspark.ports.blobs import BlobStore
+from ftspark.ports.checkpoints import CheckpointInspector
+from ftspark.ports.cluster import Drivers, Events, Jobs
+from ftspark.ports.stores import HaStores
+from ftspark.protocol import HaStoreConfig
+
+# The operator's caps on the result store (app/config.py makes them settings): no result is kept longer than
+# this, whatever its job's ttlSeconds (0 included), and no namespace keeps more clean results than this.
+MAX_RESULT_RETENTION_SECONDS = 30 * 24 * 3600
+MAX_RESULTS_PER_NAMESPACE = 1000
+
+
+@dataclass(frozen=True)
+class Ports:
+    """The API server's objects, the HA stores, and the jobs' storage (spec.checkpoint.storage, where
+    savepoints and retired checkpoint directories are looked at and deleted)."""
+
+    jobs: Jobs
+    drivers: Drivers
+    events: Events
+    stores: HaStores
+    inspector: CheckpointInspector
+    storage: BlobStore
+
+
+@dataclass(frozen=True)
+class JobPolicy:
+    """allowed: the job policy's allowances granted in every namespace (ftspark.domain.policy);
+    storage_prefixes: where jobs may keep their storage in every namespace (none: anywhere);
+    own_namespace: the operator's, where it never runs a job."""
+
+    allowed: frozenset[str] = frozenset()
+    storage_prefixes: tuple[str, ...] = ()
+    own_namespace: str = ""
+
+
+@dataclass(frozen=True)
+class DriverSettings:
+    """What every driver is told of its installation: term_floor, <namespace>/<name> of the operator's
+    term floor ConfigMap; ha_store, where the HA records live (its drivers write checkpoint records there)."""
+
+    term_floor: str
+    ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
+
+
+@dataclass(frozen=True)
+class ResultLimits:
+    max_retention_seconds: int = MAX_RESULT_RETENTION_SECONDS
+    max_per_namespace: int = MAX_RESULTS_PER_NAMESPACE
