@@ -102,7 +102,7 @@ def kinds(decision: Decision) -> list[str]:
 def test_first_reconcile_submits_attempt_one() -> None:
     first = Observation(job_uid=UID, generation=1, spec_hash="h", restore_point=NOTHING_TO_RESTORE)
     decision = decide(spec(), JobStatus(), first, T0, lambda: 0.5)
-    assert decision.actions[0] == SubmitAttempt(1, "nothing", location(1))
+    assert decision.actions[0] == SubmitAttempt(1, "nothing", location(1), new_records=True)
     assert decision.status.phase == "Submitting"
     assert decision.status.attempt == 1
 
@@ -111,7 +111,7 @@ def test_initial_savepoint_is_restored_on_first_submission() -> None:
     job = spec(initialSavepoint="s3://bucket/other/savepoints/sp-1")
     first = Observation(job_uid=UID, generation=1, spec_hash="h", restore_point=NOTHING_TO_RESTORE)
     decision = decide(job, JobStatus(), first, T0, lambda: 0.5)
-    assert decision.actions[0] == SubmitAttempt(1, "initial-savepoint", location(1))
+    assert decision.actions[0] == SubmitAttempt(1, "initial-savepoint", location(1), new_records=True)
 
 
 def test_running_driver_makes_the_job_ready() -> None:

@@ -58,11 +58,9 @@ class Actuator:
         self._storage, self._epoch, self._clock = ports.storage, epoch, clock
         self._ha_store, self._term_floor = drivers_told.ha_store, drivers_told.term_floor
 
-    def carry_out(
-        self, job: JobResource, spec: JobSpec | None, decision: Decision, *, first: bool = False
-    ) -> Decision:
+    def carry_out(self, job: JobResource, spec: JobSpec | None, decision: Decision) -> Decision:
         """Acts in order; spec is None only for the decisions that submit nothing (an invalid or refused
-        spec). first: no HA record of the job was found (a new job), so a launch creates them unread."""
+        spec)."""
         key = job.key
         for action in decision.actions:
             match action:
@@ -70,7 +68,7 @@ class Actuator:
                     self.forget(key)
                 case SubmitAttempt() | CreateStandby() | PromoteStandby():
                     assert spec is not None, "an invalid spec is never submitted"
-                    self._start(job, spec, action, first)
+                    self._start(job, spec, action)
                 case ReleaseDriverLease():
                     self._release_lease(key, action)
                 case DeleteDriver(pod_name=pod, force=force):
@@ -110,11 +108,10 @@ class Actuator:
         job: JobResource,
         spec: JobSpec,
         action: SubmitAttempt | CreateStandby | PromoteStandby,
-        first: bool,
     ) -> None:
         match action:
             case SubmitAttempt():
-                self._submit(job, spec, action, first)
+                self._submit(job, spec, action)
             case CreateStandby():
                 self._create_standby(job, spec, action)
             case PromoteStandby():
@@ -122,8 +119,8 @@ class Actuator:
             case _:
                 assert_never(action)
 
-    def _submit(self, job: JobResource, spec: JobSpec, action: SubmitAttempt, first: bool) -> None:
-        self._launch(job, spec, action.attempt, action.checkpoint_location, first=first)
+    def _submit(self, job: JobResource, spec: JobSpec, action: SubmitAttempt) -> None:
+        self._launch(job, spec, action.attempt, action.checkpoint_location, new=action.new_records)
         self._drivers.create(
             self._plan(
                 job,
@@ -158,7 +155,7 @@ class Actuator:
         self._drivers.promote(job.key, action.pod_name, term, action.restore_batch_id)
 
     def _launch(
-        self, job: JobResource, spec: JobSpec, attempt: int, checkpoint_location: str, *, first: bool = False
+        self, job: JobResource, spec: JobSpec, attempt: int, checkpoint_location: str, *, new: bool = False
     ) -> None:
         key, epoch = job.key, self._epoch()
         # The job graph is persisted before any pod runs the attempt (a new leader knows what it launched) ...
@@ -173,11 +170,11 @@ class Actuator:
                 submitted_at=self._clock(),
             ),
             epoch,
-            new=first,
+            new=new,
         )
         # ... and drivers of earlier attempts are fenced out of the checkpoint store before this one starts.
         pod = driver_pod_name(key.name, attempt)
-        self._checkpoints.advance_fence(key, Epoch("driver", attempt, pod), epoch, new=first)
+        self._checkpoints.advance_fence(key, Epoch("driver", attempt, pod), epoch, new=new)
 
     def _plan(
         self,

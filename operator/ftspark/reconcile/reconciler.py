@@ -208,7 +208,7 @@ class Reconciler:
         observation = self.observer.observe(job, spec, status)
         decision = decide(spec, status, observation, now, self._uniform)
         try:
-            return self.actuator.carry_out(job, spec, decision, first=observation.graph is None)
+            return self.actuator.carry_out(job, spec, decision)
         except ObjectRejectedError as error:
             return self.actuator.carry_out(job, None, rejected(status, job.generation, str(error), now))
         except ObjectDeferredError as error:

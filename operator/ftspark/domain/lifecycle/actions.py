@@ -26,6 +26,7 @@ class SubmitAttempt:
     checkpoint_location: str
     restore_batch_id: int | None = None  # the newest verified checkpoint; later batches are rolled back
     local_state_nodes: tuple[str, ...] = ()  # localRecovery: where the previous executors kept state
+    new_records: bool = False  # no HA record of the job was found (a new job): created without a read first
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,10 @@ class Submission(Draft):
                 if placement and self.spec.local_recovery.enabled and restore_from == "latest-checkpoint"
                 else ()
             )
-            self.actions.append(SubmitAttempt(attempt, restore_from, location, restore_batch, nodes))
+            new_records = self.obs.graph is None
+            self.actions.append(
+                SubmitAttempt(attempt, restore_from, location, restore_batch, nodes, new_records)
+            )
         self.update(
             attempt=attempt,
             checkpoint_directory=location,
