@@ -105,7 +105,9 @@ class _DriverPodCount:
     def close(self) -> None:
         self._closed.set()
         if self._response is not None:
-            self._response.close()
+            # shutdown(), not close(): close() waits for the watch's read in the other thread, up to the
+            # watch's own timeout (a minute of every burst); shutdown() ends that read at once.
+            self._response.shutdown()
         self._thread.join(timeout=10)
 
     def _follow(self) -> None:
