@@ -6,8 +6,10 @@ acting leader at any moment, from the probes and from the API server's audit log
 The kinds the real-node fault tour proves on real containers (tests/realnodes/test_installation.py: executor,
 driver, operator-leader and node kills, stop and resume, a standby's promotion) and e2e/test_recovery.py
 (a driver kill without a standby) are left to them, and so are spec upgrades (e2e/test_lifecycle.py, each
-upgrade mode) and a plain cancel and resume (the torn-checkpoint kind here cancels and resumes too, and
-tests/runtime/test_stop_resume.py bounds what it re-runs); `make soak` runs every kind."""
+upgrade mode), a plain cancel and resume (the torn-checkpoint kind here cancels and resumes too, and
+tests/runtime/test_stop_resume.py bounds what it re-runs) and a driver JVM stopped (the runtime's watchdog
+ends it as hung: tests/runtime/test_failures.py; the operator restarts any ending); `make soak` runs every
+kind."""
 
 from __future__ import annotations
 
@@ -21,12 +23,12 @@ from ftspark_dev.world import World
 SEED = 14
 PROVEN_ELSEWHERE = {
     *("executor kill", "driver kill", "stop, resume", "leader kill", "node kill"),
-    *("spec upgrade", "cancel, resume"),
+    *("spec upgrade", "cancel, resume", "driver JVM stopped"),
 }
 KINDS = sorted(set(FAULTS) - PROVEN_ELSEWHERE)
 
 
-@pytest.mark.timeout(3000)  # 8 faults recovered by real Spark on 2 cores, two jobs at once
+@pytest.mark.timeout(3000)  # 7 faults recovered by real Spark on 2 cores, two jobs at once
 def test_two_jobs_come_through_a_seeded_fault_schedule_exactly_once(world: World, tmp_path: Path) -> None:
     soak = Soak(world, tmp_path, SEED)
     figures = soak.run(len(KINDS), KINDS)
@@ -41,7 +43,7 @@ def test_two_jobs_come_through_a_seeded_fault_schedule_exactly_once(world: World
     promoted = {name: figure["attempts that were a promoted standby"] for name, figure in figures.items()}
     assert promoted["counts"] == 0, f"only the job with a standby promotes: {promoted}"
     events = {reason for tour in soak.tours for reason in tour.events()}
-    said = {"Cancelled", "Resumed", "CheckpointRolledBack", "NoProgress", "JobGraphRecovered"}
+    said = {"Cancelled", "Resumed", "CheckpointRolledBack", "JobGraphRecovered"}
     assert said <= events, f"the faults' Events: {said - events} missing"
     assert "StateNotFound" not in events, "no job ever started without its state"
     windows = soak.busiest_windows()  # the audit log, read once

@@ -5,6 +5,8 @@ termination message, never a hang."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,7 +17,7 @@ from kubernetes import client
 
 from ftspark.adapters.k8s.lease_lock import format_micro_time
 from ftspark.domain.fencing import Epoch
-from ftspark.protocol import Exit, RuntimeEnv, driver_lease_name
+from ftspark.protocol import NO_PROGRESS, DriverEnv, Exit, RuntimeEnv, driver_lease_name
 from ftspark_dev.windowed_counts import write_input
 from tests.runtime.conftest import OPERATOR, SHORT_LEASE, RuntimeJob
 
@@ -106,6 +108,40 @@ def test_lease_taken_over_stops_the_queries_within_the_renew_deadline(make_job: 
     deadline = float(SHORT_LEASE[RuntimeEnv.LEASE_RENEW_DEADLINE])
     assert gone <= deadline + (lease - deadline) / 2 + lease, f"gone {gone:.1f} s after the takeover"
     survivors = {pid: _command(pid) for pid in jvm if _alive(pid)}
+    assert not survivors, f"the driver exited before its JVM was gone: {survivors}"
+
+
+PROGRESS_TIMEOUT = 20  # spec.liveness.progressTimeoutSeconds' least
+
+
+@pytest.mark.slow
+def test_a_stopped_jvm_ends_the_driver_as_hung_after_the_progress_timeout(make_job: Any) -> None:
+    """The driver's JVM stops (SIGSTOP) while input keeps arriving, its Python runtime not: Kubernetes would
+    still see the pod running. The runtime's watchdog ends the driver once its query has been silent for the
+    progress timeout (NoProgress, naming the query and the timeout), and the JVM goes with it. What the
+    operator makes of that ending (a restart, lastFailure and Degraded NoProgress, an Event) is
+    tests/unit/test_reconciler.py's."""
+    job: RuntimeJob = make_job()
+    job.env[DriverEnv.PROGRESS_TIMEOUT] = str(PROGRESS_TIMEOUT)
+    _running(job)
+    assert job.process is not None
+    jvms = [
+        pid
+        for pid in _descendants(job.process.pid)
+        if Path(f"/proc/{pid}/comm").read_text().strip() == "java"
+    ]
+    assert jvms, "the driver runs its JVM as a child process"
+    for pid in jvms:
+        os.kill(pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    write_input(job.input, 2, first_file=2)  # input that no batch will take
+    code = job.wait(PROGRESS_TIMEOUT + 60)
+    took = time.monotonic() - stopped
+    message = job.termination()
+    print(f"\nJVM stopped: the driver ended {took:.1f} s later: {message}")
+    assert (code, message["reason"]) == (Exit.NO_PROGRESS, NO_PROGRESS), message
+    assert f"the progress timeout is {PROGRESS_TIMEOUT} s" in message["message"], message
+    survivors = {pid: _command(pid) for pid in jvms if _alive(pid)}
     assert not survivors, f"the driver exited before its JVM was gone: {survivors}"
 
 
