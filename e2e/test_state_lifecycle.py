@@ -16,7 +16,7 @@ from ftspark_dev.windowed_counts import Output, expected_counts, write_input
 from ftspark_dev.world import World
 
 NAME = "lifelong"
-PERIOD = 10  # seconds between periodic savepoints
+PERIOD = 5  # seconds between periodic savepoints
 WINDOW = 15  # upgradeRollback.windowSeconds
 
 
