@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import assert_never
 
@@ -42,6 +43,15 @@ from ftspark.reconcile.observer import spark_apps
 from ftspark.reconcile.settings import DriverSettings, Ports
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """What an attempt launches: the job, the spec it runs, and that spec's hash (computed once)."""
+
+    job: JobResource
+    spec: JobSpec
+    spec_hash: str
 
 
 class Actuator:
@@ -109,22 +119,22 @@ class Actuator:
         spec: JobSpec,
         action: SubmitAttempt | CreateStandby | PromoteStandby,
     ) -> None:
+        launch = _Launch(job, spec, spec_hash(spec))
         match action:
             case SubmitAttempt():
-                self._submit(job, spec, action)
+                self._submit(launch, action)
             case CreateStandby():
-                self._create_standby(job, spec, action)
+                self._create_standby(launch, action)
             case PromoteStandby():
-                self._promote(job, spec, action)
+                self._promote(launch, action)
             case _:
                 assert_never(action)
 
-    def _submit(self, job: JobResource, spec: JobSpec, action: SubmitAttempt) -> None:
-        self._launch(job, spec, action.attempt, action.checkpoint_location, new=action.new_records)
+    def _submit(self, launch: _Launch, action: SubmitAttempt) -> None:
+        self._launch(launch, action.attempt, action.checkpoint_location, new=action.new_records)
         self._drivers.create(
             self._plan(
-                job,
-                spec,
+                launch,
                 action.attempt,
                 action.checkpoint_location,
                 restore_from=action.restore_from,
@@ -133,12 +143,11 @@ class Actuator:
             )
         )
 
-    def _create_standby(self, job: JobResource, spec: JobSpec, action: CreateStandby) -> None:
+    def _create_standby(self, launch: _Launch, action: CreateStandby) -> None:
         """Neither a job graph nor a fence: a standby writes nothing before its promotion (_promote)."""
         self._epoch()  # still leading (raises otherwise)
         plan = self._plan(
-            job,
-            spec,
+            launch,
             action.attempt,
             action.checkpoint_location,
             restore_from="latest-checkpoint",
@@ -147,25 +156,23 @@ class Actuator:
         )
         self._drivers.create(plan)
 
-    def _promote(self, job: JobResource, spec: JobSpec, action: PromoteStandby) -> None:
+    def _promote(self, launch: _Launch, action: PromoteStandby) -> None:
         """What a submission does before its pod, then the promotion request instead of a pod: the standby
         takes over only once earlier drivers are fenced out."""
-        self._launch(job, spec, action.attempt, action.checkpoint_location)
+        self._launch(launch, action.attempt, action.checkpoint_location)
         term = self._epoch().term  # the driver refuses a request of a deposed leader's term
-        self._drivers.promote(job.key, action.pod_name, term, action.restore_batch_id)
+        self._drivers.promote(launch.job.key, action.pod_name, term, action.restore_batch_id)
 
-    def _launch(
-        self, job: JobResource, spec: JobSpec, attempt: int, checkpoint_location: str, *, new: bool = False
-    ) -> None:
-        key, epoch = job.key, self._epoch()
+    def _launch(self, launch: _Launch, attempt: int, checkpoint_location: str, *, new: bool = False) -> None:
+        job, key, epoch = launch.job, launch.job.key, self._epoch()
         # The job graph is persisted before any pod runs the attempt (a new leader knows what it launched) ...
         self._graphs.put(
             JobGraph(
                 job=key,
                 uid=job.uid,
                 generation=job.generation,
-                spec_hash=spec_hash(spec),
-                spec=spec,
+                spec_hash=launch.spec_hash,
+                spec=launch.spec,
                 checkpoint_location=checkpoint_location,
                 submitted_at=self._clock(),
             ),
@@ -178,8 +185,7 @@ class Actuator:
 
     def _plan(
         self,
-        job: JobResource,
-        spec: JobSpec,
+        launch: _Launch,
         attempt: int,
         checkpoint_location: str,
         *,
@@ -188,6 +194,7 @@ class Actuator:
         local_state_nodes: tuple[str, ...] = (),
         standby: bool = False,
     ) -> AttemptPlan:
+        job, spec = launch.job, launch.spec
         return AttemptPlan(
             namespace=job.key.namespace,
             job_name=job.key.name,
@@ -201,7 +208,7 @@ class Actuator:
             ha_store=self._ha_store,
             term_floor=self._term_floor,
             standby=standby,
-            spec_hash=standby_made_for(spec, spec_hash(spec)) if standby else spec_hash(spec),
+            spec_hash=standby_made_for(spec, launch.spec_hash) if standby else launch.spec_hash,
         )
 
     def _dispose(self, job: JobResource, action: DisposeSavepoint) -> None:
