@@ -67,11 +67,12 @@ lint: $(VENV)/.installed
 types: $(VENV)/.installed
 	$(VENV)/bin/mypy
 
-# Lint and types first: a style error fails in a minute, not after the builds. Then the builds two at a time
-# (Go compiles while images download and unpack; the class data is made while images build). images: the
-# real-node tier runs them (tests/realnodes); building them first keeps pytest's timings honest.
+# Lint and types first: a style error fails in a minute, not after the builds. Then the builds two at a time,
+# the two longest first (cold: kubebin's Go build beside the images, each about 8-10 min; the small Go builds
+# and the class data follow in whichever slot frees first). images: the real-node tier runs them
+# (tests/realnodes); building them first keeps pytest's timings honest.
 test: $(VENV)/.installed lint types
-	$(MAKE) --no-print-directory -j2 cluster-bin helm-bin s3-bin class-data images
+	$(MAKE) --no-print-directory -j2 cluster-bin images s3-bin helm-bin class-data
 	$(PY) -m pytest
 
 # What is too long for the gate, one after the other (each prints its tables).
