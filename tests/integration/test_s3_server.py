@@ -4,7 +4,6 @@ deletes fencing relies on; an operator with its HA records on S3 refuses a serve
 from __future__ import annotations
 
 import hashlib
-import os
 import subprocess
 import sys
 import threading
@@ -18,8 +17,8 @@ from botocore.exceptions import ClientError
 
 from ftspark.adapters.s3.stores import S3Records
 from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.processes import REPO_ROOT
-from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from ftspark_dev.operators import operator_env
+from ftspark_dev.s3server import S3Server
 
 
 def test_objects_round_trip_and_conditional_writes_and_deletes_are_enforced(s3_server: S3Server) -> None:
@@ -86,13 +85,6 @@ def _unconditional_s3() -> Iterator[str]:
 def test_an_operator_refuses_to_start_on_an_s3_that_ignores_conditional_writes(
     control_plane: ControlPlane,
 ) -> None:
-    env = {
-        **os.environ,
-        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-        "AWS_REGION": REGION,
-        "PYTHONPATH": str(REPO_ROOT / "operator"),
-    }
     with _unconditional_s3() as endpoint:
         started = subprocess.run(
             [
@@ -101,7 +93,7 @@ def test_an_operator_refuses_to_start_on_an_s3_that_ignores_conditional_writes(
                 f"--kubeconfig={control_plane.kubeconfig}",
                 *(f"--s3-endpoint={endpoint}", "--ha-store=s3", "--ha-s3-root=s3://ha/installation"),
             ],
-            env=env,
+            env=operator_env(),
             capture_output=True,
             text=True,
             timeout=60,

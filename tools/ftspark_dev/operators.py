@@ -62,6 +62,17 @@ def leading(answer: tuple[int, str]) -> bool:
     return answer[0] == 200 and answer[1].startswith("leading")
 
 
+def operator_env() -> dict[str, str]:
+    """The environment of an operator replica process: this repository's code, the test S3 server's keys."""
+    return {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_REGION": REGION,
+        "PYTHONPATH": os.pathsep.join(str(REPO_ROOT / p) for p in ("operator", "tools")),
+    }
+
+
 @dataclass
 class OperatorFleet:
     """Operator replicas of one installation (one Lease), each a real `python -m ftspark.app.main` process."""
@@ -85,13 +96,7 @@ class OperatorFleet:
         """Start a replica; kubeconfig overrides the fleet's (e.g. one through an ApiProxy)."""
         identity = identity or f"operator-{uuid.uuid4().hex[:6]}"
         self.probe_ports[identity] = free_port()
-        env = {
-            **os.environ,
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-            "AWS_REGION": REGION,
-            "PYTHONPATH": os.pathsep.join(str(REPO_ROOT / p) for p in ("operator", "tools")),
-        }
+        env = operator_env()
         process = ManagedProcess(
             identity,
             [

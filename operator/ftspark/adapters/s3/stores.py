@@ -142,8 +142,8 @@ class S3Records:
         key = f"{self._prefix}probe/{uuid.uuid4().hex}.json"
         where = f"s3://{self._bucket}/{key}"
         body = _body({}, {}, "conditional-write probe")
-        _call(f"create {where}", lambda: self._s3.put_object(Bucket=self._bucket, Key=key, Body=body))
         write = partial(self._s3.put_object, Bucket=self._bucket, Key=key, Body=body)
+        _call(f"create {where}", write)
         conditional = {
             "If-None-Match: *": partial(write, IfNoneMatch="*"),
             "If-Match": partial(write, IfMatch=_NEVER_AN_ETAG),
