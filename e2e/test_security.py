@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 from tests.waiting import eventually
 
-from ftspark.adapters.k8s.cluster import DRIVER_RULES
+from ftspark.manifests import DRIVER_RULES
 from ftspark.protocol import DRIVER_PORT, attempt_secret_name, executor_selector, spark_app_id
 from ftspark_dev.windowed_counts import Output, expected_counts, write_input
 from ftspark_dev.world import DRIVER_USER, JOBS_NAMESPACE, World
@@ -57,7 +57,7 @@ def driver_requests(world: World) -> dict[tuple[str, str], set[int]]:
 
 
 def allowed(verb: str, resource: str) -> bool:
-    return any(resource in rule.resources and verb in rule.verbs for rule in DRIVER_RULES)
+    return any(resource in rule["resources"] and verb in rule["verbs"] for rule in DRIVER_RULES)
 
 
 @pytest.mark.timeout(900)

@@ -1,8 +1,10 @@
 """The Kubernetes objects of one driver attempt, as plain manifests (docs/architecture.md, "Objects"): a Pod
 running our driver runtime (spark-submit in client mode inside it), the attempt's Secret (Spark's RPC key and
-the executors' pod template) and a NetworkPolicy in front of the driver. Names are deterministic, so creating
-them twice is harmless and a new leader finds them. Pure: the Kubernetes adapter sends them; the names both
-sides agree on are in ftspark.protocol.
+the executors' pod template) and a NetworkPolicy in front of the driver, with what they need before them (the
+drivers' identity in the namespace, the job's local-recovery key, an admission probe). `attempt_objects`
+gives them all as one ordered value. Names are deterministic, so creating them twice is harmless and a new
+leader finds them. Pure: the Kubernetes adapter sends them without building anything; the names both sides
+agree on are in ftspark.protocol.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ftspark.protocol import (
     HEALTH_PORT,
     IN_CLUSTER_MASTER,
     JOB_LABEL,
+    MANAGED,
     READY_PATH,
     ROLE_LABEL,
     SPARK_APP_SELECTOR_LABEL,
@@ -133,6 +136,100 @@ class AttemptPlan:
     spec_hash: str = ""
 
 
+@dataclass(frozen=True)
+class AttemptKeys:
+    """An attempt's secret bytes, made by the caller: randomness and the installation's seal are I/O."""
+
+    rpc: bytes  # Spark's RPC key, new for every attempt
+    checkpoint: bytes  # the job's checkpoint key (the driver's only: executors never get it)
+    local_recovery: bytes  # localRecovery's MAC key: kept only by the attempt that creates the job's Secret
+
+
+@dataclass(frozen=True)
+class AttemptObjects:
+    """One attempt's writes, in the order they are made, each manifest with its namespace."""
+
+    identity: tuple[Manifest, ...]  # the drivers' ServiceAccount and rights: made once, an existing one kept
+    admission_probe: Manifest | None  # localRecovery: an executor pod, dry-run before anything is written
+    job_secret: Manifest | None  # localRecovery: the job's MAC key, made once per job, an existing one kept
+    # The Secret (what the pod mounts: a missing volume would keep it from starting), the NetworkPolicy
+    # (the driver is never reachable by strangers, not even for a moment), the Pod. When the API server
+    # refuses one (a user's podTemplate can make the pod invalid), those before it are undone.
+    attempt: tuple[Manifest, ...]
+
+
+def attempt_objects(plan: AttemptPlan, keys: AttemptKeys) -> AttemptObjects:
+    recovery = plan.spec.local_recovery.enabled
+    attempt = (attempt_secret(plan, keys.rpc, keys.checkpoint), driver_network_policy(plan), driver_pod(plan))
+    return AttemptObjects(
+        identity=driver_identity(plan.namespace, plan.term_floor),
+        admission_probe=_placed(plan.namespace, executor_admission_probe(plan)) if recovery else None,
+        job_secret=_placed(plan.namespace, local_recovery_secret(plan, keys.local_recovery))
+        if recovery
+        else None,
+        attempt=tuple(_placed(plan.namespace, manifest) for manifest in attempt),
+    )
+
+
+def _placed(namespace: str, manifest: Manifest) -> Manifest:
+    return {**manifest, "metadata": {**manifest["metadata"], "namespace": namespace}}
+
+
+# What a driver asks of the API server in its namespace, measured (e2e/test_security.py, with the API
+# server's audit log; docs/architecture.md, "The driver's rights"): Spark's Kubernetes client creates,
+# watches, lists and deletes (by name) its executor pods and reads its own; our runtime reads and annotates
+# its pod, takes its Lease and writes checkpoint pointers into the ConfigMap the operator made. Nothing else:
+# no Services, Secrets or PVCs, and no deletecollection (Spark's clean-up at stop is refused; its executors
+# end with the driver and go with its pod).
+DRIVER_RULES: tuple[Manifest, ...] = (
+    {
+        "apiGroups": [""],
+        "resources": ["pods"],
+        "verbs": ["get", "list", "watch", "create", "delete", "patch"],
+    },
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "update"]},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]},
+)
+
+
+def driver_identity(namespace: str, term_floor: str) -> tuple[Manifest, ...]:
+    """The drivers' ServiceAccount in a namespace of jobs with its Role and RoleBinding, and `get` on
+    exactly the operator's term floor ConfigMap (`<namespace>/<name>`): one Role there, a RoleBinding per
+    namespace of jobs."""
+    floor_namespace, _, floor = term_floor.partition("/")
+    floor_role = f"{DRIVER_SERVICE_ACCOUNT}-term-floor"
+    drivers = [{"kind": "ServiceAccount", "name": DRIVER_SERVICE_ACCOUNT, "namespace": namespace}]
+    floor_rule = {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [floor], "verbs": ["get"]}
+
+    def managed(kind: str, name: str, in_namespace: str, **fields: Any) -> Manifest:
+        api = "v1" if kind == "ServiceAccount" else "rbac.authorization.k8s.io/v1"
+        metadata = {"name": name, "namespace": in_namespace, "labels": dict(MANAGED)}
+        return {"apiVersion": api, "kind": kind, "metadata": metadata, **fields}
+
+    def role_ref(name: str) -> Manifest:
+        return {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+
+    return (
+        managed("ServiceAccount", DRIVER_SERVICE_ACCOUNT, namespace),
+        managed("Role", DRIVER_SERVICE_ACCOUNT, namespace, rules=copy.deepcopy(list(DRIVER_RULES))),
+        managed(
+            "RoleBinding",
+            DRIVER_SERVICE_ACCOUNT,
+            namespace,
+            roleRef=role_ref(DRIVER_SERVICE_ACCOUNT),
+            subjects=drivers,
+        ),
+        managed("Role", floor_role, floor_namespace, rules=[floor_rule]),
+        managed(
+            "RoleBinding",
+            f"{floor_role}-{namespace}",
+            floor_namespace,
+            roleRef=role_ref(floor_role),
+            subjects=drivers,
+        ),
+    )
+
+
 def _owner(plan: AttemptPlan) -> Manifest:
     # Deleting the job garbage-collects its drivers (and, through Spark's ownerReference, their executors).
     return {
@@ -188,7 +285,7 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         f"spark.kubernetes.executor.secretKeyRef.{SPARK_AUTH_SECRET_ENV}": rpc_key,
         # The UI has no authentication of its own and can kill jobs: off unless sparkConf turns it on.
         "spark.ui.enabled": "false",
-        # Calls the driver's Role does not allow (adapters/k8s/cluster.py, DRIVER_RULES), left out: a driver
+        # Calls the driver's Role does not allow (DRIVER_RULES), left out: a driver
         # has no Service (executors reach it at its pod IP); executors run the driver's image, conf dir
         # included; owning and reusing PVCs is for on-demand claims, which drivers may not create.
         "spark.kubernetes.driver.service.deleteOnTermination": "false",

@@ -24,6 +24,7 @@ from pydantic.alias_generators import to_camel
 JOB_LABEL = "ftspark.io/job"
 ATTEMPT_LABEL = "ftspark.io/attempt"
 ROLE_LABEL = "ftspark.io/role"
+MANAGED = {"app.kubernetes.io/managed-by": "ftspark"}  # the label ftspark's own objects carry
 # A hot standby driver (docs/hot-standby.md) carries both while it stands by: it is not the job's driver until
 # the operator's promotion removes the first, and the second says which spec it was made for.
 STANDBY_LABEL = "ftspark.io/standby"

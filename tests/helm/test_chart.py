@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from ftspark.adapters.k8s.cluster import DRIVER_RULES
 from ftspark.app.config import OperatorConfig, parse
 from ftspark.domain.models import LocalRecoverySpec
+from ftspark.manifests import DRIVER_RULES
 from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, driver_lease_name, driver_pod_name
 from ftspark_dev.bundle import render_bundle
 from ftspark_dev.processes import REPO_ROOT
@@ -81,9 +81,9 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
     assert all("*" not in verbs for verbs in granted.values())
     # It grants the drivers their Role, so it holds every right of it (Kubernetes forbids granting more).
     for rule in DRIVER_RULES:
-        for group in rule.api_groups:
-            for resource in rule.resources:
-                assert set(rule.verbs) <= granted[(group, resource)], (group, resource)
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                assert set(rule["verbs"]) <= granted[(group, resource)], (group, resource)
 
 
 def test_namespaced_mode_grants_roles_only_where_jobs_live(render: Render) -> None:

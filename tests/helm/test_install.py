@@ -13,10 +13,15 @@ import pytest
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark.adapters.k8s.cluster import DRIVER_RULES
 from ftspark.domain.models import JobSpec
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
-from ftspark.manifests import AttemptPlan, driver_pod, executor_admission_probe, local_recovery_node_dir
+from ftspark.manifests import (
+    DRIVER_RULES,
+    AttemptPlan,
+    driver_pod,
+    executor_admission_probe,
+    local_recovery_node_dir,
+)
 from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, JOB_LABEL, record_key_name, term_floor_name
 from ftspark_dev.controlplane import ControlPlane
 from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
@@ -207,7 +212,8 @@ def test_the_operators_token_writes_only_objects_labelled_as_its_own(
     # Labelled as its own, yet not what it grants: the drivers' Role bound to someone else, a wider Role.
     rbac = client.RbacAuthorizationV1Api(as_operator.api_client)
     labelled = client.V1ObjectMeta(name="ftspark-driver", labels={"app.kubernetes.io/managed-by": "ftspark"})
-    rbac.create_namespaced_role(jobs_ns, client.V1Role(metadata=labelled, rules=DRIVER_RULES))  # as it does
+    as_it_does = client.V1Role(metadata=labelled, rules=list(DRIVER_RULES))
+    rbac.create_namespaced_role(jobs_ns, as_it_does)
     to_anyone = client.V1RoleBinding(
         metadata=labelled,
         role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name="ftspark-driver"),
@@ -378,7 +384,7 @@ def _driver_of_counts(
     """The driver's identity, as the operator makes it, and a driver pod of job "counts"."""
     meta = client.V1ObjectMeta(name=DRIVER_SERVICE_ACCOUNT)
     core.create_namespaced_service_account(namespace, client.V1ServiceAccount(metadata=meta))
-    rbac.create_namespaced_role(namespace, client.V1Role(metadata=meta, rules=DRIVER_RULES))
+    rbac.create_namespaced_role(namespace, client.V1Role(metadata=meta, rules=list(DRIVER_RULES)))
     subject = client.RbacV1Subject(kind="ServiceAccount", name=DRIVER_SERVICE_ACCOUNT, namespace=namespace)
     role = client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=DRIVER_SERVICE_ACCOUNT)
     rbac.create_namespaced_role_binding(

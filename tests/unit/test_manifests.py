@@ -13,7 +13,10 @@ from pydantic import ValidationError
 
 from ftspark.domain.models import JobSpec
 from ftspark.manifests import (
+    DRIVER_RULES,
+    AttemptKeys,
     AttemptPlan,
+    attempt_objects,
     attempt_secret,
     driver_network_policy,
     driver_pod,
@@ -37,6 +40,42 @@ def plan(**spec: object) -> AttemptPlan:
     return AttemptPlan(
         "ns", "job", "0123456789ab", 3, job, "s3://bkt/j/checkpoints/01234567-run-3", "latest-checkpoint"
     )
+
+
+def test_an_attempt_is_one_ordered_value_each_object_in_its_namespace() -> None:
+    keys = AttemptKeys(rpc=b"rpc", checkpoint=b"checkpoint", local_recovery=b"mac")
+    attempt = replace(plan(localRecovery={"enabled": True}), term_floor="ops/ftspark-term-floor")
+    objects = attempt_objects(attempt, keys)
+    kinds = [(m["kind"], m["metadata"]["namespace"], m["metadata"]["name"]) for m in objects.attempt]
+    assert kinds == [
+        ("Secret", "ns", "job-3-driver-rpc"),
+        ("NetworkPolicy", "ns", "job-3-driver"),
+        ("Pod", "ns", "job-3-driver"),
+    ], "what the pod mounts, and the policy in front of it, before the pod"
+    identity = {(m["kind"], m["metadata"]["namespace"], m["metadata"]["name"]): m for m in objects.identity}
+    assert set(identity) == {
+        ("ServiceAccount", "ns", "ftspark-driver"),
+        ("Role", "ns", "ftspark-driver"),
+        ("RoleBinding", "ns", "ftspark-driver"),
+        ("Role", "ops", "ftspark-driver-term-floor"),
+        ("RoleBinding", "ops", "ftspark-driver-term-floor-ns"),
+    }
+    assert identity[("Role", "ns", "ftspark-driver")]["rules"] == list(DRIVER_RULES)
+    (floor_rule,) = identity[("Role", "ops", "ftspark-driver-term-floor")]["rules"]
+    assert floor_rule["resourceNames"] == ["ftspark-term-floor"] and floor_rule["verbs"] == ["get"]
+    drivers = [{"kind": "ServiceAccount", "name": "ftspark-driver", "namespace": "ns"}]
+    assert all(m["subjects"] == drivers for m in objects.identity if m["kind"] == "RoleBinding")
+    assert objects.admission_probe is not None and objects.admission_probe["metadata"]["namespace"] == "ns"
+    assert objects.job_secret is not None
+    assert base64.b64decode(objects.job_secret["data"]["key"]) == b"mac"
+    secret = objects.attempt[0]["data"]
+    assert (
+        base64.b64decode(secret["secret"]) == b"rpc"
+        and base64.b64decode(secret["checkpoint-key"]) == b"checkpoint"
+    )
+
+    without = attempt_objects(plan(), keys)
+    assert without.admission_probe is None and without.job_secret is None, "only localRecovery needs them"
 
 
 def test_spark_runs_in_client_mode_against_the_cluster_with_stable_names() -> None:

@@ -5,7 +5,6 @@ from typing import Any
 
 from kubernetes import client, config
 
-MANAGED = {"app.kubernetes.io/managed-by": "ftspark"}  # the label ftspark's own objects carry
 PAGE = 500  # items per list call: one answer with every item of a big installation would be slow and large
 
 

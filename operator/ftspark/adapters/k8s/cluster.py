@@ -19,7 +19,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
-from ftspark.adapters.k8s import MANAGED, without_answer
+from ftspark.adapters.k8s import without_answer
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.ha import JobKey
@@ -27,13 +27,10 @@ from ftspark.domain.lifecycle import DriverObservation
 from ftspark.leader.elector import release_for_ended_holder
 from ftspark.manifests import (
     LOCAL_RECOVERY_KEY_BYTES,
+    AttemptKeys,
     AttemptPlan,
     Manifest,
-    attempt_secret,
-    driver_network_policy,
-    driver_pod,
-    executor_admission_probe,
-    local_recovery_secret,
+    attempt_objects,
 )
 from ftspark.ports.cluster import (
     JobResource,
@@ -45,7 +42,6 @@ from ftspark.ports.cluster import (
 from ftspark.ports.leadership import LockUnavailableError
 from ftspark.protocol import (
     CONTROL_ANNOTATION,
-    DRIVER_SERVICE_ACCOUNT,
     JOB_LABEL,
     ROLE_LABEL,
     SPARK_APP_SELECTOR_LABEL,
@@ -60,23 +56,6 @@ from ftspark.protocol import (
 from ftspark.reconcile.driver_pods import observe_driver
 
 log = logging.getLogger(__name__)
-
-# What a driver asks of the API server in its namespace, measured (e2e/test_security.py, with the API
-# server's audit log; docs/architecture.md, "The driver's rights"): Spark's Kubernetes client creates,
-# watches, lists and deletes (by name) its executor pods and reads its own; our runtime reads and annotates
-# its pod, takes its Lease and writes checkpoint pointers into the ConfigMap the operator made. Nothing else:
-# no Services, Secrets or PVCs, and no deletecollection (Spark's clean-up at stop is refused; its executors
-# end with the driver and go with its pod).
-DRIVER_RULES = [
-    client.V1PolicyRule(
-        api_groups=[""], resources=["pods"], verbs=["get", "list", "watch", "create", "delete", "patch"]
-    ),
-    client.V1PolicyRule(api_groups=[""], resources=["configmaps"], verbs=["get", "update"]),
-    client.V1PolicyRule(
-        api_groups=["coordination.k8s.io"], resources=["leases"], verbs=["get", "create", "update"]
-    ),
-]
-
 
 LEASE_REQUEST_SECONDS = 10.0  # a driver Lease release is only a shortcut: a slow one is given up
 
@@ -101,7 +80,7 @@ _QUOTA = re.compile(r"exceeded quota|status unknown for quota")
 _RBAC_REFUSAL = re.compile(r'is forbidden: User ".*" cannot ')
 
 
-def _refused_as_rejected(kind: str, body: Any, call: Any, *args: Any, **kwargs: Any) -> None:
+def _refused_as_rejected(kind: str, body: Manifest, call: Any, *args: Any, **kwargs: Any) -> None:
     """An object the API server calls invalid (400, 422) or that an admission refuses (403: the namespace's
     Pod Security level, e.g. localRecovery's hostPath under "baseline"; a LimitRange; a policy) becomes
     ObjectRejectedError with the server's own words (and what to do about a hostPath); one a ResourceQuota
@@ -198,6 +177,22 @@ class KubeDrivers:
         self._rbac = client.RbacAuthorizationV1Api(api)
         self._networking = client.NetworkingV1Api(api)
         self._identities_ensured: set[str] = set()  # namespaces; a deleted SA is re-created after a restart
+        core, rbac, networking = self._core, self._rbac, self._networking
+        # What an attempt writes, by kind: how to create one, and how to undo it.
+        self._writers: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
+            "ServiceAccount": (
+                core.create_namespaced_service_account,
+                core.delete_namespaced_service_account,
+            ),
+            "Role": (rbac.create_namespaced_role, rbac.delete_namespaced_role),
+            "RoleBinding": (rbac.create_namespaced_role_binding, rbac.delete_namespaced_role_binding),
+            "Secret": (core.create_namespaced_secret, core.delete_namespaced_secret),
+            "NetworkPolicy": (
+                networking.create_namespaced_network_policy,
+                networking.delete_namespaced_network_policy,
+            ),
+            "Pod": (core.create_namespaced_pod, core.delete_namespaced_pod),
+        }
 
     def observe(self, key: JobKey) -> list[DriverObservation]:
         # Raw JSON, as observe_driver reads it: no V1Pod models to build, which adds up at thousands of jobs.
@@ -208,43 +203,39 @@ class KubeDrivers:
         return sorted((d for d in drivers if d is not None), key=lambda d: d.attempt)
 
     def create(self, plan: AttemptPlan) -> None:
-        self._ensure_driver_identity(plan)
-        core, networking, namespace = self._core, self._networking, plan.namespace
-        if plan.spec.local_recovery.enabled:
-            probe = executor_admission_probe(plan)
-            _refused_as_rejected(
-                "executor Pod", probe, core.create_namespaced_pod, namespace, probe, dry_run="All"
-            )
-            self._ensure_local_recovery_key(plan)
-        secret = attempt_secret(
-            plan,
-            secrets.token_bytes(32),  # Spark's default secret length: 256 bits
-            self._seal.job_key(str(JobKey(namespace=namespace, name=plan.job_name))),
+        key = JobKey(namespace=plan.namespace, name=plan.job_name)
+        keys = AttemptKeys(
+            rpc=secrets.token_bytes(32),  # Spark's default secret length: 256 bits
+            checkpoint=self._seal.job_key(str(key)),
+            local_recovery=secrets.token_bytes(LOCAL_RECOVERY_KEY_BYTES),
         )
-        policy = driver_network_policy(plan)
-        steps: list[tuple[str, Manifest, Any, Any]] = [
-            # What the pod mounts first (a missing volume would keep it from starting), and its NetworkPolicy
-            # before it: the driver is never reachable by strangers, not even for a moment.
-            ("Secret", secret, core.create_namespaced_secret, core.delete_namespaced_secret),
-            (
-                "NetworkPolicy",
-                policy,
-                networking.create_namespaced_network_policy,
-                networking.delete_namespaced_network_policy,
-            ),
-            ("Pod", driver_pod(plan), core.create_namespaced_pod, core.delete_namespaced_pod),
-        ]
-        # In order; an object the API server refuses (a user's podTemplate can make the pod invalid) undoes
-        # the ones before it, so no half of an attempt is left behind. Costs nothing when all goes well.
-        created: list[tuple[Any, str]] = []
+        objects = attempt_objects(plan, keys)
+        if plan.namespace not in self._identities_ensured:
+            for body in objects.identity:
+                _ignore(409, self._create(body), body["metadata"]["namespace"], body)
+            self._identities_ensured.add(plan.namespace)
+        if objects.admission_probe is not None:
+            probe = objects.admission_probe
+            create = self._create(probe)
+            _refused_as_rejected("executor Pod", probe, create, plan.namespace, probe, dry_run="All")
+        if objects.job_secret is not None:
+            # An existing one is not read (the operator needs no right to read Secrets): its name has the uid.
+            _ignore(409, self._create(objects.job_secret), plan.namespace, objects.job_secret)
+        created: list[Manifest] = []
         try:
-            for kind, body, create, delete in steps:
-                _refused_as_rejected(kind, body, create, namespace, body)
-                created.append((delete, body["metadata"]["name"]))
+            for body in objects.attempt:
+                _refused_as_rejected(body["kind"], body, self._create(body), plan.namespace, body)
+                created.append(body)
         except (ObjectRejectedError, ObjectDeferredError):
-            for delete, name in reversed(created):
-                _ignore(404, delete, name, namespace)
+            for body in reversed(created):
+                _ignore(404, self._delete(body), body["metadata"]["name"], plan.namespace)
             raise
+
+    def _create(self, body: Manifest) -> Callable[..., Any]:
+        return self._writers[body["kind"]][0]
+
+    def _delete(self, body: Manifest) -> Callable[..., Any]:
+        return self._writers[body["kind"]][1]
 
     def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
         grace = 0 if force else None
@@ -330,72 +321,9 @@ class KubeDrivers:
             if _owned_by(pod, uid):
                 _ignore(404, self._core.delete_namespaced_pod, pod.metadata.name, key.namespace)
 
-    def _ensure_local_recovery_key(self, plan: AttemptPlan) -> None:
-        """The job's MAC key Secret, made once per job: every attempt's executors mount the same one. An
-        existing one is not read (the operator needs no right to read Secrets): its name has the job's uid."""
-        body = local_recovery_secret(plan, secrets.token_bytes(LOCAL_RECOVERY_KEY_BYTES))
-        _ignore(409, self._core.create_namespaced_secret, plan.namespace, body)
-
     @staticmethod
     def _selector(key: JobKey) -> str:
         return f"{JOB_LABEL}={key.name},{ROLE_LABEL}=driver"
-
-    def _ensure_driver_identity(self, plan: AttemptPlan) -> None:
-        """The driver's ServiceAccount, Role and RoleBinding in the job's namespace, and its right to read the
-        operator's term floor (idempotent)."""
-        namespace = plan.namespace
-        if namespace in self._identities_ensured:
-            return
-        meta = client.V1ObjectMeta(name=DRIVER_SERVICE_ACCOUNT, labels=MANAGED)
-        _ignore(
-            409,
-            self._core.create_namespaced_service_account,
-            namespace,
-            client.V1ServiceAccount(metadata=meta),
-        )
-        _ignore(
-            409,
-            self._rbac.create_namespaced_role,
-            namespace,
-            client.V1Role(metadata=meta, rules=DRIVER_RULES),
-        )
-        binding = client.V1RoleBinding(
-            metadata=meta,
-            role_ref=client.V1RoleRef(
-                api_group="rbac.authorization.k8s.io", kind="Role", name=DRIVER_SERVICE_ACCOUNT
-            ),
-            subjects=[
-                client.RbacV1Subject(kind="ServiceAccount", name=DRIVER_SERVICE_ACCOUNT, namespace=namespace)
-            ],
-        )
-        _ignore(409, self._rbac.create_namespaced_role_binding, namespace, binding)
-        self._ensure_term_floor_reader(plan)
-        self._identities_ensured.add(namespace)
-
-    def _ensure_term_floor_reader(self, plan: AttemptPlan) -> None:
-        """`get` on exactly the term floor ConfigMap (in the operator's namespace), for the drivers of the
-        job's namespace: one Role, and one RoleBinding per namespace of jobs."""
-        floor_namespace, _, floor = plan.term_floor.partition("/")
-        role = f"{DRIVER_SERVICE_ACCOUNT}-term-floor"
-        rule = client.V1PolicyRule(
-            api_groups=[""], resources=["configmaps"], resource_names=[floor], verbs=["get"]
-        )
-        _ignore(
-            409,
-            self._rbac.create_namespaced_role,
-            floor_namespace,
-            client.V1Role(metadata=client.V1ObjectMeta(name=role, labels=MANAGED), rules=[rule]),
-        )
-        binding = client.V1RoleBinding(
-            metadata=client.V1ObjectMeta(name=f"{role}-{plan.namespace}", labels=MANAGED),
-            role_ref=client.V1RoleRef(api_group="rbac.authorization.k8s.io", kind="Role", name=role),
-            subjects=[
-                client.RbacV1Subject(
-                    kind="ServiceAccount", name=DRIVER_SERVICE_ACCOUNT, namespace=plan.namespace
-                )
-            ],
-        )
-        _ignore(409, self._rbac.create_namespaced_role_binding, floor_namespace, binding)
 
 
 @dataclass

@@ -14,10 +14,9 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError
 
-from ftspark.adapters.k8s import MANAGED
 from ftspark.adapters.k8s import request_timeout as k8s_request_timeout
 from ftspark.ports.leadership import ConflictError, LeaderElectionRecord, LockUnavailableError
-from ftspark.protocol import term_floor_name
+from ftspark.protocol import MANAGED, term_floor_name
 
 
 def format_micro_time(moment: datetime) -> str:

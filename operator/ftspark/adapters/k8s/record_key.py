@@ -9,8 +9,8 @@ import base64
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ftspark.adapters.k8s import MANAGED
 from ftspark.adapters.seal import RecordSeal
+from ftspark.protocol import MANAGED
 
 KEY = "key"
 
