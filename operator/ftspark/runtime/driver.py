@@ -15,26 +15,23 @@ import dataclasses
 import json
 import logging
 import os
-import queue
 import runpy
 import subprocess
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping
 from pathlib import Path
 from typing import assert_never
 
 from kubernetes import client
-from py4j.protocol import Py4JError
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from ftspark.adapters.ha import checkpoint_store
 from ftspark.adapters.k8s import kube_configuration
 from ftspark.domain.fencing import Epoch
-from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, Stuck, shortest_timeout
+from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, Stuck
 from ftspark.ports.stores import CheckpointStore
 from ftspark.protocol import (
     NO_PROGRESS,
@@ -47,24 +44,21 @@ from ftspark.protocol import (
     Exit,
     RuntimeEnv,
 )
-from ftspark.runtime import appfiles, savepoint
+from ftspark.runtime import appfiles, savepoint, standby
 from ftspark.runtime.appfiles import Application, ApplicationFileError
 from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
 from ftspark.runtime.config import ConfigError, RuntimeConfig
 from ftspark.runtime.control import ControlWatcher, stop_at_boundary
 from ftspark.runtime.fencing import DriverLease
-from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog
+from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog, start_watchdog
 from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
 from ftspark.runtime.reporting import PointerReporter, ProgressListener
 from ftspark.runtime.savepoint import SavepointError
-from ftspark.runtime.session import EXECUTOR_INSTANCES, Queries, build_session, spark_settings, spark_uri
+from ftspark.runtime.session import Queries, build_session, spark_settings, spark_uri
 from ftspark.runtime.termination import Ending, failure_summary
 from ftspark.runtime.warmup import warm_up
 
 log = logging.getLogger("ftspark.runtime")
-
-# Spark's number of executors on Kubernetes when spark.executor.instances is not set.
-SPARK_DEFAULT_EXECUTORS = 2
 
 # After a stop the script normally returns at once (its queries stopped); one that does not (it waits for
 # something else, or starts new queries) is cut off.
@@ -159,99 +153,31 @@ class Driver:
 
     def _stand_by(self, api: client.ApiClient, app: Application) -> SparkSession:
         """Build the session now, with no executors or the few it keeps warm, then wait for the operator's
-        promote request, writing nothing of the job's. A Lease that merely expired never promotes a standby:
-        only the operator knows that the active driver ended, and it advances the checkpoint fence before it
-        promotes."""
+        promotion, writing nothing of the job's (runtime/standby.py)."""
         started = time.monotonic()
         spark = self._session(app, standing_by=True)
-        self._open_storage(spark)
-        if warm := self._warm_executors(app):
-            warmed = warm_up(spark, self._sample_object())
+        root = self.config.checkpoint_root
+        standby.open_storage(spark, root)
+        if warm := standby.warm_executors(self.config, app.spark_conf(self.config.spark_conf)):
+            warmed = warm_up(spark, standby.sample_object(self.objects, root))
             log.info("standing by: %d executors warmed in %.1f s", warm, warmed)
         self.session_ready.set()
         log.info(
             "standing by: spark session ready in %.1f s, waiting to be promoted", time.monotonic() - started
         )
-        promotions: queue.Queue[int | None] = queue.Queue()
-
-        def on_request(request: ControlRequest) -> None:
-            if request.action != "promote":
-                log.warning("standing by: %s ignored (a standby runs no query)", request)
-            elif request.argument and not request.argument.isdigit():
-                log.error("standing by: %s ignored: the restore batch is not a number", request)
-            else:
-                promotions.put(int(request.argument) if request.argument else None)
-
-        cfg = self.config
-        watcher = ControlWatcher(
-            api, cfg.job.namespace, cfg.pod_name, cfg.control_interval, on_request, cfg.term_floor
-        )
-        watcher.start()
-        try:
-            restore_batch = promotions.get()
-        finally:
-            watcher.stop()
-        self.config = dataclasses.replace(cfg, restore_batch=restore_batch)
+        restore_batch = standby.await_promotion(api, self.config)
+        self.config = dataclasses.replace(self.config, restore_batch=restore_batch)
         log.info(
             "promoted after %.1f s standing by (restore batch: %s)", time.monotonic() - started, restore_batch
         )
         return spark
 
-    def _open_storage(self, spark: SparkSession) -> None:
-        """The checkpoint root read once through the JVM's Hadoop FileSystem (a read: a standby writes
-        nothing), so that S3A has started before the queries restart."""
-        jvm = spark.sparkContext._jvm
-        assert jvm is not None
-        root = jvm.org.apache.hadoop.fs.Path(spark_uri(self.config.checkpoint_root))
-        try:
-            root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(root)
-        except Py4JError as error:  # only a head start: the queries' own start reports a real failure
-            log.warning("standing by: the checkpoint storage could not be read yet: %s", error)
-
-    def _sample_object(self) -> str | None:
-        """A query's metadata file under the checkpoint root, for the executors' first S3A read: small, and
-        never deleted while the active driver cleans up old batches (a standby is made after a checkpoint, so
-        there is one)."""
-        try:
-            found = self.objects.first_named(self.config.checkpoint_root, "metadata")
-        except StorageError as error:
-            log.warning("standing by: the checkpoint root could not be listed: %s", error)
-            return None
-        return spark_uri(found) if found else None
-
     def _session(self, app: Application, *, standing_by: bool = False) -> SparkSession:
         conf = app.spark_conf(self.config.spark_conf)
         settings = spark_settings(conf, self.config.checkpoint_root, self._jars())
         # With dynamic allocation Spark's allocation manager asks for executors as tasks come: none before.
-        executors = self._warm_executors(app) if standing_by and not _dynamic_allocation(settings) else None
-        return build_session(settings, executors=executors)
-
-    def _executors_wanted(self, app: Application) -> int:
-        conf = app.spark_conf(self.config.spark_conf)
-        return int(conf.get(EXECUTOR_INSTANCES, SPARK_DEFAULT_EXECUTORS))
-
-    def _warm_executors(self, app: Application) -> int:
-        """How many executors a standby keeps up: its setting, at most the job's number."""
-        if not self.config.standby or _dynamic_allocation(app.spark_conf(self.config.spark_conf)):
-            return 0
-        return min(self.config.standby_executors, self._executors_wanted(app))
-
-    def _request_executors(self, spark: SparkSession, app: Application) -> None:
-        """A promoted standby's executors beyond those it kept: the job's number, asked for now that the
-        Lease is held."""
-        if _dynamic_allocation(app.spark_conf(self.config.spark_conf)):
-            return  # Spark's allocation manager asks for them as tasks come
-        wanted, kept = self._executors_wanted(app), self._warm_executors(app)
-        if wanted <= kept:
-            log.info("%d executors kept warm while standing by: none to ask for", kept)
-            return
-        granted = spark.sparkContext._jsc.sc().requestExecutors(wanted - kept)
-        log.info(
-            "asked for %d executors (%d kept warm): %s",
-            wanted - kept,
-            kept,
-            "requested" if granted else "not supported by this master",
-        )
+        warm = standing_by and not standby.dynamic_allocation(settings)
+        return build_session(settings, executors=standby.warm_executors(self.config, conf) if warm else None)
 
     def _run_script(self, app: Application, args: list[str], spark: SparkSession | None) -> None:
         assert self._reporter is not None and self._watcher is not None
@@ -262,10 +188,11 @@ class Driver:
             self.session_ready.set()
             log.info("spark session ready in %.1f s", time.monotonic() - started)
         else:
-            self._request_executors(spark, app)
+            standby.request_remaining_executors(spark, self.config, app.spark_conf(self.config.spark_conf))
         signs = SignsOfLife()
         spark.streams.addListener(ProgressListener(self.queries, self._reporter, signs))
-        self._watch_progress(signs, spark.conf.get(NO_DATA_INTERVAL_KEY))
+        idle_interval = spark.conf.get(NO_DATA_INTERVAL_KEY)
+        self._watchdog = start_watchdog(signs, self.config.progress_timeout, idle_interval, self.no_progress)
         self._watcher.start()
         sys.argv = [app.main_file, *args]
         try:
@@ -292,30 +219,6 @@ class Driver:
                 f"no S3A jars in {jars}: run tools/spark_jars.sh or set FTSPARK_SPARK_JARS_DIR"
             )
         return jars
-
-    def _watch_progress(self, signs: SignsOfLife, idle_interval: str | None) -> None:
-        """The progress watchdog, unless it is off. Its timeout is never below what an idle query trips (the
-        operator refuses such a spec, but the application's own settings may raise the interval)."""
-        configured = self.config.progress_timeout
-        if configured <= 0:
-            log.info("progress watchdog off")
-            return
-        try:
-            shortest = shortest_timeout({NO_DATA_INTERVAL_KEY: idle_interval} if idle_interval else {})
-        except ValueError as error:
-            log.warning("%s: %s", NO_DATA_INTERVAL_KEY, error)
-            shortest = 0.0
-        timeout = max(configured, shortest)
-        if timeout > configured:
-            log.warning(
-                "progress timeout %g s raised to %g s: %s is %s",
-                configured,
-                timeout,
-                NO_DATA_INTERVAL_KEY,
-                idle_interval,
-            )
-        self._watchdog = Watchdog(signs, timeout, lambda found: self.no_progress(found, timeout))
-        self._watchdog.start()
 
     # -- checkpoints -------------------------------------------------------------------------------------
 
@@ -469,10 +372,6 @@ class Driver:
         log.info("savepoint %s at %s: batches %s", savepoint_id, taken.location, dict(taken.batches))
         result = {"id": savepoint_id, "location": taken.location, "batches": dict(taken.batches)}
         self._watcher.annotate(SAVEPOINT_ANNOTATION, json.dumps(result))
-
-
-def _dynamic_allocation(conf: Mapping[str, str]) -> bool:
-    return conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true"
 
 
 def bad_input_reason(error: CheckpointError | SavepointError | StorageError) -> str:

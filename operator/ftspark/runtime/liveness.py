@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from ftspark.domain.liveness import Stuck, stuck
+from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, Stuck, shortest_timeout, stuck
 from ftspark.protocol import HEALTH_PATH, READY_PATH
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,37 @@ class Watchdog:
                 log.error("query %s: no sign of life for %.0f s", found.query, found.silent_seconds)
                 self._on_stuck(found)
                 return
+
+
+def start_watchdog(
+    signs: SignsOfLife,
+    configured: float,
+    idle_interval: str | None,
+    on_stuck: Callable[[Stuck, float], None],
+) -> Watchdog | None:
+    """The progress watchdog of a job's settings (None: off, a timeout of 0). Its timeout is never below
+    what an idle query trips (idle_interval: the session's NO_DATA_INTERVAL_KEY; the operator refuses such
+    a spec, but the application's own settings may raise the interval); on_stuck gets the timeout used."""
+    if configured <= 0:
+        log.info("progress watchdog off")
+        return None
+    try:
+        shortest = shortest_timeout({NO_DATA_INTERVAL_KEY: idle_interval} if idle_interval else {})
+    except ValueError as error:
+        log.warning("%s: %s", NO_DATA_INTERVAL_KEY, error)
+        shortest = 0.0
+    timeout = max(configured, shortest)
+    if timeout > configured:
+        log.warning(
+            "progress timeout %g s raised to %g s: %s is %s",
+            configured,
+            timeout,
+            NO_DATA_INTERVAL_KEY,
+            idle_interval,
+        )
+    watchdog = Watchdog(signs, timeout, lambda found: on_stuck(found, timeout))
+    watchdog.start()
+    return watchdog
 
 
 class _HealthServer(ThreadingHTTPServer):

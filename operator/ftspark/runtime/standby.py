@@ -1,0 +1,107 @@
+"""A hot standby's side of the driver (docs/hot-standby.md): how many executors it keeps warm, the head start
+it takes on the job's storage while it waits, the wait for the operator's promotion, and the executors it
+asks for once promoted. A standby writes nothing of the job's before its promotion."""
+
+from __future__ import annotations
+
+import logging
+import queue
+from collections.abc import Mapping
+
+from kubernetes import client
+from py4j.protocol import Py4JError
+from pyspark.sql import SparkSession
+
+from ftspark.protocol import ControlRequest
+from ftspark.runtime.config import RuntimeConfig
+from ftspark.runtime.control import ControlWatcher
+from ftspark.runtime.objects import ObjectStore, StorageError
+from ftspark.runtime.session import EXECUTOR_INSTANCES, spark_uri
+
+log = logging.getLogger(__name__)
+
+# Spark's number of executors on Kubernetes when spark.executor.instances is not set.
+SPARK_DEFAULT_EXECUTORS = 2
+
+
+def dynamic_allocation(conf: Mapping[str, str]) -> bool:
+    """Spark's allocation manager asks for executors as tasks come: none are asked for ahead."""
+    return conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true"
+
+
+def warm_executors(config: RuntimeConfig, conf: Mapping[str, str]) -> int:
+    """How many executors a standby keeps up: its setting, at most the job's number (conf: the
+    application's Spark settings)."""
+    if not config.standby or dynamic_allocation(conf):
+        return 0
+    return min(config.standby_executors, _executors_wanted(conf))
+
+
+def request_remaining_executors(spark: SparkSession, config: RuntimeConfig, conf: Mapping[str, str]) -> None:
+    """A promoted standby's executors beyond those it kept: the job's number, asked for now that the Lease
+    is held."""
+    if dynamic_allocation(conf):
+        return
+    wanted, kept = _executors_wanted(conf), warm_executors(config, conf)
+    if wanted <= kept:
+        log.info("%d executors kept warm while standing by: none to ask for", kept)
+        return
+    granted = spark.sparkContext._jsc.sc().requestExecutors(wanted - kept)
+    log.info(
+        "asked for %d executors (%d kept warm): %s",
+        wanted - kept,
+        kept,
+        "requested" if granted else "not supported by this master",
+    )
+
+
+def open_storage(spark: SparkSession, checkpoint_root: str) -> None:
+    """The checkpoint root read once through the JVM's Hadoop FileSystem (a read: a standby writes nothing),
+    so that S3A has started before the queries restart."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    root = jvm.org.apache.hadoop.fs.Path(spark_uri(checkpoint_root))
+    try:
+        root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(root)
+    except Py4JError as error:  # only a head start: the queries' own start reports a real failure
+        log.warning("standing by: the checkpoint storage could not be read yet: %s", error)
+
+
+def sample_object(objects: ObjectStore, checkpoint_root: str) -> str | None:
+    """A query's metadata file under the checkpoint root, for the executors' first S3A read: small, and never
+    deleted while the active driver cleans up old batches (a standby is made after a checkpoint, so there is
+    one)."""
+    try:
+        found = objects.first_named(checkpoint_root, "metadata")
+    except StorageError as error:
+        log.warning("standing by: the checkpoint root could not be listed: %s", error)
+        return None
+    return spark_uri(found) if found else None
+
+
+def await_promotion(api: client.ApiClient, config: RuntimeConfig) -> int | None:
+    """Wait for the operator's promote request (of a term no older than its floor); the batch it names
+    bounds the restore (None: the latest). A Lease that merely expired never promotes a standby: only the
+    operator knows that the active driver ended, and it advances the checkpoint fence before it promotes."""
+    promotions: queue.Queue[int | None] = queue.Queue()
+
+    def on_request(request: ControlRequest) -> None:
+        if request.action != "promote":
+            log.warning("standing by: %s ignored (a standby runs no query)", request)
+        elif request.argument and not request.argument.isdigit():
+            log.error("standing by: %s ignored: the restore batch is not a number", request)
+        else:
+            promotions.put(int(request.argument) if request.argument else None)
+
+    watcher = ControlWatcher(
+        api, config.job.namespace, config.pod_name, config.control_interval, on_request, config.term_floor
+    )
+    watcher.start()
+    try:
+        return promotions.get()
+    finally:
+        watcher.stop()
+
+
+def _executors_wanted(conf: Mapping[str, str]) -> int:
+    return int(conf.get(EXECUTOR_INSTANCES, SPARK_DEFAULT_EXECUTORS))
