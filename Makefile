@@ -88,35 +88,35 @@ integration: $(VENV)/.installed cluster-bin s3-bin
 SOAK_FAULTS ?= 100
 SOAK_SEED ?= 14
 soak: $(VENV)/.installed cluster-bin s3-bin spark-jars
-	$(PY) -m ftspark_dev.soak --faults $(SOAK_FAULTS) --seed $(SOAK_SEED)
+	$(PY) -m ftspark_dev.scenarios.soak --faults $(SOAK_FAULTS) --seed $(SOAK_SEED)
 
 crds: $(VENV)/.installed helm-bin
 	$(PY) -m ftspark.crd > crds/ftspark.io_faulttolerantsparkjobs.yaml
 	cp crds/ftspark.io_faulttolerantsparkjobs.yaml helm/ftspark-operator/crds/
 	$(PY) -m ftspark.admission > helm/ftspark-operator/templates/job-policy.yaml
-	$(PY) -m ftspark_dev.reference
-	$(PY) -m ftspark_dev.bundle "$$(tools/helm/build.sh)"
+	$(PY) -m ftspark_dev.generate.reference
+	$(PY) -m ftspark_dev.generate.bundle "$$(tools/helm/build.sh)"
 
 dev-cluster: $(VENV)/.installed cluster-bin
 	$(PY) -m ftspark_dev.cluster
 
 bench: $(VENV)/.installed cluster-bin s3-bin spark-jars local-recovery-jar class-data
-	$(PY) -m ftspark_dev.bench --curve 100,5000
-	$(PY) -m ftspark_dev.recovery --kills 5
-	$(PY) -m ftspark_dev.localrecovery_bench --keys 2000000 --payload 200 --files 8
-	$(PY) -m ftspark_dev.localrecovery_world --keys 2000000 --payload 200 --files 8
+	$(PY) -m ftspark_dev.benches.operator_figures --curve 100,5000
+	$(PY) -m ftspark_dev.scenarios.recovery --kills 5
+	$(PY) -m ftspark_dev.benches.local_recovery --keys 2000000 --payload 200 --files 8
+	$(PY) -m ftspark_dev.worlds.local_recovery --keys 2000000 --payload 200 --files 8
 
 demo: $(VENV)/.installed cluster-bin helm-bin s3-bin spark-jars
-	$(PY) -m ftspark_dev.demo
+	$(PY) -m ftspark_dev.scenarios.demo
 
 deploy: $(VENV)/.installed helm-bin
-	$(PY) -m ftspark_dev.bundle "$$(tools/helm/build.sh)"
+	$(PY) -m ftspark_dev.generate.bundle "$$(tools/helm/build.sh)"
 
 docs: $(VENV)/.installed
-	$(PY) -m ftspark_dev.reference
+	$(PY) -m ftspark_dev.generate.reference
 
 argocd: $(VENV)/.installed
-	$(PY) -m ftspark_dev.argocd
+	$(PY) -m ftspark_dev.generate.argocd
 
 lock: $(VENV)/.installed
 	{ echo "# Exact versions for every install (make venv). Regenerate with: make lock"; \

@@ -1,4 +1,5 @@
-"""The end-to-end suite runs on a whole local installation with process-backed nodes (ftspark_dev.world)."""
+"""The end-to-end suite runs on a whole local installation with process-backed nodes
+(ftspark_dev.worlds.process_nodes)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ftspark_dev.world import World, running_world
+from ftspark_dev.worlds.process_nodes import World, running_world
 
 
 @pytest.fixture(scope="session")

@@ -13,9 +13,9 @@ from kubernetes import client
 from tests.waiting import eventually
 
 from ftspark.domain.lifecycle import upgrade_savepoint_id
-from ftspark_dev.processes import REPO_ROOT
-from ftspark_dev.windowed_counts import Output, expected_counts, write_input
-from ftspark_dev.world import OPERATOR_NAMESPACE, World
+from ftspark_dev.cluster.processes import REPO_ROOT
+from ftspark_dev.subjects.windowed_counts import Output, expected_counts, write_input
+from ftspark_dev.worlds.process_nodes import OPERATOR_NAMESPACE, World
 
 
 def _upgraded(world: World, name: str, attempt: int) -> bool:

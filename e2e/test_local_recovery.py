@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ftspark_dev.localrecovery_world import StateJob, local_recovery_jar
-from ftspark_dev.world import World
+from ftspark_dev.worlds.local_recovery import StateJob, local_recovery_jar
+from ftspark_dev.worlds.process_nodes import World
 
 
 @pytest.mark.timeout(1200)

@@ -1,6 +1,7 @@
-"""Driver recovery (ftspark_dev.recovery): the job's driver SIGKILLed, without and with a warm standby (two
-jobs at once), each step of the way back timed. make bench runs the same with more kills, one row at a time,
-and plain Spark beside it, a figure to compare with that proves nothing of ftspark, so CI leaves it out."""
+"""Driver recovery (ftspark_dev.scenarios.recovery): the job's driver SIGKILLed, without and with a warm
+standby (two jobs at once), each step of the way back timed. make bench runs the same with more kills, one row
+at a time, and plain Spark beside it, a figure to compare with that proves nothing of ftspark, so CI leaves it
+out."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ftspark_dev.recovery import STEPS, Timeline, side_by_side
-from ftspark_dev.world import World
+from ftspark_dev.scenarios.recovery import STEPS, Timeline, side_by_side
+from ftspark_dev.worlds.process_nodes import World
 
 
 def _in_order(timeline: Timeline) -> bool:

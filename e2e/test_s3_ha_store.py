@@ -20,9 +20,9 @@ from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.configmap_stores import RESULT_LABEL, STORE_LABEL
 from ftspark.adapters.s3.stores import s3_stores
 from ftspark.domain.ha import JobKey
-from ftspark_dev.operators import OperatorFleet, job_status
-from ftspark_dev.windowed_counts import write_input
-from ftspark_dev.world import World, s3_credentials_secret
+from ftspark_dev.cluster.operators import OperatorFleet, job_status
+from ftspark_dev.subjects.windowed_counts import write_input
+from ftspark_dev.worlds.process_nodes import World, s3_credentials_secret
 
 # A streaming query that commits a batch per input file and ends (exit 0) once the test says so.
 UNTIL_DONE = """

@@ -16,8 +16,8 @@ from tests.waiting import eventually
 
 from ftspark.manifests import DRIVER_RULES
 from ftspark.protocol import DRIVER_PORT, attempt_secret_name, executor_selector, spark_app_id
-from ftspark_dev.windowed_counts import Output, expected_counts, write_input
-from ftspark_dev.world import DRIVER_USER, JOBS_NAMESPACE, World
+from ftspark_dev.subjects.windowed_counts import Output, expected_counts, write_input
+from ftspark_dev.worlds.process_nodes import DRIVER_USER, JOBS_NAMESPACE, World
 
 # Spark's transport frames (org.apache.spark.network.protocol): an 8-byte frame length (itself included), a
 # type byte, the message. RpcRequest: request id and body size, then the body; RpcFailure: request id and an

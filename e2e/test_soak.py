@@ -1,7 +1,7 @@
-"""The short seeded soak (`make soak` runs the long one, tools/ftspark_dev/soak.py): windowed counts and
-session windows through each kind of fault the process-backed installation injects that CI proves nowhere
-else, once each in a seeded order; exactly-once against the batch computation, one driver per job and one
-acting leader at any moment, from the probes and from the API server's audit log.
+"""The short seeded soak (`make soak` runs the long one, tools/ftspark_dev/scenarios/soak.py): windowed
+counts and session windows through each kind of fault the process-backed installation injects that CI proves
+nowhere else, once each in a seeded order; exactly-once against the batch computation, one driver per job and
+one acting leader at any moment, from the probes and from the API server's audit log.
 
 The kinds the real-node fault tour proves on real containers (tests/realnodes/test_installation.py: executor,
 driver, operator-leader and node kills, stop and resume, a standby's promotion) and e2e/test_recovery.py
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from ftspark_dev.soak import FAULTS, Soak, writers_in
-from ftspark_dev.world import World
+from ftspark_dev.scenarios.soak import FAULTS, Soak, writers_in
+from ftspark_dev.worlds.process_nodes import World
 
 SEED = 14
 PROVEN_ELSEWHERE = {

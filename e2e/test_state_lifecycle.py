@@ -12,8 +12,8 @@ import pytest
 from tests.waiting import eventually
 
 from ftspark.domain.lifecycle import stop_savepoint_id
-from ftspark_dev.windowed_counts import Output, expected_counts, write_input
-from ftspark_dev.world import World
+from ftspark_dev.subjects.windowed_counts import Output, expected_counts, write_input
+from ftspark_dev.worlds.process_nodes import World
 
 NAME = "lifelong"
 PERIOD = 5  # seconds between periodic savepoints

@@ -14,8 +14,8 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.s3server import S3Server
 
 
 @pytest.fixture(scope="session")

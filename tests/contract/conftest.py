@@ -1,7 +1,8 @@
 """The `backend` fixture: each HA store implementation on its real backing service, in a fresh place per test.
 
 memory: the dict-backed records; configmap: ConfigMaps on the real kube-apiserver in a fresh namespace, large
-payloads on the S3-protocol server; s3: objects on the S3 server (ftspark_dev.s3server) in a fresh bucket.
+payloads on the S3-protocol server; s3: objects on the S3 server (ftspark_dev.cluster.s3server) in a fresh
+bucket.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from ftspark.domain.models import CheckpointSpec, DriverSpec, JobSpec
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.stores import HaStores
 from ftspark.testing.stores import MemoryBlobStore, MemoryRecords
-from ftspark_dev.processes import free_port
-from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from ftspark_dev.cluster.processes import free_port
+from ftspark_dev.cluster.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

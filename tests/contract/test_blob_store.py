@@ -13,7 +13,7 @@ from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.stores import StoreUnavailableError
 from ftspark.testing.stores import MemoryBlobStore
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.s3server import S3Server
 
 
 @dataclass

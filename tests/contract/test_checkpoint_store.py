@@ -19,7 +19,7 @@ from ftspark.domain.fencing import RetiredRecordError, StaleEpochError
 from ftspark.domain.ha import JobKey
 from ftspark.handlers.watch import CHECKPOINT_REPORTS
 from ftspark.ports.stores import StoreUnavailableError
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.s3server import S3Server
 from tests.contract.conftest import Backend, driver, leader, pointer
 
 

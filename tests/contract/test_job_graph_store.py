@@ -12,7 +12,7 @@ from ftspark.adapters.seal import SEAL
 from ftspark.domain.fencing import StaleEpochError
 from ftspark.domain.ha import JobKey
 from ftspark.ports.stores import StoreUnavailableError, UntrustedRecordError
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.s3server import S3Server
 from tests.contract.conftest import Backend, leader
 
 LARGE = 2 * 1024 * 1024  # above the 1 MiB a ConfigMap can hold: only the indirection makes it fit

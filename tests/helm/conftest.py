@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ftspark_dev.processes import REPO_ROOT, built_by
+from ftspark_dev.cluster.processes import REPO_ROOT, built_by
 
 CHART = REPO_ROOT / "helm" / "ftspark-operator"
 KUBE_VERSION = "1.34.12"

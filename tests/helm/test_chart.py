@@ -11,8 +11,8 @@ from ftspark.app.config import OperatorConfig, parse
 from ftspark.domain.models import LocalRecoverySpec
 from ftspark.manifests import DRIVER_RULES
 from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, driver_lease_name, driver_pod_name
-from ftspark_dev.bundle import render_bundle
-from ftspark_dev.processes import REPO_ROOT
+from ftspark_dev.cluster.processes import REPO_ROOT
+from ftspark_dev.generate.bundle import render_bundle
 from tests.helm.conftest import CHART, KUBE_VERSION, Render, run_helm
 
 BUNDLE = REPO_ROOT / "deploy" / "ftspark-operator.yaml"

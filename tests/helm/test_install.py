@@ -23,9 +23,9 @@ from ftspark.manifests import (
     local_recovery_node_dir,
 )
 from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, JOB_LABEL, record_key_name, term_floor_name
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import OperatorFleet, job_manifest, pod_names
+from ftspark_dev.cluster.s3server import S3Server
 from tests.helm.conftest import CHART, run_helm
 from tests.waiting import eventually
 

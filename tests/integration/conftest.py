@@ -10,10 +10,10 @@ import pytest
 from kubernetes import client
 
 from ftspark import API_GROUP, PLURAL
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import OperatorFleet
-from ftspark_dev.processes import REPO_ROOT
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import OperatorFleet
+from ftspark_dev.cluster.processes import REPO_ROOT
+from ftspark_dev.cluster.s3server import S3Server
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from kubernetes import client
 
-from ftspark_dev.bench import burst, checkpointing, installation, print_table
-from ftspark_dev.operators import job_status, set_driver_running
+from ftspark_dev.benches.operator_figures import burst, checkpointing, installation, print_table
+from ftspark_dev.cluster.operators import job_status, set_driver_running
 from tests.waiting import eventually
 
 JOBS = 60

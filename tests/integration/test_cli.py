@@ -8,8 +8,8 @@ from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.cli import bump_savepoint_nonce, main
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import job_manifest
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import job_manifest
 
 
 def test_cli_steers_the_gitops_way(

@@ -29,8 +29,8 @@ from ftspark.protocol import (
     term_floor_name,
 )
 from ftspark.runtime.control import ControlWatcher
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import job_manifest
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import job_manifest
 from tests.conftest import fresh_namespace
 from tests.waiting import eventually
 

@@ -10,9 +10,9 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import job_manifest
-from ftspark_dev.processes import REPO_ROOT
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import job_manifest
+from ftspark_dev.cluster.processes import REPO_ROOT
 from tests.waiting import eventually
 
 CRD_FILE = REPO_ROOT / "crds" / "ftspark.io_faulttolerantsparkjobs.yaml"

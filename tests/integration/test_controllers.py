@@ -10,7 +10,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.cluster.controlplane import ControlPlane
 from tests.waiting import eventually
 
 pytestmark = pytest.mark.controllers

@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark_dev.operators import (
+from ftspark_dev.cluster.operators import (
     OperatorFleet,
     event_reasons,
     job_manifest,
@@ -19,7 +19,7 @@ from ftspark_dev.operators import (
     pod_names,
     set_driver_running,
 )
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.s3server import S3Server
 from tests.waiting import eventually
 
 TTL = 3

@@ -15,8 +15,8 @@ from kubernetes import client, config
 from ftspark.protocol import SAVEPOINT_ANNOTATION
 from ftspark.runtime import control
 from ftspark.runtime.control import ControlWatcher
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.netproxy import ApiProxy
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.netproxy import ApiProxy
 
 CUT_SECONDS = 6.0  # longer than one call's own tries (urllib3 retries a failed connect 3 times)
 

@@ -18,7 +18,7 @@ from ftspark.manifests import (
     driver_pod,
     spark_conf,
 )
-from ftspark_dev.processes import REPO_ROOT
+from ftspark_dev.cluster.processes import REPO_ROOT
 
 EXAMPLES = sorted((REPO_ROOT / "examples").glob("*.yaml"))
 

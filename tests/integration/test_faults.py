@@ -19,10 +19,10 @@ from ftspark.adapters.seal import RecordSeal
 from ftspark.ports.leadership import LeaderElectionRecord, LockUnavailableError
 from ftspark.ports.stores import StoreUnavailableError
 from ftspark.testing.stores import MemoryBlobStore
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.netproxy import ApiProxy
-from ftspark_dev.operators import OperatorFleet, job_manifest, pod_names
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.netproxy import ApiProxy
+from ftspark_dev.cluster.operators import OperatorFleet, job_manifest, pod_names
+from ftspark_dev.cluster.s3server import S3Server
 from tests.waiting import eventually
 
 

@@ -10,8 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.processes import REPO_ROOT
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.processes import REPO_ROOT
 from tests.waiting import eventually
 
 _INNER_TEST = textwrap.dedent(

@@ -24,7 +24,7 @@ from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.domain.fencing import Epoch
 from ftspark.leader.elector import LeaderElectionConfig, LeaderElector
 from ftspark.ports.leadership import ConflictError, LeaderElectionRecord
-from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.cluster.controlplane import ControlPlane
 from tests.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.protocol import JOB_LABEL, ROLE_LABEL, SPARK_APP_SELECTOR_LABEL, SPARK_ROLE_LABEL, spark_app_id
-from ftspark_dev.operators import (
+from ftspark_dev.cluster.operators import (
     OperatorFleet,
     job_manifest,
     set_driver_exited,

@@ -15,7 +15,7 @@ from ftspark.adapters.k8s.live_jobs import live_job_uids
 from ftspark.adapters.localstate import LocalStateDisk
 from ftspark.app.sweeper import sweep_once
 from ftspark.domain.localstate import SweepLimits
-from ftspark_dev.operators import job_manifest
+from ftspark_dev.cluster.operators import job_manifest
 
 GRACE = 600.0
 

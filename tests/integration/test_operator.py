@@ -31,8 +31,8 @@ from ftspark.protocol import (
     term_floor_name,
 )
 from ftspark.reconcile.pacing import CHECKPOINT_STATUS_DELAY
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import (
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import (
     OperatorFleet,
     condition,
     event_reasons,
@@ -44,7 +44,7 @@ from ftspark_dev.operators import (
     set_driver_exited,
     set_driver_running,
 )
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.s3server import S3Server
 from tests.waiting import eventually
 
 

@@ -27,9 +27,9 @@ from ftspark.ports.stores import HaStores
 from ftspark.protocol import JOB_LABEL
 from ftspark.reconcile.reconciler import Reconciler
 from ftspark.reconcile.settings import DriverSettings, Ports
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import event_reasons, job_manifest, pod_names, set_driver_exited
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import event_reasons, job_manifest, pod_names, set_driver_exited
+from ftspark_dev.cluster.s3server import S3Server
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -28,8 +28,8 @@ from ftspark.domain.policy import (
     storage_prefixes,
     violations,
 )
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import (
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import (
     OperatorFleet,
     event_reasons,
     invalid_spec,

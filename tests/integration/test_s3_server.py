@@ -1,5 +1,6 @@
-"""The S3 server of the suite (ftspark_dev.s3server) speaks real S3, including the conditional writes and
-deletes fencing relies on; an operator with its HA records on S3 refuses a server that ignores them."""
+"""The S3 server of the suite (ftspark_dev.cluster.s3server) speaks real S3, including the conditional
+writes and deletes fencing relies on; an operator with its HA records on S3 refuses a server that ignores
+them."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ftspark.adapters.s3.stores import S3Records
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import operator_env
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import operator_env
+from ftspark_dev.cluster.s3server import S3Server
 
 
 def test_objects_round_trip_and_conditional_writes_and_deletes_are_enforced(s3_server: S3Server) -> None:

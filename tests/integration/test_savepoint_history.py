@@ -14,7 +14,7 @@ from kubernetes import client
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.domain.savepoints import job_savepoint_id
 from ftspark.protocol import CONTROL_ANNOTATION, SAVEPOINT_ANNOTATION, SAVEPOINT_MANIFEST
-from ftspark_dev.operators import (
+from ftspark_dev.cluster.operators import (
     OperatorFleet,
     event_reasons,
     job_manifest,
@@ -22,7 +22,7 @@ from ftspark_dev.operators import (
     pod_names,
     set_driver_running,
 )
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.s3server import S3Server
 from tests.waiting import eventually
 
 JOB = "hist"

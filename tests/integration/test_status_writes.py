@@ -10,7 +10,7 @@ from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.cluster import KubeJobs
 from ftspark.domain.ha import JobKey
 from ftspark.ports.cluster import StaleReadError
-from ftspark_dev.operators import job_manifest
+from ftspark_dev.cluster.operators import job_manifest
 
 
 def test_a_status_decided_on_an_older_read_is_refused(

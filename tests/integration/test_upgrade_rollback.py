@@ -9,7 +9,7 @@ from typing import Any
 from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
-from ftspark_dev.operators import (
+from ftspark_dev.cluster.operators import (
     OperatorFleet,
     event_reasons,
     job_manifest,

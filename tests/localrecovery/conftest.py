@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.s3server import S3Server
 
 REPO = Path(__file__).resolve().parents[2]
 

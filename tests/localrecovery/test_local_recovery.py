@@ -16,8 +16,15 @@ import pytest
 
 from ftspark.domain.models import JobSpec as FtsparkJobSpec
 from ftspark.manifests import AttemptPlan, executor_pod_template, spark_conf
-from ftspark_dev.localrecovery import JobSpec, expected_totals, new_key, run_job, totals, write_ranges
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.s3server import S3Server
+from ftspark_dev.subjects.localrecovery import (
+    JobSpec,
+    expected_totals,
+    new_key,
+    run_job,
+    totals,
+    write_ranges,
+)
 
 KEYS = 20_000
 PER_FILE = 60_000

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.cluster.controlplane import ControlPlane
 from ftspark_dev.nodes import NodeAgent
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.cluster.controlplane import ControlPlane
 from ftspark_dev.nodes import NodeAgent
 from tests.nodes.pods import python_pod, wait_phase
 from tests.waiting import eventually

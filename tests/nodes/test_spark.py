@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 from kubernetes import client
 
-from ftspark_dev.controlplane import ControlPlane
+from ftspark_dev.cluster.controlplane import ControlPlane
 from ftspark_dev.nodes import NodeAgent
 from tests.waiting import eventually
 

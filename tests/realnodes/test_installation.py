@@ -28,14 +28,14 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from ftspark.protocol import JOB_LABEL
-from ftspark_dev.bundle import BUNDLE
-from ftspark_dev.processes import REPO_ROOT
+from ftspark_dev.cluster.processes import REPO_ROOT
+from ftspark_dev.generate.bundle import BUNDLE
 from ftspark_dev.realnodes import HostState
 from ftspark_dev.realnodes.images import OPERATOR_IMAGE
-from ftspark_dev.realworld import DEMO_BUCKET, RealWorld, running_real_world
-from ftspark_dev.tour import RealFaultTour
-from ftspark_dev.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
-from ftspark_dev.world import JOBS_NAMESPACE, OPERATOR_NAMESPACE
+from ftspark_dev.scenarios.tour import RealFaultTour
+from ftspark_dev.subjects.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
+from ftspark_dev.worlds.process_nodes import JOBS_NAMESPACE, OPERATOR_NAMESPACE
+from ftspark_dev.worlds.real_nodes import DEMO_BUCKET, RealWorld, running_real_world
 from tests.waiting import eventually
 
 

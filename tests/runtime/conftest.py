@@ -35,9 +35,9 @@ from ftspark.protocol import (
     driver_pod_name,
     term_floor_name,
 )
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.s3server import S3Server
-from ftspark_dev.windowed_counts import EXAMPLE, Output, expected_counts
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.s3server import S3Server
+from ftspark_dev.subjects.windowed_counts import EXAMPLE, Output, expected_counts
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT_LEASE: dict[str, str] = {

@@ -15,7 +15,7 @@ import pytest
 from ftspark.protocol import Exit
 from ftspark.runtime.appfiles import Application, ApplicationFileError, fetch, places, py_files, s3_object
 from ftspark.runtime.objects import ObjectStore, endpoint_url, s3_client
-from ftspark_dev.s3server import ACCESS_KEY, SECRET_KEY, S3Server
+from ftspark_dev.cluster.s3server import ACCESS_KEY, SECRET_KEY, S3Server
 from tests.runtime.conftest import RuntimeJob
 
 SCRIPT = b"print('hello')\n"

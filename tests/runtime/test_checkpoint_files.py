@@ -15,7 +15,7 @@ from ftspark.runtime.config import ConfigError, RuntimeConfig
 from ftspark.runtime.objects import ObjectStore
 from ftspark.runtime.savepoint import SavepointError
 from ftspark.runtime.termination import MAX_MESSAGE_BYTES, Ending
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.s3server import S3Server
 
 OFFSETS = 'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n{"logOffset":%d}\n'
 COMMIT = 'v1\n{"nextBatchWatermarkMs":0}\n'

@@ -15,7 +15,7 @@ import pytest
 from ftspark.runtime.checkpoint import CheckpointDir
 from ftspark.runtime.objects import ObjectStore
 from ftspark.runtime.session import spark_uri
-from ftspark_dev.windowed_counts import expected_counts, write_input
+from ftspark_dev.subjects.windowed_counts import expected_counts, write_input
 from tests.runtime.conftest import RuntimeJob
 
 KILLS = 12

@@ -18,7 +18,7 @@ from kubernetes import client
 from ftspark.adapters.k8s.lease_lock import format_micro_time
 from ftspark.domain.fencing import Epoch
 from ftspark.protocol import NO_PROGRESS, DriverEnv, Exit, RuntimeEnv, driver_lease_name
-from ftspark_dev.windowed_counts import write_input
+from ftspark_dev.subjects.windowed_counts import write_input
 from tests.runtime.conftest import OPERATOR, SHORT_LEASE, RuntimeJob
 
 

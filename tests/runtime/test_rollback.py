@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ftspark.protocol import NO_RESTORABLE_CHECKPOINT, Exit
-from ftspark_dev.windowed_counts import expected_counts, write_input
+from ftspark_dev.subjects.windowed_counts import expected_counts, write_input
 from tests.runtime.conftest import RuntimeJob
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ftspark.protocol import SAVEPOINT_ANNOTATION
-from ftspark_dev.windowed_counts import write_input
+from ftspark_dev.subjects.windowed_counts import write_input
 from tests.runtime.conftest import RuntimeJob
 
 

@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 
 from ftspark.protocol import CONTROL_REFUSED_ANNOTATION, driver_lease_name
-from ftspark_dev.windowed_counts import write_input
+from ftspark_dev.subjects.windowed_counts import write_input
 from tests.runtime.conftest import OPERATOR, RuntimeJob
 from tests.waiting import eventually
 

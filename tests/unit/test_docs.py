@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ftspark_dev.reference import TARGET, render
+from ftspark_dev.generate.reference import TARGET, render
 
 
 def test_field_reference_matches_the_models() -> None:

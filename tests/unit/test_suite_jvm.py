@@ -1,4 +1,5 @@
-"""The suite's JVMs compile with C1 only (ftspark_dev.pytest_jvm), the ones on process-backed nodes too."""
+"""The suite's JVMs compile with C1 only (ftspark_dev.pytest_plugins.jvm), the ones on process-backed nodes
+too."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from ftspark_dev.nodes import images
 from ftspark_dev.nodes.images import JVM_OPTIONS
-from ftspark_dev.pytest_jvm import SUITE_JVM_OPTIONS
+from ftspark_dev.pytest_plugins.jvm import SUITE_JVM_OPTIONS
 
 SPARK_IMAGE = "ftspark/spark-py:4.0.5"
 

@@ -10,8 +10,8 @@ from typing import cast
 
 import pytest
 
-from ftspark_dev.operators import probe
-from ftspark_dev.tour import FaultTour, TourWorld
+from ftspark_dev.cluster.operators import probe
+from ftspark_dev.scenarios.tour import FaultTour, TourWorld
 
 
 def test_a_tour_refuses_a_sink_folder_holding_another_runs_output(tmp_path: Path) -> None:

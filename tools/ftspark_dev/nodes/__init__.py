@@ -6,7 +6,8 @@ kill_node and restart_node inject faults. `python -m ftspark_dev.nodes --help` o
 
 One of two node kinds (realnodes is the other): a new fault of this kind goes beside kill_node in agent.py,
 and a new kind is a package beside these two that registers Nodes and runs their pods, with a world that
-implements ftspark_dev.tour.TourWorld (as world.World does for this one) so that the fault tour runs on it.
+implements ftspark_dev.scenarios.tour.TourWorld (as worlds.process_nodes.World does for this one) so that the
+fault tour runs on it.
 """
 
 from ftspark_dev.nodes.agent import Node, NodeAgent, Resources

@@ -3,10 +3,10 @@
 Heartbeats, as a kubelet sends them: the node's Lease in kube-node-lease is renewed every 2 s (leaseDuration
 40 s) and its NodeStatus (Ready with lastHeartbeatTime) is written every 10 s. A killed node stops both; the
 controller-manager's node-lifecycle controller (--node-monitor-grace-period=20s, --node-monitor-period=2s in
-ftspark_dev.controlplane) sets the Node's conditions to Unknown 20-22 s after the last renewal, marks its
-pods Ready=False and taints the node node.kubernetes.io/unreachable:NoExecute; the taint-eviction controller
-deletes the pods after their toleration (300 s by default, from the DefaultTolerationSeconds admission
-plugin), and the deletions complete only when the node comes back (or someone force-deletes).
+ftspark_dev.cluster.controlplane) sets the Node's conditions to Unknown 20-22 s after the last renewal, marks
+its pods Ready=False and taints the node node.kubernetes.io/unreachable:NoExecute; the taint-eviction
+controller deletes the pods after their toleration (300 s by default, from the DefaultTolerationSeconds
+admission plugin), and the deletions complete only when the node comes back (or someone force-deletes).
 """
 
 from __future__ import annotations

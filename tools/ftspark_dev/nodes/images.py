@@ -29,12 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ftspark.runtime.entrypoint import spark_argv
-from ftspark_dev.processes import REPO_ROOT
+from ftspark_dev.cluster.processes import REPO_ROOT
 
 VENV_PYTHON = Path(sys.executable)
 _BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _VENV_PATH = f"{VENV_PYTHON.parent}:{_BASE_PATH}"
-# Read by the `java` launcher; the test suite sets it (ftspark_dev.pytest_jvm).
+# Read by the `java` launcher; the test suite sets it (ftspark_dev.pytest_plugins.jvm).
 JVM_OPTIONS = "JDK_JAVA_OPTIONS"
 
 

@@ -3,7 +3,8 @@ a network of their own (network.py), leaving the machine as they found it (host.
 
 One of two node kinds (nodes, process-backed, is the other): a new fault of this kind goes beside kill_node
 in RealNodes, and a new kind is a package beside these two with a world that implements
-ftspark_dev.tour.TourWorld (as realworld.RealWorld does for this one) so that the fault tour runs on it.
+ftspark_dev.scenarios.tour.TourWorld (as worlds.real_nodes.RealWorld does for this one) so that the fault
+tour runs on it.
 """
 
 from ftspark_dev.realnodes.host import HostState

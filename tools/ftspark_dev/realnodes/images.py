@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from ftspark_dev.processes import REPO_ROOT
+from ftspark_dev.cluster.processes import REPO_ROOT
 
 OPERATOR_IMAGE = "ftspark/operator:0.1.0"
 SPARK_IMAGE = "ftspark/spark-py:4.0.5"

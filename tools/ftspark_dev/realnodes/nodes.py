@@ -28,8 +28,8 @@ from typing import IO
 
 import yaml
 
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.processes import ManagedProcess, free_port
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.processes import ManagedProcess, free_port
 from ftspark_dev.realnodes import network
 from ftspark_dev.realnodes.host import (
     CGROUP_ROOT,

@@ -8,7 +8,7 @@ state on the loopback S3 server through S3A, and the wrapper jar.
    dir), and without the wrapper's copies. For each: state bytes read from S3 and from local disk, all bytes
    S3A read, and the time from query start to the first committed batch.
 
-    python -m ftspark_dev.localrecovery_bench --keys 2000000 --payload 200 --files 8
+    python -m ftspark_dev.benches.local_recovery --keys 2000000 --payload 200 --files 8
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ftspark_dev.localrecovery import JobSpec, new_key, run_job, state_size_parser, write_ranges
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.s3server import S3Server
+from ftspark_dev.subjects.localrecovery import JobSpec, new_key, run_job, state_size_parser, write_ranges
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 MiB = 1 << 20
 
 

@@ -43,17 +43,17 @@ from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.ha import JobKey
 from ftspark.protocol import ROLE_LABEL
 from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND, CHECKPOINT_STATUS_DELAY
-from ftspark_dev.bundle import BUNDLE, NAMESPACE, SERVICE_ACCOUNT
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import (
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import (
     OperatorFleet,
     job_manifest,
     report_checkpoint,
     set_driver_exited,
     set_driver_running,
 )
-from ftspark_dev.processes import REPO_ROOT, cpu_seconds, memory_mib
-from ftspark_dev.s3server import S3Server
+from ftspark_dev.cluster.processes import REPO_ROOT, cpu_seconds, memory_mib
+from ftspark_dev.cluster.s3server import S3Server
+from ftspark_dev.generate.bundle import BUNDLE, NAMESPACE, SERVICE_ACCOUNT
 
 _RESTART_DELAY = 1.0  # job_manifest's fixed delay
 _SHIPPED_ACCESS = {

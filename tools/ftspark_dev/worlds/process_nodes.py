@@ -6,9 +6,9 @@ Real Spark runs on it: the operator creates the driver pod, our runtime in it ru
 mode, Spark's Kubernetes backend creates executor pods, the real scheduler places them and the node agent runs
 them as JVMs.
 
-A new fault is a step of ftspark_dev.tour, and what it needs of this installation a method of World (one of
-its TourWorld methods, in realworld.RealWorld too, if real nodes can suffer it); a new node kind gets a world
-of its own like this one.
+A new fault is a step of ftspark_dev.scenarios.tour, and what it needs of this installation a method of
+World (one of its TourWorld methods, in worlds.real_nodes.RealWorld too, if real nodes can suffer it); a new
+node kind gets a world of its own like this one.
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ from ftspark.protocol import (
     spark_app_id,
     term_floor_name,
 )
-from ftspark_dev.bundle import driver_policy
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.netproxy import ApiProxy
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.netproxy import ApiProxy
+from ftspark_dev.cluster.operators import OPERATOR_LEASE, OperatorFleet, event_reasons, job_manifest, leading
+from ftspark_dev.cluster.processes import REPO_ROOT
+from ftspark_dev.cluster.s3server import ACCESS_KEY, SECRET_KEY, S3Server
+from ftspark_dev.generate.bundle import driver_policy
 from ftspark_dev.nodes import NodeAgent
-from ftspark_dev.operators import OPERATOR_LEASE, OperatorFleet, event_reasons, job_manifest, leading
-from ftspark_dev.processes import REPO_ROOT
-from ftspark_dev.s3server import ACCESS_KEY, SECRET_KEY, S3Server
-from ftspark_dev.windowed_counts import EXAMPLE
+from ftspark_dev.subjects.windowed_counts import EXAMPLE
 
 OPERATOR_NAMESPACE, JOBS_NAMESPACE = "ftspark-system", "jobs"
 # Jobs get their S3 credentials from a Secret, as the examples do: a job may not carry them in plain text.
@@ -264,7 +264,7 @@ class World(JobsClient):
         s3.put_object(Bucket=bucket, Key=key, Body=b"\x00torn offset log entry\xff")
         return key
 
-    # -- what the fault tour needs (ftspark_dev.tour.TourWorld) ---------------------------------------------
+    # -- what the fault tour needs (ftspark_dev.scenarios.tour.TourWorld) -------------------------------
 
     def log(self, pod: str) -> str:
         try:

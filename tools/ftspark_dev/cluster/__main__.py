@@ -8,8 +8,8 @@ import signal
 import threading
 from pathlib import Path
 
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.processes import REPO_ROOT
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.processes import REPO_ROOT
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ Two views say that nothing ran twice:
   and the new one's first (a successor acts only a lease duration after the last renewal, the old one stops at
   its renew deadline), so two writers of one kind inside OVERLAP_WINDOW seconds are two acting at once.
 
-    python -m ftspark_dev.soak --faults 100 --seed 14
+    python -m ftspark_dev.scenarios.soak --faults 100 --seed 14
 """
 
 from __future__ import annotations
@@ -35,11 +35,11 @@ from typing import Any
 from kubernetes import client
 
 from ftspark.protocol import JOB_LABEL, SPARK_ROLE_LABEL, record_key_name
-from ftspark_dev.operators import OPERATOR_LEASE
-from ftspark_dev.sessions import Sessions
-from ftspark_dev.tour import ProcessFaultTour
-from ftspark_dev.windowed_counts import WindowedCounts
-from ftspark_dev.world import JOBS_NAMESPACE, OPERATOR_NAMESPACE, World, running_world
+from ftspark_dev.cluster.operators import OPERATOR_LEASE
+from ftspark_dev.scenarios.tour import ProcessFaultTour
+from ftspark_dev.subjects.sessions import Sessions
+from ftspark_dev.subjects.windowed_counts import WindowedCounts
+from ftspark_dev.worlds.process_nodes import JOBS_NAMESPACE, OPERATOR_NAMESPACE, World, running_world
 
 # A hung driver is restarted after 60 s without progress (the default, 300 s, would make a long soak longer).
 # Not less: a batch is silent until it ends, and on a busy machine (2 cores, a restore after a fault) one has

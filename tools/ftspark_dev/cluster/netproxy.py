@@ -6,7 +6,8 @@ in a real partition); heal() drops the black-holed connections, so clients recon
 ApiProxy is one for the API server (with a kubeconfig through it).
 
 Only the conditions live here: a new one is a TcpProxy method like partition(), and the fault that uses it a
-step of ftspark_dev.tour (as ProcessFaultTour.partition_leader uses world.World's proxies).
+step of ftspark_dev.scenarios.tour (as ProcessFaultTour.partition_leader uses worlds.process_nodes.World's
+proxies).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from ftspark_dev.processes import free_port
+from ftspark_dev.cluster.processes import free_port
 
 
 class TcpProxy:

@@ -17,7 +17,7 @@ Each kill's timeline is watched from outside, every POLL seconds: the next drive
 started, its first executor pod created (its SparkContext is up and asks for executors), an executor
 running, an executor registered with the driver (its log says so), and the first batch run after the kill (the
 sink's marker of a batch run). Shared by
-e2e/test_recovery.py (a short run) and `make bench` (`python -m ftspark_dev.recovery --kills 5`).
+e2e/test_recovery.py (a short run) and `make bench` (`python -m ftspark_dev.scenarios.recovery --kills 5`).
 """
 
 from __future__ import annotations
@@ -54,11 +54,11 @@ from ftspark.protocol import (
     driver_pod_name,
 )
 from ftspark.runtime.session import spark_settings
-from ftspark_dev.processes import cpu_seconds, memory_mib
-from ftspark_dev.subject import SinkFolder
-from ftspark_dev.tour import FaultTour
-from ftspark_dev.windowed_counts import WindowedCounts
-from ftspark_dev.world import JOBS_NAMESPACE, World, running_world
+from ftspark_dev.cluster.processes import cpu_seconds, memory_mib
+from ftspark_dev.scenarios.tour import FaultTour
+from ftspark_dev.subjects.subject import SinkFolder
+from ftspark_dev.subjects.windowed_counts import WindowedCounts
+from ftspark_dev.worlds.process_nodes import JOBS_NAMESPACE, World, running_world
 
 STEPS = (
     "driver pod created",

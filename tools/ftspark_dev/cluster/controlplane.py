@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from ftspark_dev import pki
-from ftspark_dev.processes import REPO_ROOT, ManagedProcess, built_by, free_port, wait_until_healthy
+from ftspark_dev.cluster import pki
+from ftspark_dev.cluster.processes import REPO_ROOT, ManagedProcess, built_by, free_port, wait_until_healthy
 
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 _START_TIMEOUT = 120.0

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import boto3
 from botocore.config import Config
 
-from ftspark_dev.processes import REPO_ROOT, ManagedProcess, built_by, free_port, wait_until_healthy
+from ftspark_dev.cluster.processes import REPO_ROOT, ManagedProcess, built_by, free_port, wait_until_healthy
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

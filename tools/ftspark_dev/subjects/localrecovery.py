@@ -33,11 +33,11 @@ from pyspark.sql import SparkSession
 from ftspark.manifests import LOCAL_RECOVERY_KEY_BYTES, local_recovery_conf
 from ftspark.runtime.classdata import driver_java_options, extra_classpath, spark_home
 from ftspark.runtime.session import DRIVER_JAVA_OPTIONS
-from ftspark_dev.s3server import spark_s3a_conf
+from ftspark_dev.cluster.s3server import spark_s3a_conf
 
-KEYED_TOTALS = Path(__file__).resolve().parents[2] / "examples" / "keyed_totals.py"
+KEYED_TOTALS = Path(__file__).resolve().parents[3] / "examples" / "keyed_totals.py"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-TOOLS = Path(__file__).resolve().parents[1]
+TOOLS = Path(__file__).resolve().parents[2]
 CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
@@ -141,7 +141,15 @@ def run_job(spec: JobSpec, log: Path, timeout: float = 600) -> dict[str, Any]:
     with log.open("wb") as out:
         child = subprocess.Popen(
             # setpriv: the JVM dies with the test run that started it.
-            ["setpriv", "--pdeathsig", "KILL", "--", sys.executable, "-m", "ftspark_dev.localrecovery"],
+            [
+                "setpriv",
+                "--pdeathsig",
+                "KILL",
+                "--",
+                sys.executable,
+                "-m",
+                "ftspark_dev.subjects.localrecovery",
+            ],
             stdin=subprocess.PIPE,
             stdout=out,
             stderr=subprocess.STDOUT,

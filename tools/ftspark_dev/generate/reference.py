@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ftspark.crd import custom_resource_definition
-from ftspark_dev.processes import REPO_ROOT
+from ftspark_dev.cluster.processes import REPO_ROOT
 
 TARGET = REPO_ROOT / "docs" / "reference.md"
 

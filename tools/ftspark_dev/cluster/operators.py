@@ -27,9 +27,9 @@ from ftspark.domain.ha import CheckpointPointer, JobKey
 from ftspark.ports.stores import CheckpointStore
 from ftspark.protocol import JOB_LABEL, driver_pod_name, record_key_name
 from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.processes import REPO_ROOT, ManagedProcess, free_port
-from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.processes import REPO_ROOT, ManagedProcess, free_port
+from ftspark_dev.cluster.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 OPERATOR_LEASE = "ftspark-operator"  # the operator's default --lease-name
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from ftspark_dev.processes import REPO_ROOT
+from ftspark_dev.cluster.processes import REPO_ROOT
 
 CHART = REPO_ROOT / "helm" / "ftspark-operator"
 BUNDLE = REPO_ROOT / "deploy" / "ftspark-operator.yaml"

@@ -4,7 +4,7 @@ install` of the chart, or `kubectl apply` of deploy/ftspark-operator.yaml): the 
 
 Faults are real too: a container is SIGKILLed through its node's containerd (exit 137, as an OOM kill or a
 crash), a node loses its kubelet, containerd, shims and containers at once. A new one is a TourWorld method
-here and in world.World, driven by a step of ftspark_dev.tour.FaultTour.
+here and in worlds.process_nodes.World, driven by a step of ftspark_dev.scenarios.tour.FaultTour.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from kubernetes import client, config
 
 from ftspark.manifests import merge_template
 from ftspark.protocol import RuntimeEnv
-from ftspark_dev.bundle import CHART
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import leading, lease_holder, probe
-from ftspark_dev.processes import REPO_ROOT
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import leading, lease_holder, probe
+from ftspark_dev.cluster.processes import REPO_ROOT
+from ftspark_dev.cluster.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from ftspark_dev.generate.bundle import CHART
 from ftspark_dev.realnodes import RealNodes, network
 from ftspark_dev.realnodes.images import SPARK_IMAGE, built_images
-from ftspark_dev.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
-from ftspark_dev.windowed_counts import EXAMPLE
-from ftspark_dev.world import (
+from ftspark_dev.subjects.windowed_counts import EXAMPLE
+from ftspark_dev.worlds.process_nodes import (
     JOBS_NAMESPACE,
     OPERATOR_NAMESPACE,
     JobsClient,
@@ -158,7 +158,7 @@ class RealWorld(JobsClient):
         for manifest in (volume, claim_body):
             self.plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
 
-    # -- jobs (ftspark_dev.tour.TourWorld) -----------------------------------------------------------------
+    # -- jobs (ftspark_dev.scenarios.tour.TourWorld) --------------------------------------------------
 
     def job(
         self, name: str, input_dir: Path, output_dir: Path, example: Path = EXAMPLE, **spec: Any

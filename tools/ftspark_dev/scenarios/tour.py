@@ -1,11 +1,11 @@
 """The example streaming job driven through faults: the end-to-end suite and `make demo` take this tour, on
-process-backed nodes (ftspark_dev.world) or on real nodes (ftspark_dev.realworld). Each step injects one fault
-and measures fault -> next committed batch.
+process-backed nodes (ftspark_dev.worlds.process_nodes) or on real nodes (ftspark_dev.worlds.real_nodes).
+Each step injects one fault and measures fault -> next committed batch.
 
 A new fault is a step here that ends in _progress: on FaultTour when both kinds of node can suffer it (what it
-needs of the installation goes into TourWorld, which world.World and realworld.RealWorld implement), on
-ProcessFaultTour when only process-backed nodes can inject it, on RealFaultTour when only real nodes can
-show the answer to it; the soak (soak.py, e2e/test_soak.py),
+needs of the installation goes into TourWorld, which worlds.process_nodes.World and
+worlds.real_nodes.RealWorld implement), on ProcessFaultTour when only process-backed nodes can inject it, on
+RealFaultTour when only real nodes can show the answer to it; the soak (soak.py, e2e/test_soak.py),
 tests/realnodes/test_installation.py and demo.py choose the steps they take."""
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ import urllib3
 from kubernetes import client
 
 from ftspark.protocol import NO_PROGRESS, SPARK_ROLE_LABEL, DriverEnv, Exit, driver_pod_name
-from ftspark_dev.controlplane import ControlPlane
-from ftspark_dev.operators import condition
-from ftspark_dev.realworld import RealWorld
-from ftspark_dev.subject import SinkFolder, Subject, Verdict
-from ftspark_dev.windowed_counts import WindowedCounts
-from ftspark_dev.world import World
+from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import condition
+from ftspark_dev.subjects.subject import SinkFolder, Subject, Verdict
+from ftspark_dev.subjects.windowed_counts import WindowedCounts
+from ftspark_dev.worlds.process_nodes import World
+from ftspark_dev.worlds.real_nodes import RealWorld
 
 
 class TourWorld(Protocol):

@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ftspark_dev.realnodes.host import CGROUP_ROOT
-from ftspark_dev.realworld import running_real_world
-from ftspark_dev.tour import FaultTour, TourWorld
-from ftspark_dev.world import JOBS_NAMESPACE, running_world
+from ftspark_dev.scenarios.tour import FaultTour, TourWorld
+from ftspark_dev.worlds.process_nodes import JOBS_NAMESPACE, running_world
+from ftspark_dev.worlds.real_nodes import running_real_world
 
 
 def _step(title: str) -> None:

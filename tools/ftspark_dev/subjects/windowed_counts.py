@@ -9,8 +9,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ftspark_dev.processes import REPO_ROOT
-from ftspark_dev.subject import SinkFolder, Verdict, write_parts
+from ftspark_dev.cluster.processes import REPO_ROOT
+from ftspark_dev.subjects.subject import SinkFolder, Verdict, write_parts
 
 EXAMPLE = REPO_ROOT / "examples" / "windowed_counts.py"
 RECORDS_PER_FILE = 20

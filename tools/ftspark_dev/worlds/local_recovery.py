@@ -4,11 +4,11 @@ time to the first batch after it and the state bytes the new executors read from
 (the wrapper's counters, `<hostPath>/jobs/<namespace>/<uid>/state/_stats/<pid>.json` on each node).
 
 Shared by the end-to-end test (e2e/test_local_recovery.py, small state) and `make bench` (as much state as
-fits here): `python -m ftspark_dev.localrecovery_world --keys 2000000 --payload 200 --files 8`.
+fits here): `python -m ftspark_dev.worlds.local_recovery --keys 2000000 --payload 200 --files 8`.
 
 Without localRecovery the job still runs the wrapper, as a pass-through with no local dir (uploads alike with
-and without copies: ftspark_dev.localrecovery). Then every state byte comes from S3 and the wrapper counts
-none.
+and without copies: ftspark_dev.subjects.localrecovery). Then every state byte comes from S3 and the
+wrapper counts none.
 """
 
 from __future__ import annotations
@@ -26,10 +26,16 @@ from kubernetes import client
 
 from ftspark.manifests import local_recovery_conf
 from ftspark.protocol import SPARK_APP_SELECTOR_LABEL, executor_selector, spark_app_id
-from ftspark_dev.localrecovery import ROCKSDB, expected_totals, state_size_parser, totals, write_ranges
-from ftspark_dev.netproxy import TcpProxy
-from ftspark_dev.processes import REPO_ROOT
-from ftspark_dev.world import JOBS_NAMESPACE, World, running_world
+from ftspark_dev.cluster.netproxy import TcpProxy
+from ftspark_dev.cluster.processes import REPO_ROOT
+from ftspark_dev.subjects.localrecovery import (
+    ROCKSDB,
+    expected_totals,
+    state_size_parser,
+    totals,
+    write_ranges,
+)
+from ftspark_dev.worlds.process_nodes import JOBS_NAMESPACE, World, running_world
 
 KEYED_TOTALS = REPO_ROOT / "examples" / "keyed_totals.py"
 HOST_PATH = "/var/lib/ftspark/local-state"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[2] / "argocd"
+ROOT = Path(__file__).resolve().parents[3] / "argocd"
 KEY = "resource.customizations.health.ftspark.io_FaultTolerantSparkJob"
 
 

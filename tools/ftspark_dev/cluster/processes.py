@@ -22,7 +22,7 @@ _DIE_WITH_PARENT = ("setpriv", "--pdeathsig", "KILL", "--")
 _TICKS = 100  # os.sysconf("SC_CLK_TCK") on Linux
 
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def built_by(script: Path) -> Path:

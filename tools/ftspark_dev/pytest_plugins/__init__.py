@@ -1,0 +1,1 @@
+"""pytest plugins of the whole suite (pyproject.toml's addopts)."""
