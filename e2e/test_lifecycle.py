@@ -148,3 +148,32 @@ def test_a_finished_job_is_never_run_again_by_a_new_leader(world: World, tmp_pat
     assert (after["phase"], after["attempt"]) == ("Succeeded", status["attempt"])
     print(f"\nbatch job ran to Succeeded in {ran:.1f} s; leader {leader} -> {successor}, not run again")
     world.delete("report")
+
+
+@pytest.mark.timeout(300)
+def test_a_driver_no_node_takes_says_why_in_the_status_and_an_event(world: World, tmp_path: Path) -> None:
+    """The scheduler's verdict reaches the user, not only the pod: a driver asking for more CPU than any node
+    has, and one whose volume's claim does not exist: each Degraded with the scheduler's words, an Event."""
+    missing_claim = {
+        "spec": {
+            "containers": [{"name": "driver", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "no-such-claim"}}],
+        }
+    }
+    jobs: dict[str, tuple[dict[str, Any], str, str]] = {  # name: (its spec, the reason, what it must name)
+        "too-big": ({"driver": {"cores": 64}}, "DriverUnschedulable", "Insufficient cpu"),
+        "no-volume": ({"driver": {"podTemplate": missing_claim}}, "DriverVolumeNotBound", "no-such-claim"),
+    }
+    for name, (spec, _, _) in jobs.items():
+        world.create(world.job(name, tmp_path, tmp_path, **spec))
+    for name, (_, reason, named) in jobs.items():
+
+        def degraded(name: str = name, reason: str = reason) -> dict[str, Any] | None:
+            found = [c for c in world.status(name).get("conditions", []) if c["type"] == "Degraded"]
+            return found[0] if found and found[0]["reason"] == reason else None
+
+        shown = eventually(degraded, timeout=60, what=f"{name}: Degraded={reason}")
+        assert shown["status"] == "True" and named in shown["message"], shown
+        assert reason in world.events(name, world.uid(name)), "an Event says it too"
+        assert world.status(name)["phase"] == "Submitting", "waiting is no failure"
+        world.delete(name)

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from ftspark.domain.lifecycle import (
+    DRIVER_UNSCHEDULABLE,
+    DRIVER_VOLUME_NOT_BOUND,
     NODE_LOST,
     DriverObservation,
     DriverPhase,
@@ -67,6 +69,16 @@ def ready(value: str) -> Pod:
     return {"type": "Ready", "status": value, "lastTransitionTime": STARTED}
 
 
+NO_CPU = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No victims"
+UNBOUND = "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. preemption: not helpful"
+
+
+def unschedulable(message: str) -> Pod:
+    """As the scheduler leaves a pod no node takes: no container status yet."""
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    return {"phase": "Pending", "conditions": [scheduled]}
+
+
 def waiting(reason: str, message: str = "") -> Pod:
     state = {"waiting": {"reason": reason} | ({"message": message} if message else {})}
     return {"phase": "Pending", "conditions": [ready("False")], "containerStatuses": [container(state)]}
@@ -111,6 +123,26 @@ EVICTED = "The node was low on resource: memory. Container driver was using 3Gi,
     [
         pytest.param(None, False, seen(DriverPhase.PENDING), id="no-status-yet"),
         pytest.param({"phase": "Pending"}, False, seen(DriverPhase.PENDING), id="pending-unscheduled"),
+        pytest.param(
+            unschedulable(NO_CPU),
+            False,
+            seen(
+                DriverPhase.PENDING,
+                reason=DRIVER_UNSCHEDULABLE,
+                message=f"no node can run the driver pod: {NO_CPU}",
+            ),
+            id="unschedulable",
+        ),
+        pytest.param(
+            unschedulable(UNBOUND),
+            False,
+            seen(
+                DriverPhase.PENDING,
+                reason=DRIVER_VOLUME_NOT_BOUND,
+                message=f"the driver pod's volume is not bound: {UNBOUND}",
+            ),
+            id="volume-not-bound",
+        ),
         pytest.param(
             waiting("ContainerCreating"),
             False,

@@ -423,6 +423,25 @@ def test_image_pull_errors_are_surfaced() -> None:
     )
 
 
+def test_a_driver_no_node_takes_is_degraded_with_the_schedulers_words_and_one_event() -> None:
+    why = "no node can run the driver pod: 0/3 nodes are available: 3 Insufficient cpu"
+    pending = driver(1, DriverPhase.PENDING, reason="DriverUnschedulable", message=why)
+    first = run(spec(), JobStatus(phase="Submitting", attempt=1), pending)
+    degraded = next(c for c in first.status.conditions if c.type == "Degraded")
+    assert (degraded.status, degraded.reason, degraded.message) == ("True", "DriverUnschedulable", why)
+    assert [(e.type, e.reason, e.message) for e in first.actions if isinstance(e, EmitEvent)] == [
+        ("Warning", "DriverUnschedulable", why)
+    ]
+    again = run(spec(), first.status, pending)
+    assert not [e for e in again.actions if isinstance(e, EmitEvent)], (
+        "an Event when it is news, not every pass"
+    )
+    other = replace(pending, message=f"{why}, 1 node(s) had untolerated taint")
+    assert [e.message for e in run(spec(), again.status, other).actions if isinstance(e, EmitEvent)] == [
+        other.message
+    ]
+
+
 def test_invalid_spec_names_the_field_and_acts_on_nothing() -> None:
     decision = invalid_spec(JobStatus(), 3, "checkpoint.storage", "must be an s3:// URI", T0)
     ready = decision.status.conditions[0]

@@ -13,7 +13,8 @@ fields left out). Only what is read is parsed, each shape by a small pydantic mo
                            whether a terminated driver container proves its processes gone (ended)
     status.phase, reason, message
                            the kubelet's (or the eviction's) verdict on the pod as a whole
-    status.conditions      Ready: a standby's readiness, and the lost-node check below
+    status.conditions      Ready: a standby's readiness, and the lost-node check below; PodScheduled=False:
+                           the scheduler's reason and message, why no node takes the pod
     status.containerStatuses
                            every container's ready flag (the lost-node check); the state of the driver's
                            (the one named "driver", else the first): waiting (reason, message), running
@@ -39,6 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, TypeAdapter, 
 from pydantic.alias_generators import to_camel
 
 from ftspark.domain.lifecycle import (
+    DRIVER_UNSCHEDULABLE,
+    DRIVER_VOLUME_NOT_BOUND,
     NODE_LOST,
     DriverObservation,
     DriverPhase,
@@ -104,6 +107,8 @@ class ContainerStatus(_View):
 class PodCondition(_View):
     type: str
     status: str
+    reason: str = ""
+    message: str = ""
 
 
 class PodStatus(_View):
@@ -210,8 +215,24 @@ def _phase(pod: PodView, attempt: int) -> DriverObservation:
         return DriverObservation(attempt, name, DriverPhase.SUCCEEDED, 0)
     if state.running is not None and status.phase == "Running":
         return DriverObservation(attempt, name, DriverPhase.RUNNING, started_at=state.running.started_at)
-    waiting = state.waiting or Waiting()
-    return DriverObservation(attempt, name, DriverPhase.PENDING, None, waiting.reason, waiting.message)
+    waiting = state.waiting or _unscheduled(status) or Waiting()
+    return DriverObservation(
+        attempt, name, DriverPhase.PENDING, None, waiting.reason, _bounded(waiting.message)
+    )
+
+
+def _unscheduled(status: PodStatus) -> Waiting | None:
+    """Why no node takes the pod, in the scheduler's words (PodScheduled=False, reason Unschedulable): an
+    unbound PersistentVolumeClaim is told apart, as its fix is elsewhere (a StorageClass, a PV)."""
+    scheduled = next((c for c in status.conditions if c.type == "PodScheduled"), None)
+    if scheduled is None or scheduled.status != "False" or scheduled.reason != "Unschedulable":
+        return None
+    said = scheduled.message or "no node fits the pod"
+    if "PersistentVolumeClaim" in said or "persistentvolumeclaim" in said:
+        return Waiting(
+            reason=DRIVER_VOLUME_NOT_BOUND, message=f"the driver pod's volume is not bound: {said}"
+        )
+    return Waiting(reason=DRIVER_UNSCHEDULABLE, message=f"no node can run the driver pod: {said}")
 
 
 def _ended(pod: PodView) -> bool:

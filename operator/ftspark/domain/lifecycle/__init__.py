@@ -51,6 +51,8 @@ from ftspark.domain.lifecycle.observation import (
     SubmittedGraph,
 )
 from ftspark.domain.lifecycle.rules import (
+    DRIVER_UNSCHEDULABLE,
+    DRIVER_VOLUME_NOT_BOUND,
     NODE_LOST,
     decide,
     deferred,
@@ -63,6 +65,8 @@ from ftspark.domain.lifecycle.standby import made_for as standby_made_for
 from ftspark.domain.lifecycle.stopping import stop_savepoint_id
 
 __all__ = [
+    "DRIVER_UNSCHEDULABLE",
+    "DRIVER_VOLUME_NOT_BOUND",
     "NODE_LOST",
     "QUOTA_RETRY",
     "Action",

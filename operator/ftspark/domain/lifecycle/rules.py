@@ -44,8 +44,19 @@ from ftspark.domain.savepoints import (
 )
 from ftspark.protocol import NO_PROGRESS, NO_RESTORABLE_CHECKPOINT, STOP_TIMED_OUT, STOPPED, RestoreFrom
 
-# Pod waiting reasons that will not fix themselves: surfaced at once instead of "stuck in Submitting".
-_STUCK_REASONS = {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}
+# Why a driver pod waits, when it will not fix itself soon: surfaced at once (Degraded, and a Warning Event
+# per message) instead of "stuck in Submitting". The kubelet's container waiting reasons, and the
+# scheduler's verdict (reconcile/driver_pods.py names it).
+DRIVER_UNSCHEDULABLE = "DriverUnschedulable"  # no node fits: the scheduler's message says why
+DRIVER_VOLUME_NOT_BOUND = "DriverVolumeNotBound"  # a PersistentVolumeClaim the pod mounts is not bound
+_STUCK_REASONS = {
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    DRIVER_UNSCHEDULABLE,
+    DRIVER_VOLUME_NOT_BOUND,
+}
 _RESUMABLE: set[Phase] = {"Stopped", "Suspended", "Cancelled"}
 STATE_TOO_OLD = "StateTooOld"  # a resume refused by checkpoint.maxResumeAgeSeconds
 NODE_LOST = "NodeLost"  # the failure reason of a driver pod whose node stopped reporting
@@ -301,6 +312,17 @@ class _Context(Submission):
             "latest-checkpoint", reason="Restarted", message="restarting from the latest checkpoint"
         )
 
+    def _waiting_degraded(self, reason: str, message: str) -> None:
+        """Degraded with why the driver waits, and a Warning Event when that is news (not every pass)."""
+        previous = next((c for c in self.status.conditions if c.type == "Degraded"), None)
+        if previous is None or (previous.status, previous.reason, previous.message) != (
+            "True",
+            reason,
+            message,
+        ):
+            self.actions.append(EmitEvent("Warning", reason, message))
+        self.condition("Degraded", "True", reason, message)
+
     def _observe_driver(self) -> Decision:
         current = self.current
         if current is None:
@@ -319,7 +341,7 @@ class _Context(Submission):
             case DriverPhase.PENDING:
                 self.update(driver_pod=current.pod_name)
                 if current.reason in _STUCK_REASONS:
-                    self.condition("Degraded", "True", current.reason, current.message or current.reason)
+                    self._waiting_degraded(current.reason, current.message or current.reason)
                 if upgrade_rollback.on_trial(self):
                     submitted = self.status.attempt_submitted_at
                     if not upgrade_rollback.within_window(self, submitted):
