@@ -8,10 +8,12 @@ Argo CD will set it back.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any, assert_never, get_args
 
 from kubernetes import client, config
+from urllib3.exceptions import HTTPError
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.domain.models import DesiredState
@@ -36,12 +38,39 @@ _STATES: dict[str, DesiredState] = {_verb(state): state for state in get_args(De
 _STOPS: frozenset[DesiredState] = frozenset({"stopped", "suspended"})  # the ones savepoints.onStop applies to
 
 
+class CliError(Exception):
+    """What went wrong, in the one line the user is shown (no traceback)."""
+
+
 def _api(args: argparse.Namespace) -> client.CustomObjectsApi:
     try:
         config.load_kube_config(config_file=args.kubeconfig, context=args.context)
-    except config.ConfigException:
-        config.load_incluster_config()
+    except (config.ConfigException, FileNotFoundError) as outside:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            where = "set KUBECONFIG or --kubeconfig; in a pod, its ServiceAccount"
+            raise CliError(f"no cluster to talk to: {outside} ({where})") from None
     return client.CustomObjectsApi()
+
+
+def _refusal(error: client.ApiException, namespace: str, name: str) -> CliError:
+    """The API server's answer as one line: its own message, and what a user most likely needs."""
+    try:
+        said = str(json.loads(error.body or "{}").get("message") or error.reason)
+    except ValueError:
+        said = str(error.reason)
+    match error.status:
+        case 404:
+            return CliError(
+                f"no FaultTolerantSparkJob {name} in namespace {namespace} (another one: -n NAMESPACE)"
+            )
+        case 401:
+            return CliError(f"the API server does not know you ({said}): check your kubeconfig's credentials")
+        case 403:
+            return CliError(f"forbidden: {said}")
+        case _:
+            return CliError(f"{namespace}/{name}: {error.status} {said}")
 
 
 def _namespace(args: argparse.Namespace) -> str:
@@ -100,16 +129,27 @@ def main(argv: list[str] | None = None) -> int:
         "job"
     )
     args = parser.parse_args(argv)
-
-    api, namespace = _api(args), _namespace(args)
+    namespace = _namespace(args)
     try:
-        job = api.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job)
+        print(_run(args, _api(args), namespace))
     except client.ApiException as error:
-        print(f"ftspark: {namespace}/{args.job}: {error.reason}", file=sys.stderr)
+        print(f"ftspark: {_refusal(error, namespace, args.job)}", file=sys.stderr)
         return 1
+    except HTTPError as error:  # no answer at all: the address, a proxy, a VPN
+        host = client.Configuration.get_default_copy().host
+        print(f"ftspark: cannot reach the API server at {host}: {error}", file=sys.stderr)
+        return 1
+    except CliError as error:
+        print(f"ftspark: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run(args: argparse.Namespace, api: client.CustomObjectsApi, namespace: str) -> str:
+    """The command's work; what it prints."""
+    job = api.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job)
     if args.command == "status":
-        print("\n".join(_status_lines(job)))
-        return 0
+        return "\n".join(_status_lines(job))
     if args.command == "savepoint":
         nonce = bump_savepoint_nonce(api, namespace, args.job, job)
         done = f"savepoint requested (savepointTriggerNonce: {nonce})"
@@ -122,8 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             done += f", savepoints.onStop: {str(args.savepoint).lower()}"
         patch = {"spec": spec}
         api.patch_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job, patch)
-    print(f"{namespace}/{args.job}: {done}. Commit the same change to Git if Argo CD manages this job.")
-    return 0
+    return f"{namespace}/{args.job}: {done}. Commit the same change to Git if Argo CD manages this job."
 
 
 def bump_savepoint_nonce(api: client.CustomObjectsApi, namespace: str, name: str, job: dict[str, Any]) -> int:

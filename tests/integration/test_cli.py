@@ -90,5 +90,20 @@ def test_cli_steers_the_gitops_way(
     stale = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, "cli")
     assert main([*base, "savepoint", "cli"]) == 0
     assert bump_savepoint_nonce(objects, namespace, "cli", stale) == 4
-    assert main([*base, "status", "missing"]) == 1
-    assert "Not Found" in capsys.readouterr().err
+
+
+def test_cli_refusals_are_one_line_naming_the_fix(
+    crd: None, control_plane: ControlPlane, namespace: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    admin = ["--kubeconfig", str(control_plane.kubeconfig), "-n", namespace]
+    assert main([*admin, "status", "nowhere"]) == 1
+    assert capsys.readouterr().err == (
+        f"ftspark: no FaultTolerantSparkJob nowhere in namespace {namespace} (another one: -n NAMESPACE)\n"
+    )
+    stranger = ["--kubeconfig", str(control_plane.kubeconfig_for("mallory")), "-n", namespace]
+    assert main([*stranger, "stop", "nowhere"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        'ftspark: forbidden: faulttolerantsparkjobs.ftspark.io "nowhere" is forbidden: User "mallory"'
+    )
+    assert err.count("\n") == 1, "one line, no traceback"
