@@ -99,6 +99,10 @@ def _status_lines(job: dict[str, Any]) -> list[str]:
         )
     if failure := status.get("lastFailure"):
         lines.append(f"last failure:   {failure['reason']}: {failure.get('message', '')}")
+    for failed in status.get("failures", []):
+        code = failed.get("exitCode")
+        ended = f"{failed['time']}" + ("" if code is None else f", exit {code}")
+        lines.append(f"failed:         attempt {failed['attempt']} ({ended}) {failed['reason']}")
     for condition in status.get("conditions", []):
         reason = f"{condition['reason']}: {condition.get('message', '')}"
         lines.append(f"{condition['type']:<15} {condition['status']} {reason}")

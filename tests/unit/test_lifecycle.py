@@ -125,6 +125,29 @@ def test_running_driver_makes_the_job_ready() -> None:
     assert decision.status.attempt_started_at == T0
 
 
+def test_the_failure_history_keeps_the_newest_failed_attempts_with_their_times_and_codes() -> None:
+    status = JobStatus(phase="Running", attempt=1, attempt_started_at=T0)
+    for attempt, (reason, code) in enumerate([("OOMKilled", 137), ("ScriptFailed", 3), ("NoProgress", 4)], 1):
+        status = status.model_copy(update={"phase": "Running", "attempt": attempt, "attempt_started_at": T0})
+        failed = driver(attempt, DriverPhase.FAILED, exit_code=code, reason=reason, message=f"m{attempt}")
+        status = run(spec(failureHistory=2), status, failed, at=attempt * 60).status
+    kept = status.failures
+    assert [(f.attempt, f.reason, f.exit_code, f.message) for f in kept] == [
+        (2, "ScriptFailed", 3, "m2"),
+        (3, "NoProgress", 4, "m3"),
+    ], "the newest failureHistory, newest last"
+    assert all(f.started_at == T0 for f in kept) and kept[-1].time == T0 + timedelta(seconds=180)
+    assert status.last_failure == kept[-1]
+    none_kept = run(
+        spec(failureHistory=0),
+        status.model_copy(update={"phase": "Running", "attempt": 4}),
+        driver(4, DriverPhase.FAILED, exit_code=1, reason="DriverError"),
+        at=300,
+    ).status
+    assert none_kept.failures == [] and none_kept.last_failure is not None
+    assert spec_hash(spec(failureHistory=0)) == spec_hash(spec()), "a change restarts nothing"
+
+
 def test_failed_driver_restarts_after_the_delay_and_never_overlaps_attempts() -> None:
     job = spec()
     running = JobStatus(phase="Running", attempt=1)

@@ -426,6 +426,13 @@ class JobSpec(_Model):
         default_factory=LivenessSpec,
         description="When a driver whose queries make no progress counts as hung and is restarted.",
     )
+    failure_history: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="How many failed attempts status.failures keeps (status.lastFailure is always the "
+        "newest). A change applies at the next failure and restarts nothing.",
+    )
 
     @field_validator("spark_conf")
     @classmethod
@@ -558,6 +565,9 @@ class Failure(_Model):
     message: str = Field(default="", description="The driver's termination message or the observed cause.")
     exit_code: int | None = Field(default=None, description="The driver container's exit code.")
     attempt: int = Field(ge=0, description="The attempt that failed.")
+    started_at: datetime | None = Field(
+        default=None, description="When the attempt started (its driver ran, or its standby was promoted)."
+    )
     time: datetime = Field(description="When the failure was observed.")
 
 
@@ -651,6 +661,11 @@ class JobStatus(_Model):
         "another left half done.",
     )
     last_failure: Failure | None = Field(default=None, description="The most recent failed attempt.")
+    failures: list[Failure] = Field(
+        default_factory=list,
+        description="The last spec.failureHistory failed attempts, newest last: why each ended, when, and "
+        "its exit code.",
+    )
     last_rollback: RollbackRef | None = Field(
         default=None,
         description="The most recent damaged checkpoint a driver gave up committed batches of (rolled back).",

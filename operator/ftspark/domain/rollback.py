@@ -28,6 +28,7 @@ NOT_UPGRADED: Mapping[str, Any] = {
     "savepoints": True,
     "stop_timeout_seconds": True,
     "liveness": True,
+    "failure_history": True,
     "upgrade_rollback": True,
     "checkpoint": {"retain_on_delete": True, "max_resume_age_seconds": True},
     "driver": {"standby": True, "standby_executors": True},

@@ -55,14 +55,26 @@ def remember_placement(draft: Draft, attempt: int) -> None:
         draft.update(placement=Placement(attempt=attempt, nodes=nodes))
 
 
-def failure_of(driver: DriverObservation | None, attempt: int, now: datetime) -> Failure:
+def record_failure(draft: Draft, driver: DriverObservation | None) -> Failure:
+    """The attempt's failure as status.lastFailure and at the end of status.failures (the newest
+    spec.failureHistory kept)."""
+    failure = _failure_of(driver, draft.status.attempt, draft.status.attempt_started_at, draft.now)
+    kept = draft.spec.failure_history
+    draft.update(last_failure=failure, failures=[*draft.status.failures, failure][-kept:] if kept else [])
+    return failure
+
+
+def _failure_of(
+    driver: DriverObservation | None, attempt: int, started_at: datetime | None, now: datetime
+) -> Failure:
+    when = {"attempt": attempt, "started_at": started_at, "time": now}
     if driver is None:
-        return Failure(reason="DriverLost", message="the driver pod disappeared", attempt=attempt, time=now)
+        return Failure(reason="DriverLost", message="the driver pod disappeared", **when)
     if driver.reason in {STOPPED, STOP_TIMED_OUT}:
         message = f"the driver stopped on a request the job no longer has: {driver.message}"
-        return Failure(reason="UnwantedStop", message=message, exit_code=0, attempt=attempt, time=now)
+        return Failure(reason="UnwantedStop", message=message, exit_code=0, **when)
     reason = driver.reason if driver.reason and driver.reason not in {"Error", "Completed"} else "DriverError"
     if reason == "DriverError" and driver.exit_code is not None and driver.exit_code > _SIGNALLED:
         reason = "DriverKilled"  # 128 + n: ended by signal n (137: SIGKILL, e.g. a kill or the OOM killer)
     message = driver.message or f"the driver exited with code {driver.exit_code}"
-    return Failure(reason=reason, message=message, exit_code=driver.exit_code, attempt=attempt, time=now)
+    return Failure(reason=reason, message=message, exit_code=driver.exit_code, **when)

@@ -394,18 +394,16 @@ class _Context(Submission):
         return self._done(SOON)
 
     def _failed(self, current: DriverObservation | None) -> Decision:
-        failure = attempts.failure_of(current, self.status.attempt, self.now)
+        failure = attempts.record_failure(self, current)
         if current is not None:  # its executors' pods are still there: the next attempt goes back to them
             attempts.remember_placement(self, current.attempt)
         if current is not None and current.reason == NO_RESTORABLE_CHECKPOINT:
             # No complete batch in the checkpoint: another attempt would find the same.
-            self.update(last_failure=failure)
             self.delete_current("no restorable checkpoint")
             return self._manual_restore_required(failure.message)
         if upgrade_rollback.on_trial(self) and upgrade_rollback.within_window(
             self, self.status.attempt_submitted_at
         ):
-            self.update(last_failure=failure)
             return self._rolled_back("UpgradeFailed", f"attempt {failure.attempt} failed: {failure.reason}")
         verdict = on_failure(
             self.spec.restart_strategy,
@@ -414,7 +412,7 @@ class _Context(Submission):
             self.status.attempt_started_at,
             self.uniform,
         )
-        self.update(last_failure=failure, restarts=verdict.state)
+        self.update(restarts=verdict.state)
         self.condition("Degraded", "True", failure.reason, failure.message)
         if failure.reason == NO_PROGRESS:
             # A hung driver looks Running to Kubernetes: say why it was replaced, and which setting decided.
