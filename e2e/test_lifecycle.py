@@ -151,22 +151,31 @@ def test_a_finished_job_is_never_run_again_by_a_new_leader(world: World, tmp_pat
 
 
 @pytest.mark.timeout(300)
-def test_a_driver_no_node_takes_says_why_in_the_status_and_an_event(world: World, tmp_path: Path) -> None:
-    """The scheduler's verdict reaches the user, not only the pod: a driver asking for more CPU than any node
-    has, and one whose volume's claim does not exist: each Degraded with the scheduler's words, an Event."""
+def test_pods_no_node_takes_say_why_in_the_status_and_an_event(world: World, tmp_path: Path) -> None:
+    """The scheduler's verdict reaches the user, not only the pods: a driver asking for more CPU than any node
+    has and one whose volume's claim does not exist wait, Degraded with the scheduler's words and an Event;
+    executors no node takes end their attempt at the progress timeout as ExecutorsNotStarted, not as a hung
+    driver, with what they wait for."""
     missing_claim = {
         "spec": {
             "containers": [{"name": "driver", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "no-such-claim"}}],
         }
     }
-    jobs: dict[str, tuple[dict[str, Any], str, str]] = {  # name: (its spec, the reason, what it must name)
+    write_input(tmp_path / "in", 1)  # a batch to run: with no input, idle events would keep the query alive
+    no_executors: dict[str, Any] = {
+        "executor": {"instances": 1, "memory": "768m", "cores": 64},
+        "liveness": {"progressTimeoutSeconds": 20},
+        "restartStrategy": {"type": "none"},
+    }
+    waiting: dict[str, tuple[dict[str, Any], str, str]] = {  # name: (its spec, the reason, what it names)
         "too-big": ({"driver": {"cores": 64}}, "DriverUnschedulable", "Insufficient cpu"),
         "no-volume": ({"driver": {"podTemplate": missing_claim}}, "DriverVolumeNotBound", "no-such-claim"),
     }
-    for name, (spec, _, _) in jobs.items():
+    world.create(world.job("no-executors", tmp_path / "in", tmp_path / "out", **no_executors))
+    for name, (spec, _, _) in waiting.items():
         world.create(world.job(name, tmp_path, tmp_path, **spec))
-    for name, (_, reason, named) in jobs.items():
+    for name, (_, reason, named) in waiting.items():
 
         def degraded(name: str = name, reason: str = reason) -> dict[str, Any] | None:
             found = [c for c in world.status(name).get("conditions", []) if c["type"] == "Degraded"]
@@ -177,3 +186,14 @@ def test_a_driver_no_node_takes_says_why_in_the_status_and_an_event(world: World
         assert reason in world.events(name, world.uid(name)), "an Event says it too"
         assert world.status(name)["phase"] == "Submitting", "waiting is no failure"
         world.delete(name)
+
+    failed = eventually(
+        lambda: world.status("no-executors").get("phase") == "Failed" and world.status("no-executors"),
+        timeout=180,
+        what="no-executors: Failed",
+    )
+    failure = failed["lastFailure"]
+    assert failure["reason"] == "ExecutorsNotStarted", failure
+    assert "no executor runs" in failure["message"] and "Insufficient cpu" in failure["message"], failure
+    assert "ExecutorsNotStarted" in world.events("no-executors", world.uid("no-executors"))
+    world.delete("no-executors")

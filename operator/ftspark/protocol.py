@@ -142,6 +142,9 @@ STOPPED = "Stopped"
 STOP_TIMED_OUT = "StopTimedOut"
 # The reason of a driver that ended itself because a query showed no sign of life for the progress timeout.
 NO_PROGRESS = "NoProgress"
+# The progress timeout passed with no executor of the attempt running: not a hung driver but executors that
+# never started (no node fits them, their image, a quota); the message says what their pods wait for.
+EXECUTORS_NOT_STARTED = "ExecutorsNotStarted"
 
 
 class Exit(IntEnum):
@@ -151,7 +154,9 @@ class Exit(IntEnum):
     SCRIPT_FAILED = 1  # the user's script raised
     BAD_INPUT = 2  # an unusable application file, bad environment, unreachable S3, no restorable checkpoint
     FENCED_OUT = 3  # lost the driver Lease, or a newer attempt fenced the checkpoint store
-    NO_PROGRESS = 4  # a query showed no sign of life for the progress timeout: hung, so restarted
+    NO_PROGRESS = (
+        4  # a query showed no sign of life for the progress timeout (hung, or no executor): restarted
+    )
 
 
 ControlAction = Literal["stop", "savepoint", "stop-savepoint", "promote"]

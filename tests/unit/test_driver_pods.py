@@ -32,7 +32,7 @@ from ftspark.protocol import (
     Exit,
     TerminationMessage,
 )
-from ftspark.reconcile.driver_pods import MAX_DRIVER_TEXT, MAX_ROLLBACKS, observe_driver
+from ftspark.reconcile.driver_pods import MAX_DRIVER_TEXT, MAX_ROLLBACKS, observe_driver, waiting_cause
 
 Pod = dict[str, Any]
 NAME = "job-1-driver"
@@ -583,3 +583,24 @@ def test_what_a_driver_writes_reaches_the_status_bounded() -> None:
     answered = observe_driver(pod(running(), annotations={SAVEPOINT_ANNOTATION: json.dumps(long_location)}))
     assert answered is not None and answered.savepoint is not None
     assert (answered.savepoint.id, answered.savepoint.location) == ("", "")
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        pytest.param(
+            unschedulable(NO_CPU),
+            (DRIVER_UNSCHEDULABLE, f"no node can run the executor pod: {NO_CPU}"),
+            id="no-node",
+        ),
+        pytest.param(
+            waiting("ErrImagePull", "manifest unknown"), ("ErrImagePull", "manifest unknown"), id="image"
+        ),
+        pytest.param(waiting("ContainerCreating"), None, id="creating-is-no-cause"),
+        pytest.param(running(), None, id="running"),
+        pytest.param({"phase": "Pending"}, None, id="not-scheduled-yet"),
+    ],
+)
+def test_what_an_executor_pod_waits_for(status: Pod, expected: tuple[str, str] | None) -> None:
+    cause = waiting_cause({"metadata": {"name": "job-1-exec-1"}, "status": status}, "executor")
+    assert (None if cause is None else (cause.reason, cause.message)) == expected

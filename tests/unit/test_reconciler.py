@@ -20,7 +20,14 @@ from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import STORAGE_PREFIXES_ANNOTATION, Allowance, outside_storage
 from ftspark.ports.cluster import JobResource, NamespaceMetadata, StaleReadError
 from ftspark.ports.stores import HaStores, StoreUnavailableError
-from ftspark.protocol import NO_PROGRESS, Exit, HaStoreConfig, driver_pod_name, spark_app_id
+from ftspark.protocol import (
+    EXECUTORS_NOT_STARTED,
+    NO_PROGRESS,
+    Exit,
+    HaStoreConfig,
+    driver_pod_name,
+    spark_app_id,
+)
 from ftspark.reconcile.reconciler import Reconciler
 from ftspark.reconcile.settings import DriverSettings, JobPolicy, Ports, ResultLimits
 from ftspark.testing.cluster import MemoryDrivers, MemoryEvents, MemoryJobs
@@ -835,28 +842,34 @@ def test_a_namespace_whose_results_cannot_be_swept_does_not_stop_the_others(
     assert kept(cluster) == sorted(["uid-team-a-new", "uid-team-b-old", "uid-team-b-new", "uid-team-c-new"])
 
 
-def test_a_driver_that_ended_itself_for_no_progress_is_restarted_with_a_warning(cluster: Cluster) -> None:
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [(NO_PROGRESS, "made no progress"), (EXECUTORS_NOT_STARTED, "had no executor running")],
+)
+def test_a_driver_that_ended_itself_for_no_progress_is_restarted_with_a_warning(
+    cluster: Cluster, reason: str, said: str
+) -> None:
     cluster.jobs.apply(KEY, {**SPEC, "liveness": {"progressTimeoutSeconds": 30}}, uid=UID)
     cluster.reconcile()
     cluster.running()
     assert next(c for c in cluster.status().conditions if c.type == "Ready").status == "True"
     cluster.drivers.set_driver(
-        KEY, 1, DriverPhase.FAILED, exit_code=Exit.NO_PROGRESS, reason=NO_PROGRESS, message="query q: 31 s"
+        KEY, 1, DriverPhase.FAILED, exit_code=Exit.NO_PROGRESS, reason=reason, message="query q: 31 s"
     )
     cluster.reconcile(after=31)
     status = cluster.status()
     assert status.phase == "Restarting"
     assert status.last_failure is not None
-    assert status.last_failure.reason == NO_PROGRESS
+    assert status.last_failure.reason == reason
     degraded = next(c for c in status.conditions if c.type == "Degraded")
-    assert (degraded.status, degraded.reason) == ("True", NO_PROGRESS)
-    (warning,) = [e for e in cluster.events.emitted if e.reason == NO_PROGRESS]
+    assert (degraded.status, degraded.reason) == ("True", reason)
+    (warning,) = [e for e in cluster.events.emitted if e.reason == reason]
     assert warning.type == "Warning"
-    assert "spec.liveness.progressTimeoutSeconds (30 s)" in warning.message
+    assert f"attempt 1 {said} within spec.liveness.progressTimeoutSeconds (30 s)" in warning.message
     cluster.drivers.pods.pop(KEY, None)  # the deleted pod is gone
     cluster.reconcile(after=5)
     assert cluster.drivers.plans[-1].attempt == 2
-    assert cluster.events.reasons().count(NO_PROGRESS) == 1, "said once"
+    assert cluster.events.reasons().count(reason) == 1, "said once"
 
 
 # -- savepoint disposal: the two-phase protocol of domain.savepoints over the in-memory storage --

@@ -215,13 +215,28 @@ def _phase(pod: PodView, attempt: int) -> DriverObservation:
         return DriverObservation(attempt, name, DriverPhase.SUCCEEDED, 0)
     if state.running is not None and status.phase == "Running":
         return DriverObservation(attempt, name, DriverPhase.RUNNING, started_at=state.running.started_at)
-    waiting = state.waiting or _unscheduled(status) or Waiting()
+    waiting = state.waiting or _unscheduled(status, "driver") or Waiting()
     return DriverObservation(
         attempt, name, DriverPhase.PENDING, None, waiting.reason, _bounded(waiting.message)
     )
 
 
-def _unscheduled(status: PodStatus) -> Waiting | None:
+def waiting_cause(pod: Mapping[str, Any], role: str) -> Waiting | None:
+    """Why a pod (role: driver, executor) waits to run, in the scheduler's or the kubelet's words; None for a
+    pod that runs, ended, or says nothing yet."""
+    try:
+        view = PodView.model_validate(pod)
+    except ValidationError:
+        return None
+    if view.status.phase != "Pending":
+        return None
+    waiting = next((s.state.waiting for s in view.status.container_statuses if s.state.waiting), None)
+    if waiting is not None and waiting.reason not in {"", "ContainerCreating", "PodInitializing"}:
+        return Waiting(reason=waiting.reason, message=_bounded(waiting.message))
+    return _unscheduled(view.status, role)
+
+
+def _unscheduled(status: PodStatus, role: str) -> Waiting | None:
     """Why no node takes the pod, in the scheduler's words (PodScheduled=False, reason Unschedulable): an
     unbound PersistentVolumeClaim is told apart, as its fix is elsewhere (a StorageClass, a PV)."""
     scheduled = next((c for c in status.conditions if c.type == "PodScheduled"), None)
@@ -230,9 +245,9 @@ def _unscheduled(status: PodStatus) -> Waiting | None:
     said = scheduled.message or "no node fits the pod"
     if "PersistentVolumeClaim" in said or "persistentvolumeclaim" in said:
         return Waiting(
-            reason=DRIVER_VOLUME_NOT_BOUND, message=f"the driver pod's volume is not bound: {said}"
+            reason=DRIVER_VOLUME_NOT_BOUND, message=f"the {role} pod's volume is not bound: {said}"
         )
-    return Waiting(reason=DRIVER_UNSCHEDULABLE, message=f"no node can run the driver pod: {said}")
+    return Waiting(reason=DRIVER_UNSCHEDULABLE, message=f"no node can run the {role} pod: {said}")
 
 
 def _ended(pod: PodView) -> bool:

@@ -34,6 +34,7 @@ from ftspark.domain.fencing import Epoch
 from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, Stuck
 from ftspark.ports.stores import CheckpointStore
 from ftspark.protocol import (
+    EXECUTORS_NOT_STARTED,
     NO_PROGRESS,
     NO_RESTORABLE_CHECKPOINT,
     ROLLBACK_ANNOTATION,
@@ -50,7 +51,7 @@ from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
 from ftspark.runtime.config import ConfigError, RuntimeConfig
 from ftspark.runtime.control import ControlWatcher, stop_at_boundary
 from ftspark.runtime.fencing import DriverLease
-from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog, start_watchdog
+from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog, executors_waiting, start_watchdog
 from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
 from ftspark.runtime.reporting import PointerReporter, ProgressListener
 from ftspark.runtime.savepoint import SavepointError
@@ -86,6 +87,7 @@ class Driver:
         self._reporter: PointerReporter | None = None
         self._watcher: ControlWatcher | None = None
         self._watchdog: Watchdog | None = None
+        self._api: client.ApiClient | None = None  # once the inputs are checked
         self._stopping = threading.Lock()  # held while a requested stop runs
         self.session_ready = threading.Event()  # the SparkSession is up (GET /readyz)
 
@@ -107,7 +109,7 @@ class Driver:
         except StorageError as error:
             self.ending.set(Exit.BAD_INPUT, "StorageUnavailable", f"checkpoint storage: {error}")
             return
-        api = kube_client(cfg.kubeconfig, cfg.pod_name)
+        api = self._api = kube_client(cfg.kubeconfig, cfg.pod_name)
         lease = DriverLease(api, cfg, on_lost=lambda why: self.fence_out("LeaseLost", why))
         spark = None
         if cfg.standby:
@@ -281,13 +283,17 @@ class Driver:
         self._cut_off_later(grace, kill_jvm=True)
 
     def no_progress(self, found: Stuck, timeout: float) -> None:
-        """A query is stuck (the JVM is likely hung): end at once, as a failure the operator restarts. The JVM
-        is killed, not asked: a hung one would not answer."""
-        message = (
-            f"query {found.query} showed no sign of life (no batch, no idle event) for "
-            f"{found.silent_seconds:.0f} s, the progress timeout is {timeout:g} s: the driver is hung"
-        )
-        if not self.ending.set(Exit.NO_PROGRESS, NO_PROGRESS, message):
+        """A query is stuck (the JVM is likely hung, or no executor ever started): end at once, as a failure
+        the operator restarts. The JVM is killed, not asked: a hung one would not answer."""
+        silent = f"query {found.query} showed no sign of life (no batch, no idle event) for "
+        silent += f"{found.silent_seconds:.0f} s, the progress timeout is {timeout:g} s"
+        reason, message = NO_PROGRESS, f"{silent}: the driver is hung"
+        conf = self.config.spark_conf
+        if self._api is not None and conf.get("spark.master", "").startswith("k8s://"):
+            waiting = executors_waiting(self._api, self.config.job.namespace, conf.get("spark.app.id", ""))
+            if waiting is not None:
+                reason, message = EXECUTORS_NOT_STARTED, f"{silent}, and no executor runs: {waiting}"
+        if not self.ending.set(Exit.NO_PROGRESS, reason, message):
             return  # already ending some other way
         log.error("%s: killing the JVM and exiting", message)
         self.exit_now(kill_jvm=True)

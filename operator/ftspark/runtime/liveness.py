@@ -14,14 +14,20 @@ container) instead of counting it as a failure, while an unanswered GET is one.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from urllib3.exceptions import HTTPError
+
 from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, Stuck, shortest_timeout, stuck
-from ftspark.protocol import HEALTH_PATH, READY_PATH
+from ftspark.protocol import HEALTH_PATH, READY_PATH, executor_selector
+from ftspark.reconcile.driver_pods import waiting_cause
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +113,33 @@ def start_watchdog(
     watchdog = Watchdog(signs, timeout, lambda found: on_stuck(found, timeout))
     watchdog.start()
     return watchdog
+
+
+EXECUTORS_READ_SECONDS = 5.0  # the watchdog's one look at the executor pods, before the JVM is killed
+
+
+def executors_waiting(api: client.ApiClient, namespace: str, app_id: str) -> str | None:
+    """What the application's executors wait for, in one line, when none of them runs: a query with no
+    executor shows no sign of life either, but its driver is not hung. None when one runs, or when the pods
+    cannot be read (the driver is then reported hung, as before)."""
+    try:
+        response = client.CoreV1Api(api).list_namespaced_pod(
+            namespace,
+            label_selector=executor_selector(app_id),
+            _preload_content=False,
+            _request_timeout=(EXECUTORS_READ_SECONDS, EXECUTORS_READ_SECONDS),
+        )
+        pods = json.loads(response.data)["items"]
+    except (ApiException, HTTPError, ValueError, KeyError) as error:
+        log.warning("the executor pods could not be read: %s", error)
+        return None
+    if any((pod.get("status") or {}).get("phase") == "Running" for pod in pods):
+        return None
+    if not pods:
+        return "Spark created no executor pod (the driver's log says why)"
+    cause = next((found for pod in pods if (found := waiting_cause(pod, "executor"))), None)
+    said = f": {cause.reason}: {cause.message}" if cause is not None else ""
+    return f"{len(pods)} executor pod(s), none running{said}"
 
 
 class _HealthServer(ThreadingHTTPServer):

@@ -11,7 +11,7 @@ from ftspark.domain.lifecycle.draft import Draft
 from ftspark.domain.lifecycle.observation import DriverObservation
 from ftspark.domain.models import Failure, JobSpec, JobStatus, Placement, RollbackRef
 from ftspark.domain.recovery import folder_of, is_checkpoint_directory
-from ftspark.protocol import STOP_TIMED_OUT, STOPPED
+from ftspark.protocol import EXECUTORS_NOT_STARTED, NO_PROGRESS, STOP_TIMED_OUT, STOPPED
 
 _SIGNALLED = 128
 
@@ -53,6 +53,29 @@ def remember_placement(draft: Draft, attempt: int) -> None:
     if not known.issuperset(draft.obs.executor_nodes):
         nodes = sorted(known | set(draft.obs.executor_nodes))
         draft.update(placement=Placement(attempt=attempt, nodes=nodes))
+
+
+def degraded_while_waiting(draft: Draft, reason: str, message: str) -> None:
+    """Degraded with why the driver waits (not a failure yet), and a Warning Event when that is news, not on
+    every pass."""
+    previous = next((c for c in draft.status.conditions if c.type == "Degraded"), None)
+    if previous is None or (previous.status, previous.reason, previous.message) != ("True", reason, message):
+        draft.actions.append(EmitEvent("Warning", reason, message))
+    draft.condition("Degraded", "True", reason, message)
+
+
+def say_why_replaced(draft: Draft, failure: Failure) -> None:
+    """A hung driver, or one whose executors never started, looks Running to Kubernetes: an Event says why it
+    was replaced, and which setting decided."""
+    if failure.reason not in {NO_PROGRESS, EXECUTORS_NOT_STARTED}:
+        return
+    timeout = draft.spec.liveness.progress_timeout_seconds
+    what = "made no progress" if failure.reason == NO_PROGRESS else "had no executor running"
+    message = (
+        f"attempt {failure.attempt} {what} within spec.liveness.progressTimeoutSeconds ({timeout} s): "
+        f"{failure.message}"
+    )
+    draft.actions.append(EmitEvent("Warning", failure.reason, message))
 
 
 def record_failure(draft: Draft, driver: DriverObservation | None) -> Failure:

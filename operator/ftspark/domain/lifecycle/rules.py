@@ -42,7 +42,12 @@ from ftspark.domain.rollback import NOT_UPGRADED
 from ftspark.domain.savepoints import (
     job_savepoint_id,
 )
-from ftspark.protocol import NO_PROGRESS, NO_RESTORABLE_CHECKPOINT, STOP_TIMED_OUT, STOPPED, RestoreFrom
+from ftspark.protocol import (
+    NO_RESTORABLE_CHECKPOINT,
+    STOP_TIMED_OUT,
+    STOPPED,
+    RestoreFrom,
+)
 
 # Why a driver pod waits, when it will not fix itself soon: surfaced at once (Degraded, and a Warning Event
 # per message) instead of "stuck in Submitting". The kubelet's container waiting reasons, and the
@@ -312,17 +317,6 @@ class _Context(Submission):
             "latest-checkpoint", reason="Restarted", message="restarting from the latest checkpoint"
         )
 
-    def _waiting_degraded(self, reason: str, message: str) -> None:
-        """Degraded with why the driver waits, and a Warning Event when that is news (not every pass)."""
-        previous = next((c for c in self.status.conditions if c.type == "Degraded"), None)
-        if previous is None or (previous.status, previous.reason, previous.message) != (
-            "True",
-            reason,
-            message,
-        ):
-            self.actions.append(EmitEvent("Warning", reason, message))
-        self.condition("Degraded", "True", reason, message)
-
     def _observe_driver(self) -> Decision:
         current = self.current
         if current is None:
@@ -341,7 +335,7 @@ class _Context(Submission):
             case DriverPhase.PENDING:
                 self.update(driver_pod=current.pod_name)
                 if current.reason in _STUCK_REASONS:
-                    self._waiting_degraded(current.reason, current.message or current.reason)
+                    attempts.degraded_while_waiting(self, current.reason, current.message or current.reason)
                 if upgrade_rollback.on_trial(self):
                     submitted = self.status.attempt_submitted_at
                     if not upgrade_rollback.within_window(self, submitted):
@@ -414,17 +408,7 @@ class _Context(Submission):
         )
         self.update(restarts=verdict.state)
         self.condition("Degraded", "True", failure.reason, failure.message)
-        if failure.reason == NO_PROGRESS:
-            # A hung driver looks Running to Kubernetes: say why it was replaced, and which setting decided.
-            timeout = self.spec.liveness.progress_timeout_seconds
-            self.actions.append(
-                EmitEvent(
-                    "Warning",
-                    NO_PROGRESS,
-                    f"attempt {failure.attempt} made no progress within spec.liveness.progressTimeoutSeconds "
-                    f"({timeout} s): {failure.message}",
-                )
-            )
+        attempts.say_why_replaced(self, failure)
         if not verdict.restart:
             message = f"{failure.reason}: {failure.message} — not restarted: {verdict.reason}"
             attempts.record_result(self, "Failed", message)
