@@ -20,7 +20,7 @@ help:
 	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts, API calls; 100 to 5,000 jobs); task-local recovery's (in one JVM, on the nodes)"
 	@echo "make soak         two streaming jobs through 100 seeded random faults, exactly once (SOAK_FAULTS, SOAK_SEED)"
 	@echo "make verify       the proofs too long for CI: make soak, then make bench (docs/testing.md says which change needs it)"
-	@echo "make crds         regenerate crds/, the chart's copy and job policy, docs/reference.md and deploy/ from the models"
+	@echo "make crds         regenerate crds/, the chart's copy and job policy, docs/reference.md, docs/troubleshooting.md and deploy/ from the models"
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -95,6 +95,7 @@ crds: $(VENV)/.installed helm-bin
 	cp crds/ftspark.io_faulttolerantsparkjobs.yaml helm/ftspark-operator/crds/
 	$(PY) -m ftspark.admission > helm/ftspark-operator/templates/job-policy.yaml
 	$(PY) -m ftspark_dev.generate.reference
+	$(PY) -m ftspark_dev.generate.troubleshooting
 	$(PY) -m ftspark_dev.generate.bundle "$$(tools/helm/build.sh)"
 
 dev-cluster: $(VENV)/.installed cluster-bin
@@ -114,6 +115,7 @@ deploy: $(VENV)/.installed helm-bin
 
 docs: $(VENV)/.installed
 	$(PY) -m ftspark_dev.generate.reference
+	$(PY) -m ftspark_dev.generate.troubleshooting
 
 argocd: $(VENV)/.installed
 	$(PY) -m ftspark_dev.generate.argocd

@@ -17,6 +17,7 @@ from urllib3.exceptions import HTTPError
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.domain.models import DesiredState
+from ftspark.domain.remedies import remedy_for
 
 
 def _verb(state: DesiredState) -> str:
@@ -110,6 +111,9 @@ def _status_lines(job: dict[str, Any]) -> list[str]:
         lines.append(
             f"savepoint:      {savepoint['id']} batch {savepoint['batchId']} {savepoint['location']}"
         )
+    if found := remedy_for(status):
+        reason, remedy = found
+        lines.append(f"what to do:     {reason}: {remedy.fix} (docs/troubleshooting.md)")
     return lines
 
 
