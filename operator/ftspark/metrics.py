@@ -11,14 +11,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter as Tally
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import REGISTRY, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ftspark.domain.ha import JobKey
-from ftspark.domain.models import JobStatus
+from ftspark.domain.models import BatchFigures, JobStatus
 
 RECONCILE_SECONDS = Histogram(
     "ftspark_reconcile_duration_seconds",
@@ -116,14 +116,41 @@ class JobMetrics(Collector):
         age = GaugeMetricFamily(
             "ftspark_job_checkpoint_age_seconds", "Time since the newest completed checkpoint.", labels=labels
         )
+        # The newest batch's figures, as its driver reported them (status.latestCheckpoint.figures).
+        batch: dict[str, tuple[GaugeMetricFamily, Callable[[BatchFigures], float]]] = {
+            name: (GaugeMetricFamily(f"ftspark_job_{name}", help, labels=labels), value)
+            for name, help, value in (
+                ("batch_duration_seconds", "How long the newest batch took.", lambda f: f.duration_ms / 1000),
+                (
+                    "input_rows_per_second",
+                    "The rate rows arrived at, newest batch.",
+                    lambda f: f.input_rows_per_second,
+                ),
+                (
+                    "processed_rows_per_second",
+                    "The rate the newest batch processed rows at: below the input rate for long, it lags.",
+                    lambda f: f.processed_rows_per_second,
+                ),
+                ("state_rows", "Rows in the state stores after the newest batch.", lambda f: f.state_rows),
+                (
+                    "state_bytes",
+                    "Memory of the state stores after the newest batch.",
+                    lambda f: f.state_bytes,
+                ),
+            )
+        }
         now = time.time()
         for key, status in sorted(statuses.items(), key=lambda item: str(item[0])):
             values = [key.namespace, key.name]
             restarts.add_metric(values, status.restarts.count)
-            if status.latest_checkpoint is not None:
-                last_id.add_metric(values, status.latest_checkpoint.id)
-                age.add_metric(values, max(0.0, now - status.latest_checkpoint.time.timestamp()))
-        yield from (restarts, last_id, age)
+            checkpoint = status.latest_checkpoint
+            if checkpoint is not None:
+                last_id.add_metric(values, checkpoint.id)
+                age.add_metric(values, max(0.0, now - checkpoint.time.timestamp()))
+                if checkpoint.figures is not None:
+                    for family, value in batch.values():
+                        family.add_metric(values, value(checkpoint.figures))
+        yield from (restarts, last_id, age, *(family for family, _ in batch.values()))
 
 
 JOBS = JobMetrics()

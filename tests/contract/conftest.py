@@ -25,7 +25,7 @@ from ftspark.adapters.s3.stores import S3BlobStore, S3Records, s3_stores
 from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
-from ftspark.domain.models import CheckpointSpec, DriverSpec, JobSpec
+from ftspark.domain.models import BatchFigures, CheckpointSpec, DriverSpec, JobSpec
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.stores import HaStores
 from ftspark.testing.stores import MemoryBlobStore, MemoryRecords
@@ -54,6 +54,7 @@ def pointer(checkpoint_id: int, attempt: int = 0) -> CheckpointPointer:
         completed_at=NOW,
         attempt=attempt,
         source_end_offsets={"kafka": f'{{"events":{{"0":{checkpoint_id * 10}}}}}'},
+        figures=BatchFigures(duration_ms=checkpoint_id * 100, input_rows_per_second=0.5, state_bytes=2**40),
     )
 
 

@@ -34,6 +34,10 @@ def test_stop_with_checkpoint_then_resume_processes_nothing_twice(make_job: Any)
     assert stopped_at == max(job.output.batches()), (message, job.output.runs())
     pointers = job.stores().checkpoints.pointers(job.key)
     assert pointers[0].batch_id == stopped_at and pointers[0].attempt == 1
+    # Spark's progress reports reach the pointers: a batch that read input took time and left state.
+    reported = [p.figures for p in pointers if p.figures is not None and p.figures.input_rows > 0]
+    assert reported, pointers
+    assert all(f.duration_ms > 0 and f.state_rows > 0 and f.state_bytes > 0 for f in reported), reported
 
     assert 4 <= stopped_at < 13, "the stop should have come in the middle of the backlog (batches 4 to 13)"
     runs_before = sum(job.output.runs().values())

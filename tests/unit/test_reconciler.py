@@ -16,7 +16,7 @@ from ftspark.adapters.records import JOBGRAPH_POINTER, RecordId
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import DriverPhase, SavepointReport
-from ftspark.domain.models import JobSpec, JobStatus
+from ftspark.domain.models import BatchFigures, JobSpec, JobStatus
 from ftspark.domain.policy import STORAGE_PREFIXES_ANNOTATION, Allowance, outside_storage
 from ftspark.ports.cluster import JobResource, NamespaceMetadata, StaleReadError
 from ftspark.ports.stores import HaStores, StoreUnavailableError
@@ -115,6 +115,7 @@ class Cluster:
             location=location or f"{graph.checkpoint_location}/query-0",
             completed_at=self.now,
             attempt=attempt,
+            figures=BatchFigures(duration_ms=checkpoint_id * 100, input_rows=checkpoint_id),
         )
         driver = Epoch("driver", attempt, driver_pod_name(KEY.name, attempt))
         self.stores.checkpoints.add(KEY, pointer, driver, retained=5)
@@ -261,6 +262,7 @@ def test_a_restart_restores_the_newest_complete_checkpoint_and_names_the_skipped
     latest = cluster.status().latest_checkpoint
     assert latest is not None
     assert latest.id == 5
+    assert latest.figures == BatchFigures(duration_ms=500, input_rows=5), "the batch's figures, as reported"
 
 
 def test_no_complete_checkpoint_asks_for_a_manual_restore_and_starts_nothing(cluster: Cluster) -> None:

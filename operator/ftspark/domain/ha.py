@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ftspark.domain.models import JobSpec, ResultState
+from ftspark.domain.models import BatchFigures, JobSpec, ResultState
 
 
 class JobKey(BaseModel):
@@ -43,7 +43,7 @@ class CheckpointPointer(BaseModel):
     completed_at: datetime
     attempt: int = Field(ge=0)
     source_end_offsets: dict[str, str] = Field(default_factory=dict)
-    state_rows: int = Field(default=0, ge=0)
+    figures: BatchFigures | None = None  # from Spark's progress report; None: found committed at a stop
 
 
 class JobResultEntry(BaseModel):

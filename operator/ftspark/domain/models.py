@@ -511,6 +511,42 @@ class Condition(_Model):
     )
 
 
+JSON_SAFE = 2**53  # figures a driver reports go into the status: integers JSON carries exactly, finite floats
+
+
+class BatchFigures(_Model):
+    """A committed micro-batch's figures, as Spark reported its progress (StreamingQueryProgress)."""
+
+    duration_ms: int = Field(
+        default=0, ge=0, le=JSON_SAFE, description="How long the batch took, ms (Spark's triggerExecution)."
+    )
+    input_rows: int = Field(default=0, ge=0, le=JSON_SAFE, description="Rows it read from its sources.")
+    input_rows_per_second: float = Field(
+        default=0.0,
+        ge=0,
+        le=JSON_SAFE,
+        allow_inf_nan=False,
+        description="The rate rows arrived at since the batch before.",
+    )
+    processed_rows_per_second: float = Field(
+        default=0.0,
+        ge=0,
+        le=JSON_SAFE,
+        allow_inf_nan=False,
+        description="The rate the batch processed them at: below the input rate for long, the job falls "
+        "behind.",
+    )
+    state_rows: int = Field(
+        default=0, ge=0, le=JSON_SAFE, description="Rows in the query's state stores after the batch."
+    )
+    state_bytes: int = Field(
+        default=0,
+        ge=0,
+        le=JSON_SAFE,
+        description="Memory the query's state stores used after the batch, bytes.",
+    )
+
+
 class CheckpointRef(_Model):
     id: int = Field(
         ge=0,
@@ -523,6 +559,11 @@ class CheckpointRef(_Model):
     )
     time: datetime = Field(description="When the checkpoint completed.")
     location: str = Field(description="The query's checkpoint directory (s3a://, as Spark names it).")
+    figures: BatchFigures | None = Field(
+        default=None,
+        description="The batch's figures as Spark reported them (none for a batch only found committed at a "
+        "stop).",
+    )
 
 
 SavepointOrigin = Literal["manual", "periodic", "upgrade", "stop"]

@@ -11,15 +11,18 @@ fenced out.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from ftspark.domain.fencing import Epoch, FencedOutError
 from ftspark.domain.ha import CheckpointPointer, JobKey
+from ftspark.domain.models import BatchFigures
 from ftspark.ports.stores import CheckpointStore, StoreUnavailableError
 from ftspark.runtime.liveness import SignsOfLife
 from ftspark.runtime.objects import ObjectStore, StorageError, join
@@ -53,7 +56,11 @@ class PointerReporter:
             return dict(self._reported)
 
     def committed(
-        self, location: str, batch_id: int, offsets: dict[str, str] | None = None, state_rows: int = 0
+        self,
+        location: str,
+        batch_id: int,
+        offsets: dict[str, str] | None = None,
+        figures: BatchFigures | None = None,
     ) -> bool:
         """Write the pointer of batch_id unless written already; False if it could not be written."""
         with self._lock:
@@ -62,7 +69,7 @@ class PointerReporter:
             try:
                 if not self._objects.exists(join(location, "commits", str(batch_id))):
                     return False  # an idle query's event: that batch has not run
-                self._add(location, batch_id, offsets or {}, state_rows)
+                self._add(location, batch_id, offsets or {}, figures)
             except FencedOutError as error:
                 self._on_fenced(f"fenced out of the checkpoint store: {error}")
                 return False
@@ -74,7 +81,9 @@ class PointerReporter:
             log.info("checkpoint pointer: batch %s of %s", batch_id, location)
             return True
 
-    def _add(self, location: str, batch_id: int, offsets: dict[str, str], state_rows: int) -> None:
+    def _add(
+        self, location: str, batch_id: int, offsets: dict[str, str], figures: BatchFigures | None
+    ) -> None:
         for _ in range(3):
             pointer = CheckpointPointer(
                 # The counter is the job's, across attempts: ids never go backwards.
@@ -84,7 +93,7 @@ class PointerReporter:
                 completed_at=datetime.now(UTC),
                 attempt=self._epoch.term,
                 source_end_offsets=offsets,
-                state_rows=state_rows,
+                figures=figures,
             )
             try:
                 self._checkpoints.add(self._job, pointer, self._epoch, retained=self._retained)
@@ -92,6 +101,29 @@ class PointerReporter:
             except ValueError:
                 continue  # the counter moved between read and write: read it again
         raise StoreUnavailableError(f"{self._job}: the checkpoint counter keeps moving")
+
+
+def batch_figures(progress: Any) -> BatchFigures | None:
+    """The figures of Spark's progress report (StreamingQueryProgress); None if they do not read as such.
+    Spark's rates are NaN when it has nothing to divide by (the first batch): 0 here."""
+
+    def rate(value: Any) -> float:
+        number = float(value)
+        return number if math.isfinite(number) and number >= 0 else 0.0
+
+    operators = list(progress.stateOperators)
+    try:
+        return BatchFigures(
+            duration_ms=int((progress.durationMs or {}).get("triggerExecution", 0)),
+            input_rows=int(progress.numInputRows),
+            input_rows_per_second=rate(progress.inputRowsPerSecond),
+            processed_rows_per_second=rate(progress.processedRowsPerSecond),
+            state_rows=sum(int(op.numRowsTotal) for op in operators),
+            state_bytes=sum(int(op.memoryUsedBytes) for op in operators),
+        )
+    except (ValidationError, TypeError, ValueError) as error:
+        log.warning("batch %s: its figures are not reported: %s", progress.batchId, error)
+        return None
 
 
 class ProgressListener(StreamingQueryListener):
@@ -120,8 +152,9 @@ class ProgressListener(StreamingQueryListener):
                 f"{i}:{source.description}"[:200]: str(source.endOffset)
                 for i, source in enumerate(progress.sources)
             }
-            rows = sum(int(op.numRowsTotal) for op in progress.stateOperators)
-            self._reporter.committed(running.location, int(progress.batchId), offsets, rows)
+            self._reporter.committed(
+                running.location, int(progress.batchId), offsets, batch_figures(progress)
+            )
         except Exception:
             log.exception("reporting the progress of query %s failed", progress.id)
 

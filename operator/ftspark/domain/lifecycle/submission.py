@@ -44,6 +44,7 @@ class Submission(Draft):
                     batch_id=newest.batch_id,
                     time=newest.completed_at,
                     location=newest.location,
+                    figures=newest.figures,
                 )
             )
         return Decision(self.status, tuple(self.actions), requeue_after)
