@@ -167,6 +167,8 @@ def test_pods_no_node_takes_say_why_in_the_status_and_an_event(world: World, tmp
         "executor": {"instances": 1, "memory": "768m", "cores": 64},
         "liveness": {"progressTimeoutSeconds": 20},
         "restartStrategy": {"type": "none"},
+        # Spark's session waits up to 30 s for executors before it schedules anything: not for these.
+        "sparkConf": {"spark.scheduler.maxRegisteredResourcesWaitingTime": "1s"},
     }
     waiting: dict[str, tuple[dict[str, Any], str, str]] = {  # name: (its spec, the reason, what it names)
         "too-big": ({"driver": {"cores": 64}}, "DriverUnschedulable", "Insufficient cpu"),

@@ -244,6 +244,7 @@ class World(JobsClient):
             },
         }
         defaults["driver"] |= spec.pop("driver", {})  # e.g. standby: the memory above is kept
+        defaults["sparkConf"] |= spec.pop("sparkConf", {})  # the S3 settings above are kept
         return job_manifest(name, self.bucket, **(defaults | spec))
 
     def driver_jvm_stopped(self, pod: str) -> contextlib.AbstractContextManager[list[int]]:
