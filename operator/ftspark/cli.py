@@ -117,6 +117,28 @@ def _status_lines(job: dict[str, Any]) -> list[str]:
     return lines
 
 
+MAX_EVENTS = 10
+
+
+def _event_lines(namespace: str, job: dict[str, Any]) -> list[str]:
+    """The job's own latest Events (by uid: Events outlive a deleted job of the same name), newest last."""
+    metadata = job["metadata"]
+    selector = f"involvedObject.name={metadata['name']},involvedObject.uid={metadata['uid']}"
+    events = client.CoreV1Api().list_namespaced_event(namespace, field_selector=selector).items
+
+    def when(event: Any) -> Any:
+        return event.last_timestamp or event.event_time or event.metadata.creation_timestamp
+
+    latest = sorted(events, key=when)[-MAX_EVENTS:]
+    if not latest:
+        return ["  (none)"]
+    return [
+        f"  {when(e):%Y-%m-%d %H:%M:%S} {e.type:<7} {e.reason}: {e.message}"
+        + (f" (x{e.count})" if (e.count or 1) > 1 else "")
+        for e in latest
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ftspark", description=__doc__)
     parser.add_argument("--kubeconfig")
@@ -124,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", "--namespace")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("status", help="phase, attempt, checkpoint, conditions").add_argument("job")
+    commands.add_parser("describe", help="the status, the job's latest Events, what to do").add_argument(
+        "job"
+    )
     for verb, state in _STATES.items():
         command = commands.add_parser(verb, help=f"set desiredState: {state}")
         command.add_argument("job")
@@ -158,6 +183,8 @@ def _run(args: argparse.Namespace, api: client.CustomObjectsApi, namespace: str)
     job = api.get_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job)
     if args.command == "status":
         return "\n".join(_status_lines(job))
+    if args.command == "describe":
+        return "\n".join([*_status_lines(job), "events (newest last):", *_event_lines(namespace, job)])
     if args.command == "savepoint":
         nonce = bump_savepoint_nonce(api, namespace, args.job, job)
         done = f"savepoint requested (savepointTriggerNonce: {nonce})"

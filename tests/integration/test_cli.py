@@ -3,6 +3,8 @@ shows the status."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from kubernetes import client
 
@@ -111,3 +113,57 @@ def test_cli_refusals_are_one_line_naming_the_fix(
         'ftspark: forbidden: faulttolerantsparkjobs.ftspark.io "nowhere" is forbidden: User "mallory"'
     )
     assert err.count("\n") == 1, "one line, no traceback"
+
+
+def test_describe_shows_the_status_the_jobs_own_events_and_what_to_do(
+    crd: None,
+    control_plane: ControlPlane,
+    api_client: client.ApiClient,
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    objects = client.CustomObjectsApi(api_client)
+    job = objects.create_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, job_manifest("waits", "bucket")
+    )
+    waiting = "no node can run the driver pod: 0/3 nodes are available: 3 Insufficient cpu"
+    degraded = {
+        "type": "Degraded",
+        "status": "True",
+        "reason": "DriverUnschedulable",
+        "message": waiting,
+        "lastTransitionTime": "2026-01-01T11:59:00Z",
+    }
+    status = {"status": {"phase": "Submitting", "attempt": 1, "conditions": [degraded]}}
+    objects.patch_namespaced_custom_object_status(API_GROUP, API_VERSION, namespace, PLURAL, "waits", status)
+    core = client.CoreV1Api(api_client)
+    for name, uid, reason in (
+        ("waits.1", job["metadata"]["uid"], "DriverUnschedulable"),
+        ("old.1", "gone", "Old"),
+    ):
+        core.create_namespaced_event(
+            namespace,
+            client.CoreV1Event(
+                metadata=client.V1ObjectMeta(name=name),
+                involved_object=client.V1ObjectReference(
+                    api_version=f"{API_GROUP}/{API_VERSION}",
+                    kind="FaultTolerantSparkJob",
+                    namespace=namespace,
+                    name="waits",
+                    uid=uid,
+                ),
+                reason=reason,
+                message=waiting,
+                type="Warning",
+                count=3,
+                last_timestamp=datetime(2026, 1, 1, 12, 0, tzinfo=UTC),
+            ),
+        )
+    assert main(["--kubeconfig", str(control_plane.kubeconfig), "-n", namespace, "describe", "waits"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[shown.index("events (newest last):") + 1 :] == [
+        f"  2026-01-01 12:00:00 Warning DriverUnschedulable: {waiting} (x3)"
+    ], "the job's own Events, not an earlier job's of the same name"
+    assert any(
+        line.startswith("what to do:     DriverUnschedulable: lower spec.driver.cores") for line in shown
+    )

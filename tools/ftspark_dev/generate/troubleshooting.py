@@ -15,8 +15,8 @@ applies to the job now (`what to do:`). Where to look first:
 
 ```sh
 ftspark status counts                    # phase, conditions, the last failures, what to do
+ftspark describe counts                  # the same, and the job's own latest Events
 kubectl get ftsj counts -o wide          # Failure: the last failure's reason
-kubectl describe ftsj counts             # the job's Events, newest last
 kubectl logs counts-3-driver             # the attempt's driver, while its pod is there
 ```
 
