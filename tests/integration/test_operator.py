@@ -388,10 +388,12 @@ def _observed(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any
     return status if status.get("observedGeneration") == body["metadata"]["generation"] else None
 
 
-def _patch_spec(api: client.ApiClient, namespace: str, name: str, spec: dict[str, Any]) -> None:
-    client.CustomObjectsApi(api).patch_namespaced_custom_object(
+def _patch_spec(api: client.ApiClient, namespace: str, name: str, spec: dict[str, Any]) -> int:
+    """Patch the spec; the generation it made."""
+    body = client.CustomObjectsApi(api).patch_namespaced_custom_object(
         API_GROUP, API_VERSION, namespace, PLURAL, name, {"spec": spec}
     )
+    return int(body["metadata"]["generation"])
 
 
 def _leader_and_standby(fleet: OperatorFleet, api: client.ApiClient) -> tuple[str, str]:
@@ -534,6 +536,23 @@ def test_spec_change_is_rolled_out_by_upgrade_mode(
         eventually(partial(_only_driver, api_client, ns, name, 1), timeout=30, what="driver")
         set_driver_running(core, ns, f"{name}-1-driver")
         before = _env(core, ns, f"{name}-1-driver")["FTSPARK_CHECKPOINT_LOCATION"]
+        # Edits that restart nothing, as the last column of docs/reference.md says: the operator takes them
+        # in (it observes their generation) and attempt 1 runs on.
+        untouched = {
+            "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 7, "delaySeconds": 3}},
+            "resultStore": {"ttlSeconds": 60},
+            "checkpoint": {"retained": 9},
+            "failureHistory": 5,
+        }
+        patched = _patch_spec(api_client, ns, name, untouched)
+        observed = partial(
+            lambda job, generation: job_status(api_client, ns, job).get("observedGeneration") == generation,
+            name,
+            patched,
+        )
+        eventually(observed, timeout=30, what="the edit observed")
+        assert _only_driver(api_client, ns, name, 1), "an edit that restarts nothing restarted the job"
+        assert job_status(api_client, ns, name)["phase"] == "Running", "no upgrade under way"
         _patch_spec(api_client, ns, name, {"arguments": ["--version", "2"]})
         eventually(partial(_only_driver, api_client, ns, name, 2), timeout=30, what="upgraded")
         after = _env(core, ns, f"{name}-2-driver")

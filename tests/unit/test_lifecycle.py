@@ -33,6 +33,7 @@ from ftspark.domain.lifecycle import (
 )
 from ftspark.domain.models import JobResult, JobSpec, JobStatus, UpgradeMode
 from ftspark.domain.recovery import RestorePoint
+from ftspark.domain.rollback import on_change
 from ftspark.protocol import NO_PROGRESS, NO_RESTORABLE_CHECKPOINT, Exit, RestoreFrom
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -146,6 +147,29 @@ def test_the_failure_history_keeps_the_newest_failed_attempts_with_their_times_a
     ).status
     assert none_kept.failures == [] and none_kept.last_failure is not None
     assert spec_hash(spec(failureHistory=0)) == spec_hash(spec()), "a change restarts nothing"
+
+
+@pytest.mark.parametrize(
+    ("edit", "path", "expected"),
+    [
+        ({"restartStrategy": {"type": "none"}}, ("restart_strategy", "type"), "applies now"),
+        ({"resultStore": {"ttlSeconds": 60}}, ("result_store", "ttl_seconds"), "applies now"),
+        (
+            {"checkpoint": {"storage": "s3://bucket/job", "retained": 9}},
+            ("checkpoint", "retained"),
+            "next attempt",
+        ),
+        ({"liveness": {"progressTimeoutSeconds": 600}}, ("liveness",), "next attempt"),
+        ({"env": [{"name": "MODE", "value": "x"}]}, ("env", "value"), "restarts the job"),
+        ({"checkpoint": {"storage": "s3://bkt/other"}}, ("checkpoint", "storage"), "restarts the job"),
+    ],
+)
+def test_what_an_edit_does_to_a_running_job_is_what_the_reference_says(
+    edit: dict[str, Any], path: tuple[str, ...], expected: str
+) -> None:
+    """The spec's hash decides (an upgrade when it changes); on_change is what docs/reference.md shows."""
+    assert (spec_hash(spec(**edit)) != spec_hash(spec())) == (expected == "restarts the job")
+    assert on_change(path) == expected
 
 
 def test_failed_driver_restarts_after_the_delay_and_never_overlaps_attempts() -> None:
@@ -357,10 +381,15 @@ def test_only_a_change_of_what_the_attempt_runs_is_an_upgrade() -> None:
         spec(checkpoint={**storage, "maxResumeAgeSeconds": 3600, "retainOnDelete": True}),
         spec(desiredState="stopped", stopTimeoutSeconds=5, savepoints={"onStop": True}),
         spec(upgradeRollback={"enabled": True}, liveness={"progressTimeoutSeconds": 60}),
-        spec(checkpoint={**storage, "retained": 3}),  # a default written out is no change
+        spec(checkpoint={**storage, "retained": 4}),  # the next attempt's driver keeps 4 pointers
+        spec(restartStrategy={"type": "none"}, resultStore={"ttlSeconds": 60}, failureHistory=9),
     ]
     assert {spec_hash(job) for job in same} == {spec_hash(base)}
-    changed = [spec(image="img:2"), spec(checkpoint={**storage, "retained": 4}), spec(arguments=["--v2"])]
+    changed = [
+        spec(image="img:2"),
+        spec(checkpoint={"storage": "s3://bucket/other"}),
+        spec(arguments=["--v2"]),
+    ]
     assert spec_hash(base) not in {spec_hash(job) for job in changed}
 
 

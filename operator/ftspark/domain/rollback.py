@@ -14,7 +14,7 @@ and applies the same policy as to the spec, so it grants nothing the spec would 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel
 
@@ -28,11 +28,34 @@ NOT_UPGRADED: Mapping[str, Any] = {
     "savepoints": True,
     "stop_timeout_seconds": True,
     "liveness": True,
-    "failure_history": True,
     "upgrade_rollback": True,
-    "checkpoint": {"retain_on_delete": True, "max_resume_age_seconds": True},
+    "restart_strategy": True,
+    "result_store": True,
+    "failure_history": True,
+    "checkpoint": {"retain_on_delete": True, "max_resume_age_seconds": True, "retained": True},
     "driver": {"standby": True, "standby_executors": True},
 }
+# Of those, what only the driver reads (its environment): a change reaches the next attempt, not the running
+# one. The others are the operator's to read, at its next look.
+NEXT_ATTEMPT: frozenset[tuple[str, ...]] = frozenset(
+    {("stop_timeout_seconds",), ("liveness",), ("checkpoint", "retained")}
+)
+OnChange = Literal["applies now", "next attempt", "restarts the job", "as its fields say"]
+
+
+def on_change(path: tuple[str, ...]) -> OnChange:
+    """What a change of the spec field at path (its Python names, e.g. ("checkpoint", "retained")) does to a
+    running job: an upgrade (a new attempt, per upgradeMode) unless NOT_UPGRADED names it or a field above."""
+    fields: Any = NOT_UPGRADED
+    for depth, name in enumerate(path):
+        if not isinstance(fields, Mapping) or name not in fields:
+            return "restarts the job"
+        fields = fields[name]
+        if fields is True:
+            excluded = path[: depth + 1]
+            return "next attempt" if excluded in NEXT_ATTEMPT else "applies now"
+    return "as its fields say"  # a part of which only some fields are excluded
+
 
 Model = TypeVar("Model", bound=BaseModel)
 
