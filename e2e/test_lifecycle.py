@@ -165,10 +165,14 @@ def test_pods_no_node_takes_say_why_in_the_status_and_an_event(world: World, tmp
     write_input(tmp_path / "in", 1)  # a batch to run: with no input, idle events would keep the query alive
     no_executors: dict[str, Any] = {
         "executor": {"instances": 1, "memory": "768m", "cores": 64},
-        "liveness": {"progressTimeoutSeconds": 20},
+        # The least progress timeout a 1 s idle interval allows (it must exceed the interval by 10 s).
+        "liveness": {"progressTimeoutSeconds": 11},
         "restartStrategy": {"type": "none"},
-        # Spark's session waits up to 30 s for executors before it schedules anything: not for these.
-        "sparkConf": {"spark.scheduler.maxRegisteredResourcesWaitingTime": "1s"},
+        "sparkConf": {
+            "spark.sql.streaming.noDataProgressEventInterval": "1s",
+            # Spark's session waits up to 30 s for executors before it schedules anything: not for these.
+            "spark.scheduler.maxRegisteredResourcesWaitingTime": "1s",
+        },
     }
     waiting: dict[str, tuple[dict[str, Any], str, str]] = {  # name: (its spec, the reason, what it names)
         "too-big": ({"driver": {"cores": 64}}, "DriverUnschedulable", "Insufficient cpu"),
