@@ -129,7 +129,12 @@ def _event_lines(namespace: str, job: dict[str, Any]) -> list[str]:
     def when(event: Any) -> Any:
         return event.last_timestamp or event.event_time or event.metadata.creation_timestamp
 
-    latest = sorted(events, key=when)[-MAX_EVENTS:]
+    def order(event: Any) -> tuple[Any, int]:
+        # Timestamps have seconds; the resourceVersion orders writes within one (an update moves it too).
+        version = event.metadata.resource_version or "0"
+        return when(event), int(version) if version.isdigit() else 0
+
+    latest = sorted(events, key=order)[-MAX_EVENTS:]
     if not latest:
         return ["  (none)"]
     return [

@@ -3,10 +3,14 @@ ftspark.domain.remedies (which `ftspark status` prints from), so that every reme
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ftspark.domain.remedies import REMEDIES
 from ftspark_dev.cluster.processes import REPO_ROOT
 
 TARGET = REPO_ROOT / "docs" / "troubleshooting.md"
+# `ftspark describe` of a real run, as printed (kept as captured: the scheduler's words are long).
+EXAMPLE = Path(__file__).with_name("describe_example.txt")
 
 HEAD = """# Troubleshooting
 
@@ -18,6 +22,13 @@ ftspark status counts                    # phase, conditions, the last failures,
 ftspark describe counts                  # the same, and the job's own latest Events
 kubectl get ftsj counts -o wide          # Failure: the last failure's reason
 kubectl logs counts-3-driver             # the attempt's driver, while its pod is there
+```
+
+What `ftspark describe` showed for a job asking for a 64-core driver on three 2-core nodes (a real run on the
+test installation; `e2e/test_lifecycle.py` proves the same):
+
+```text
+{example}
 ```
 
 A reason shows in one of three places. **Degraded (waiting)**: the driver waits for something that will not
@@ -36,7 +47,7 @@ def render() -> str:
         f"| `{reason}` | {remedy.where} | {remedy.meaning} | {remedy.fix} |"
         for reason, remedy in REMEDIES.items()
     )
-    return HEAD + "\n".join(rows) + "\n"
+    return HEAD.format(example=EXAMPLE.read_text().rstrip("\n")) + "\n".join(rows) + "\n"
 
 
 def main() -> None:
