@@ -8,7 +8,6 @@ Argo CD will set it back.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, assert_never, get_args
 
@@ -16,6 +15,7 @@ from kubernetes import client, config
 from urllib3.exceptions import HTTPError
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.adapters.k8s import server_message
 from ftspark.domain.models import DesiredState
 from ftspark.domain.remedies import remedy_for
 
@@ -57,10 +57,7 @@ def _api(args: argparse.Namespace) -> client.CustomObjectsApi:
 
 def _refusal(error: client.ApiException, namespace: str, name: str) -> CliError:
     """The API server's answer as one line: its own message, and what a user most likely needs."""
-    try:
-        said = str(json.loads(error.body or "{}").get("message") or error.reason)
-    except ValueError:
-        said = str(error.reason)
+    said = server_message(error)
     match error.status:
         case 404:
             return CliError(

@@ -117,8 +117,8 @@ class JobMetrics(Collector):
             "ftspark_job_checkpoint_age_seconds", "Time since the newest completed checkpoint.", labels=labels
         )
         # The newest batch's figures, as its driver reported them (status.latestCheckpoint.figures).
-        batch: dict[str, tuple[GaugeMetricFamily, Callable[[BatchFigures], float]]] = {
-            name: (GaugeMetricFamily(f"ftspark_job_{name}", help, labels=labels), value)
+        batch: list[tuple[GaugeMetricFamily, Callable[[BatchFigures], float]]] = [
+            (GaugeMetricFamily(f"ftspark_job_{name}", help, labels=labels), value)
             for name, help, value in (
                 ("batch_duration_seconds", "How long the newest batch took.", lambda f: f.duration_ms / 1000),
                 (
@@ -138,7 +138,7 @@ class JobMetrics(Collector):
                     lambda f: f.state_bytes,
                 ),
             )
-        }
+        ]
         now = time.time()
         for key, status in sorted(statuses.items(), key=lambda item: str(item[0])):
             values = [key.namespace, key.name]
@@ -148,9 +148,9 @@ class JobMetrics(Collector):
                 last_id.add_metric(values, checkpoint.id)
                 age.add_metric(values, max(0.0, now - checkpoint.time.timestamp()))
                 if checkpoint.figures is not None:
-                    for family, value in batch.values():
+                    for family, value in batch:
                         family.add_metric(values, value(checkpoint.figures))
-        yield from (restarts, last_id, age, *(family for family, _ in batch.values()))
+        yield from (restarts, last_id, age, *(family for family, _ in batch))
 
 
 JOBS = JobMetrics()

@@ -154,9 +154,7 @@ class Exit(IntEnum):
     SCRIPT_FAILED = 1  # the user's script raised
     BAD_INPUT = 2  # an unusable application file, bad environment, unreachable S3, no restorable checkpoint
     FENCED_OUT = 3  # lost the driver Lease, or a newer attempt fenced the checkpoint store
-    NO_PROGRESS = (
-        4  # a query showed no sign of life for the progress timeout (hung, or no executor): restarted
-    )
+    NO_PROGRESS = 4  # a query silent for the progress timeout (hung, or no executor): restarted
 
 
 ControlAction = Literal["stop", "savepoint", "stop-savepoint", "promote"]

@@ -1,9 +1,11 @@
 """Adapters on the Kubernetes API."""
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
 PAGE = 500  # items per list call: one answer with every item of a big installation would be slow and large
 
@@ -46,3 +48,12 @@ def request_timeout(seconds: float) -> tuple[float, float]:
     """The form of `_request_timeout` that works for every value: kubernetes-client 34 ignores a bare float
     (only an int or a (connect, read) pair is honoured), which leaves a call through a partition hanging."""
     return (seconds, seconds)
+
+
+def server_message(error: ApiException) -> str:
+    """What the API server said of a refused request (its Status message), else the HTTP reason."""
+    try:
+        said = json.loads(error.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        said = None
+    return str(said or error.reason)

@@ -19,7 +19,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
-from ftspark.adapters.k8s import without_answer
+from ftspark.adapters.k8s import server_message, without_answer
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.ha import JobKey
@@ -91,10 +91,7 @@ def _refused_as_rejected(kind: str, body: Manifest, call: Any, *args: Any, **kwa
     except ApiException as error:
         if error.status == 409:
             return
-        try:
-            message = str(json.loads(error.body or "{}").get("message") or error.reason)
-        except ValueError:
-            message = str(error.reason)
+        message = server_message(error)
         refused = f"the API server refused the driver's {kind} {body['metadata']['name']}"
         if error.status == 403 and _QUOTA.search(message):
             raise ObjectDeferredError(f"{refused} for now: {message}") from error

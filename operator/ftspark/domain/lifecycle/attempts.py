@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Literal
 
 from ftspark.domain.lifecycle.actions import EmitEvent, RecordResult
-from ftspark.domain.lifecycle.draft import Draft
+from ftspark.domain.lifecycle.draft import Draft, says_already
 from ftspark.domain.lifecycle.observation import DriverObservation
 from ftspark.domain.models import Failure, JobSpec, JobStatus, Placement, RollbackRef
 from ftspark.domain.recovery import folder_of, is_checkpoint_directory
@@ -58,8 +58,7 @@ def remember_placement(draft: Draft, attempt: int) -> None:
 def degraded_while_waiting(draft: Draft, reason: str, message: str) -> None:
     """Degraded with why the driver waits (not a failure yet), and a Warning Event when that is news, not on
     every pass."""
-    previous = next((c for c in draft.status.conditions if c.type == "Degraded"), None)
-    if previous is None or (previous.status, previous.reason, previous.message) != ("True", reason, message):
+    if not says_already(draft.status.conditions, "Degraded", "True", reason, message):
         draft.actions.append(EmitEvent("Warning", reason, message))
     draft.condition("Degraded", "True", reason, message)
 

@@ -73,6 +73,18 @@ def ready_condition(conditions: list[Condition]) -> Condition | None:
     return next((c for c in conditions if c.type == "Ready"), None)
 
 
+def says_already(
+    conditions: list[Condition], kind: ConditionType, value: str, reason: str, message: str
+) -> bool:
+    """The condition says this already: its Event went out when it first did, none is due now."""
+    current = next((c for c in conditions if c.type == kind), None)
+    return current is not None and (current.status, current.reason, current.message) == (
+        value,
+        reason,
+        message,
+    )
+
+
 def set_condition(
     conditions: list[Condition],
     kind: ConditionType,

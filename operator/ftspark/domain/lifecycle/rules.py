@@ -23,7 +23,7 @@ from ftspark.domain.lifecycle.delays import (
     SOON,
     WAIT,
 )
-from ftspark.domain.lifecycle.draft import ready_condition, set_condition
+from ftspark.domain.lifecycle.draft import ready_condition, says_already, set_condition
 from ftspark.domain.lifecycle.observation import (
     DriverObservation,
     DriverPhase,
@@ -128,9 +128,8 @@ def _not_ready(
     status: JobStatus, generation: int, reason: str, message: str, now: datetime
 ) -> tuple[list[Condition], tuple[Action, ...]]:
     """Ready=False for this reason, and its Warning Event unless the condition says the same already."""
-    previous = ready_condition(status.conditions)
+    said = says_already(status.conditions, "Ready", "False", reason, message)
     conditions = set_condition(status.conditions, "Ready", "False", reason, message, now, generation)
-    said = previous is not None and (previous.reason, previous.message) == (reason, message)
     return conditions, () if said else (EmitEvent("Warning", reason, message),)
 
 
