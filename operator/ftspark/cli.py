@@ -16,8 +16,10 @@ from urllib3.exceptions import HTTPError
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s import server_message
+from ftspark.adapters.k8s.driver_logs import TAIL_BYTES, read_kept
 from ftspark.domain.models import DesiredState
 from ftspark.domain.remedies import remedy_for
+from ftspark.protocol import DRIVER_CONTAINER, driver_pod_name
 
 
 def _verb(state: DesiredState) -> str:
@@ -163,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("savepoint", help="take a savepoint (bumps savepointTriggerNonce)").add_argument(
         "job"
     )
+    logs = commands.add_parser("logs", help="a driver's log: its pod's, or as kept when the pod ended")
+    logs.add_argument("job")
+    logs.add_argument("--attempt", type=int, help="which attempt's (default: the job's current one)")
     args = parser.parse_args(argv)
     namespace = _namespace(args)
     try:
@@ -187,6 +192,8 @@ def _run(args: argparse.Namespace, api: client.CustomObjectsApi, namespace: str)
         return "\n".join(_status_lines(job))
     if args.command == "describe":
         return "\n".join([*_status_lines(job), "events (newest last):", *_event_lines(namespace, job)])
+    if args.command == "logs":
+        return _driver_log(client.CoreV1Api(api.api_client), namespace, job, args.attempt)
     if args.command == "savepoint":
         nonce = bump_savepoint_nonce(api, namespace, args.job, job)
         done = f"savepoint requested (savepointTriggerNonce: {nonce})"
@@ -200,6 +207,33 @@ def _run(args: argparse.Namespace, api: client.CustomObjectsApi, namespace: str)
         patch = {"spec": spec}
         api.patch_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job, patch)
     return f"{namespace}/{args.job}: {done}. Commit the same change to Git if Argo CD manages this job."
+
+
+def _driver_log(core: client.CoreV1Api, namespace: str, job: dict[str, Any], attempt: int | None) -> str:
+    """The attempt's driver log from its pod while there is one, else as the operator kept it when the pod
+    ended (the end of it, spec.failureHistory attempts' worth)."""
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    attempt = attempt or int((job.get("status") or {}).get("attempt") or 0)
+    if attempt < 1:
+        raise CliError(f"{namespace}/{name} has not started an attempt yet")
+    pod = driver_pod_name(name, attempt)
+    try:
+        log: str = core.read_namespaced_pod_log(pod, namespace, container=DRIVER_CONTAINER)
+        return log
+    except client.ApiException as error:
+        if error.status not in {400, 404}:  # 400: its container has not started, or is gone with its node
+            raise
+        live = server_message(error)
+    kept = read_kept(core, namespace, name, uid)
+    if attempt not in kept:
+        held = ", ".join(str(a) for a in sorted(kept)) or "none"
+        raise CliError(
+            f"attempt {attempt}'s driver log is not there: {live}; and not among those kept when their pods "
+            f"ended (attempts: {held}; spec.failureHistory says how many are kept)"
+        )
+    note = f"pod {pod} is gone; the end of its log (at most {TAIL_BYTES // 1000} kB), kept when it ended"
+    print(f"ftspark: {note}", file=sys.stderr)
+    return kept[attempt]
 
 
 def bump_savepoint_nonce(api: client.CustomObjectsApi, namespace: str, name: str, job: dict[str, Any]) -> int:

@@ -244,6 +244,11 @@ def driver_lease_name(job_name: str) -> str:
     return f"{job_name}-driver"
 
 
+def driver_logs_name(job_name: str) -> str:
+    """The job's ConfigMap that keeps the end of each ended attempt's driver log (`ftspark logs`)."""
+    return f"{job_name}-driver-logs"
+
+
 def driver_lease_holder(pod_name: str, attempt: int) -> str:
     """The identity an attempt's driver holds the Lease as."""
     return f"{pod_name}@{attempt}"

@@ -18,6 +18,7 @@ from kubernetes import client, config
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.cluster import KubeDrivers, KubeEvents, KubeJobs
 from ftspark.adapters.k8s.configmap_stores import RESULT_LABEL, STORE_LABEL, configmap_stores
+from ftspark.adapters.k8s.driver_logs import KubeDriverLogs
 from ftspark.adapters.s3.inspector import S3CheckpointInspector
 from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.adapters.seal import RecordSeal
@@ -135,6 +136,7 @@ def world(
         stores=stores,
         inspector=S3CheckpointInspector(operator_s3),
         storage=S3BlobStore(operator_s3),
+        logs=KubeDriverLogs(api_client),
     )
     reconciler = Reconciler(ports, lambda: LEADER, DriverSettings(f"{namespace}/ftspark-operator-term"))
 

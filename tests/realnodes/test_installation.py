@@ -27,6 +27,7 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from ftspark.cli import main as cli
 from ftspark.protocol import JOB_LABEL
 from ftspark_dev.cluster.processes import REPO_ROOT
 from ftspark_dev.generate.bundle import BUNDLE
@@ -265,7 +266,11 @@ def test_windowed_counts_example_runs_at_pod_security_restricted(operator_instal
     eventually(lambda: world.status("windowed-counts").get("phase") == "Stopped", timeout=180, what="Stopped")
 
 
-def test_batch_report_example_succeeds(operator_installed: RealWorld) -> None:
+def test_batch_report_example_succeeds_and_its_log_outlives_its_pod(
+    operator_installed: RealWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the quickstart says: the job Succeeded, its driver pod deleted, `ftspark logs` shows its output
+    (the end of the log the operator read from the kubelet before it deleted the pod)."""
     world = operator_installed
     started = time.monotonic()
     world.create(world.example("batch-report.yaml"))
@@ -276,7 +281,15 @@ def test_batch_report_example_succeeds(operator_installed: RealWorld) -> None:
         f"{world.log('nightly-report-1-driver')[-4000:]}",
     )
     print(f"\nbatch-report example: submit -> Succeeded {time.monotonic() - started:.1f} s")
-    assert "2026-11-21 region 0: 142858 orders" in world.log("nightly-report-1-driver")
+    eventually(lambda: not world.drivers("nightly-report"), timeout=60, what="its driver pod deleted")
+    capsys.readouterr()
+    assert (
+        cli(["--kubeconfig", str(world.plane.kubeconfig), "-n", JOBS_NAMESPACE, "logs", "nightly-report"])
+        == 0
+    )
+    shown = capsys.readouterr()
+    assert "2026-11-21 region 0: 142858 orders" in shown.out, shown
+    assert "pod nightly-report-1-driver is gone" in shown.err
 
 
 @pytest.mark.timeout(1800)

@@ -18,6 +18,7 @@ from ftspark.domain.lifecycle import (
     DriverObservation,
     DriverPhase,
     EmitEvent,
+    KeepDriverLog,
     Observation,
     RecordResult,
     ReleaseDriverLease,
@@ -200,17 +201,20 @@ def test_failed_driver_restarts_after_the_delay_and_never_overlaps_attempts() ->
     assert resubmitted.status.attempt == 2
 
 
-def test_an_ended_driver_has_its_lease_released_before_its_pod_goes() -> None:
+def test_an_ended_driver_has_its_lease_released_and_its_log_kept_before_its_pod_goes() -> None:
     """Fence and go: a driver whose container the kubelet reported terminated holds its Lease no more in
-    truth; releasing it spares the next attempt the wait for its expiry."""
-    job = spec()
+    truth; releasing it spares the next attempt the wait for its expiry. Its log outlives the pod, with
+    those of the newest spec.failureHistory attempts."""
+    job = spec(failureHistory=5)
     killed = driver(1, DriverPhase.FAILED, exit_code=137, reason="Error", ended=True)
     restarting = run(job, JobStatus(phase="Running", attempt=1), killed).status
     deleting = run(job, restarting, killed)
     assert deleting.actions == (
         ReleaseDriverLease("job-1-driver", 1),
+        KeepDriverLog("job-1-driver", 1, kept=5),
         DeleteDriver("job-1-driver", 1, "restarting"),
     )
+    assert "KeepDriverLog" not in kinds(run(spec(failureHistory=0), restarting, killed)), "0 keeps none"
     # Still there, being deleted: released again (a no-op once it is), never deleted twice.
     lingering = replace(killed, phase=DriverPhase.TERMINATING)
     assert run(job, restarting, lingering).actions == (ReleaseDriverLease("job-1-driver", 1),)
@@ -227,6 +231,8 @@ def test_a_driver_not_known_to_have_ended_keeps_its_lease_until_it_expires(faile
     job = spec()
     restarting = run(job, JobStatus(phase="Running", attempt=1), failed).status
     assert "ReleaseDriverLease" not in kinds(run(job, restarting, failed))
+    # Nor is its log asked for: a lost node's kubelet does not answer, a running container's log is not done.
+    assert "KeepDriverLog" not in kinds(run(job, restarting, failed))
 
 
 def test_the_next_attempt_waits_until_no_executor_of_an_earlier_one_is_left() -> None:

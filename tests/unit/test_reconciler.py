@@ -30,7 +30,7 @@ from ftspark.protocol import (
 )
 from ftspark.reconcile.reconciler import Reconciler
 from ftspark.reconcile.settings import DriverSettings, JobPolicy, Ports, ResultLimits
-from ftspark.testing.cluster import MemoryDrivers, MemoryEvents, MemoryJobs
+from ftspark.testing.cluster import MemoryDriverLogs, MemoryDrivers, MemoryEvents, MemoryJobs
 from ftspark.testing.stores import MemoryBlobStore, MemoryRecords, memory_stores
 
 KEY = JobKey(namespace="team-a", name="counts")
@@ -69,6 +69,7 @@ class Cluster:
     stores: HaStores = field(default_factory=memory_stores)
     inspector: Inspector = field(default_factory=Inspector)
     storage: MemoryBlobStore = field(default_factory=MemoryBlobStore)
+    logs: MemoryDriverLogs = field(default_factory=MemoryDriverLogs)
     now: datetime = datetime(2026, 1, 1, tzinfo=UTC)
     ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
     allowed: frozenset[Allowance] = frozenset()
@@ -79,7 +80,9 @@ class Cluster:
     max_results: int = 1000
 
     def __post_init__(self) -> None:
-        ports = Ports(self.jobs, self.drivers, self.events, self.stores, self.inspector, self.storage)
+        ports = Ports(
+            self.jobs, self.drivers, self.events, self.stores, self.inspector, self.storage, self.logs
+        )
         self.reconciler = Reconciler(
             ports,
             self.epoch,
@@ -426,15 +429,33 @@ def test_a_finished_driver_records_a_clean_result_and_never_runs_again(cluster: 
     cluster.jobs.apply(KEY, {**SPEC, "resultStore": {"ttlSeconds": 60}}, uid=UID)
     cluster.reconcile()
     cluster.running()
-    cluster.drivers.set_driver(KEY, 1, DriverPhase.SUCCEEDED, exit_code=0)
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.SUCCEEDED, exit_code=0, ended=True)
     cluster.reconcile(after=3)
     result = cluster.stores.results.get(UID)
     assert result is not None
     assert (result.state, result.clean, result.retain_seconds) == ("Succeeded", True, 60)
     assert KEY not in cluster.drivers.pods, "its pods were cleaned up"
+    assert cluster.logs.kept == {KEY: {1: "counts-1-driver"}}, "its log was kept before"
     cluster.reconcile(after=1)
     assert cluster.status().phase == "Succeeded"
     assert len(cluster.drivers.plans) == 1
+
+
+def test_a_log_that_cannot_be_kept_is_an_event_and_holds_up_nothing(cluster: Cluster) -> None:
+    cluster.jobs.apply(KEY, {**SPEC, "failureHistory": 2}, uid=UID)
+    cluster.reconcile()
+    for attempt in (1, 2, 3, 4):
+        cluster.running(attempt)
+        cluster.drivers.set_driver(KEY, attempt, DriverPhase.FAILED, exit_code=1, ended=True)
+        cluster.reconcile(after=1)  # Restarting
+        if attempt == 2:
+            cluster.logs.refusal = "ConfigMap team-a/counts-driver-logs exists and is not this job's"
+        cluster.reconcile(after=10)  # its log kept, its pod deleted
+        cluster.reconcile(after=10)  # the next attempt submitted
+    assert cluster.logs.kept == {KEY: {3: "counts-3-driver", 4: "counts-4-driver"}}, "the newest 2"
+    assert ("counts-2-driver", False) in cluster.drivers.deleted
+    assert cluster.events.reasons().count("DriverLogNotKept") == 1
+    assert [plan.attempt for plan in cluster.drivers.plans][:4] == [1, 2, 3, 4], "the next went on"
 
 
 def test_local_recovery_sends_the_next_attempt_to_the_executors_nodes(cluster: Cluster) -> None:

@@ -54,6 +54,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch, create, patch, delete]
+# The end of an ended driver's log, kept in the job's <job>-driver-logs ConfigMap before its pod is deleted.
+- apiGroups: [""]
+  resources: [pods/log]
+  verbs: [get]
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get, list, watch, create, update, delete]

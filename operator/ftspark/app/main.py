@@ -19,6 +19,7 @@ from ftspark.adapters.ha import ha_stores
 from ftspark.adapters.k8s import kube_configuration
 from ftspark.adapters.k8s.cluster import KubeDrivers, KubeEvents, KubeJobs
 from ftspark.adapters.k8s.counted import CountedApiClient
+from ftspark.adapters.k8s.driver_logs import KubeDriverLogs
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.k8s.record_key import record_seal
 from ftspark.adapters.s3.inspector import S3CheckpointInspector
@@ -168,6 +169,7 @@ class OperatorReplica:
             stores=self.stores,
             inspector=S3CheckpointInspector(self.s3),
             storage=S3BlobStore(self.s3),
+            logs=KubeDriverLogs(self.api),
         )
         reconciler = Reconciler(
             ports,

@@ -431,7 +431,9 @@ class JobSpec(_Model):
         ge=0,
         le=20,
         description="How many failed attempts status.failures keeps (status.lastFailure is always the "
-        "newest). A change applies at the next failure and restarts nothing.",
+        "newest), and how many ended attempts' driver logs the ConfigMap <job>-driver-logs keeps (the end "
+        "of each, for ftspark logs); 0 keeps none. A change applies at the next failure and restarts "
+        "nothing.",
     )
 
     @field_validator("spark_conf")

@@ -112,7 +112,7 @@ REMEDIES: dict[str, Remedy] = {
         "lastFailure",
         "the application raised or exited non-zero; the message is the exception's type and first line and, "
         "for a failed query, its root cause (the executor's Python error, else Java's deepest Caused by)",
-        "fix the application; `kubectl logs <job>-<attempt>-driver` while the pod is there",
+        "fix the application; `ftspark logs <job> --attempt <n>` shows the driver's log, its pod gone or not",
     ),
     NO_PROGRESS: Remedy(
         "lastFailure",

@@ -111,6 +111,19 @@ class Drivers(Protocol):
         """Remove every pod and service of the job with that uid (cleanup after a final result)."""
 
 
+class DriverLogNotKeptError(Exception):
+    """The job's log ConfigMap could not be written (another object of its name, a quota, a refusal): the
+    driver's log is not kept, the deletion goes on."""
+
+
+class DriverLogs(Protocol):
+    def keep(self, job: JobResource, pod_name: str, attempt: int, kept: int) -> None:
+        """Keep the end of the ended driver pod's log (bounded) in the job's ConfigMap
+        (protocol.driver_logs_name), with those of the newest `kept` attempts only; an attempt kept already
+        is left as it is. A log the kubelet cannot give is kept as a line that says why.
+        DriverLogNotKeptError if the ConfigMap is not the job's or the API server refuses the write."""
+
+
 class Events(Protocol):
     def emit(
         self, job: JobResource, type_: Literal["Normal", "Warning"], reason: str, message: str

@@ -20,6 +20,7 @@ from ftspark.domain.lifecycle import (
     DiscardPreviousJob,
     DisposeSavepoint,
     EmitEvent,
+    KeepDriverLog,
     PromoteStandby,
     RecordResult,
     ReleaseDriverLease,
@@ -31,7 +32,7 @@ from ftspark.domain.lifecycle import (
 )
 from ftspark.domain.models import JobSpec
 from ftspark.manifests import AttemptPlan
-from ftspark.ports.cluster import JobResource
+from ftspark.ports.cluster import DriverLogNotKeptError, JobResource
 from ftspark.ports.stores import StoreUnavailableError
 from ftspark.protocol import (
     SAVEPOINT_MANIFEST,
@@ -62,7 +63,7 @@ class Actuator:
         clock: Callable[[], datetime],
         drivers_told: DriverSettings,
     ) -> None:
-        self._drivers, self._events = ports.drivers, ports.events
+        self._drivers, self._events, self._logs = ports.drivers, ports.events, ports.logs
         stores = ports.stores
         self._graphs, self._checkpoints, self._results = stores.job_graphs, stores.checkpoints, stores.results
         self._storage, self._epoch, self._clock = ports.storage, epoch, clock
@@ -79,10 +80,8 @@ class Actuator:
                 case SubmitAttempt() | CreateStandby() | PromoteStandby():
                     assert spec is not None, "an invalid spec is never submitted"
                     self._start(job, spec, action)
-                case ReleaseDriverLease():
-                    self._release_lease(key, action)
-                case DeleteDriver(pod_name=pod, force=force):
-                    self._drivers.delete(key, pod, force=force)
+                case ReleaseDriverLease() | KeepDriverLog() | DeleteDriver():
+                    self._retire(job, action)
                 case DeleteLeftoverExecutors(standby_attempts=kept):
                     self._drivers.delete_executors(key, job.uid, besides=spark_apps(job, kept))
                 case RequestStop() | RequestSavepoint():
@@ -99,9 +98,20 @@ class Actuator:
                     assert_never(action)
         return decision
 
-    def _release_lease(self, key: JobKey, action: ReleaseDriverLease) -> None:
-        if self._drivers.release_lease(key, driver_lease_holder(action.pod_name, action.attempt)):
-            log.info("%s: released the driver lease of %s, which ended", key, action.pod_name)
+    def _retire(self, job: JobResource, action: ReleaseDriverLease | KeepDriverLog | DeleteDriver) -> None:
+        """What goes with a driver that ended or is not wanted: its Lease, its log kept, its pod."""
+        key = job.key
+        match action:
+            case ReleaseDriverLease(pod_name=pod, attempt=attempt):
+                if self._drivers.release_lease(key, driver_lease_holder(pod, attempt)):
+                    log.info("%s: released the driver lease of %s, which ended", key, pod)
+            case KeepDriverLog(pod_name=pod, attempt=attempt, kept=kept):
+                try:
+                    self._logs.keep(job, pod, attempt, kept)
+                except DriverLogNotKeptError as error:  # never holds up the deletion; the user is told
+                    self._events.emit(job, "Warning", "DriverLogNotKept", str(error))
+            case DeleteDriver(pod_name=pod, force=force):
+                self._drivers.delete(key, pod, force=force)
 
     def _request(self, key: JobKey, action: RequestStop | RequestSavepoint) -> None:
         # The leader's term goes with the request (and is re-checked right before it is written): the driver

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.checkpoints import CheckpointInspector
-from ftspark.ports.cluster import Drivers, Events, Jobs
+from ftspark.ports.cluster import DriverLogs, Drivers, Events, Jobs
 from ftspark.ports.stores import HaStores
 from ftspark.protocol import HaStoreConfig
 
@@ -19,8 +19,8 @@ MAX_RESULTS_PER_NAMESPACE = 1000
 
 @dataclass(frozen=True)
 class Ports:
-    """The API server's objects, the HA stores, and the jobs' storage (spec.checkpoint.storage, where
-    savepoints and retired checkpoint directories are looked at and deleted)."""
+    """The API server's objects, the HA stores, the jobs' storage (spec.checkpoint.storage, where
+    savepoints and retired checkpoint directories are looked at and deleted), and the kept driver logs."""
 
     jobs: Jobs
     drivers: Drivers
@@ -28,6 +28,7 @@ class Ports:
     stores: HaStores
     inspector: CheckpointInspector
     storage: BlobStore
+    logs: DriverLogs
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,13 @@ from typing import Any, Literal
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation, DriverPhase
 from ftspark.manifests import AttemptPlan
-from ftspark.ports.cluster import JobResource, NamespaceMetadata, ObjectRejectedError, StaleReadError
+from ftspark.ports.cluster import (
+    DriverLogNotKeptError,
+    JobResource,
+    NamespaceMetadata,
+    ObjectRejectedError,
+    StaleReadError,
+)
 from ftspark.protocol import driver_pod_name, job_app_prefix
 
 
@@ -140,6 +146,23 @@ class MemoryDrivers:
 
     def delete_all(self, key: JobKey, uid: str) -> None:
         self.pods.pop(key, None)
+
+
+@dataclass
+class MemoryDriverLogs:
+    """Which ended driver pods' logs are kept, by job and attempt (the text is the kubelet's: not here)."""
+
+    kept: dict[JobKey, dict[int, str]] = field(default_factory=dict)  # attempt → pod
+    refusal: str = ""  # the next keep fails with this message, as when the ConfigMap is not the job's
+
+    def keep(self, job: JobResource, pod_name: str, attempt: int, kept: int) -> None:
+        if self.refusal:
+            message, self.refusal = self.refusal, ""
+            raise DriverLogNotKeptError(message)
+        logs = self.kept.setdefault(job.key, {})
+        logs.setdefault(attempt, pod_name)
+        for old in sorted(logs)[:-kept]:
+            del logs[old]
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ applies to the job now (`what to do:`). Where to look first:
 ftspark status counts                    # phase, conditions, the last failures, what to do
 ftspark describe counts                  # the same, and the job's own latest Events
 kubectl get ftsj counts -o wide          # Failure: the last failure's reason
-kubectl logs counts-3-driver             # the attempt's driver, while its pod is there
+ftspark logs counts --attempt 2          # a driver's log, its pod there or not (the end of it, kept)
 ```
 
 What `ftspark describe` showed for a job asking for a 64-core driver on three 2-core nodes (a real run on the

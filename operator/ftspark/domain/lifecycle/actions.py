@@ -61,6 +61,17 @@ class DeleteDriver:
 
 
 @dataclass(frozen=True)
+class KeepDriverLog:
+    """Keep the end of an ended driver's log where `ftspark logs` reads it once the pod is gone, with those of
+    the newest `kept` attempts (spec.failureHistory). Harmless when stale: an ended pod's log no longer
+    changes."""
+
+    pod_name: str
+    attempt: int
+    kept: int
+
+
+@dataclass(frozen=True)
 class ReleaseDriverLease:
     """Release the job's driver Lease if this ended driver still holds it (fence and go): the next attempt
     takes it at once instead of waiting out its 15 s. Harmless when stale: it changes nothing once another
@@ -139,6 +150,7 @@ Action = (
     | CreateStandby
     | PromoteStandby
     | ReleaseDriverLease
+    | KeepDriverLog
     | DeleteDriver
     | DeleteLeftoverExecutors
     | RequestStop

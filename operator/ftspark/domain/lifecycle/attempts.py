@@ -31,6 +31,7 @@ def job_data(spec: JobSpec, uid: str, status: JobStatus) -> tuple[str, ...]:
 def record_result(draft: Draft, state: Literal["Succeeded", "Failed"], message: str) -> None:
     retain = draft.spec.result_store.ttl_seconds
     data = job_data(draft.spec, draft.obs.job_uid, draft.status)
+    draft.keep_log(draft.current)  # before the result's cleanup deletes every pod of the job
     draft.actions.append(RecordResult(state, message, draft.now, retain, data))
 
 

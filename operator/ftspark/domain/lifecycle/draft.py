@@ -6,7 +6,13 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Literal
 
-from ftspark.domain.lifecycle.actions import Action, DeleteDriver, EmitEvent, ReleaseDriverLease
+from ftspark.domain.lifecycle.actions import (
+    Action,
+    DeleteDriver,
+    EmitEvent,
+    KeepDriverLog,
+    ReleaseDriverLease,
+)
 from ftspark.domain.lifecycle.observation import DriverObservation, DriverPhase, Observation
 from ftspark.domain.models import Condition, ConditionType, JobSpec, JobStatus, Phase
 
@@ -66,7 +72,14 @@ class Draft:
         if driver.ended:
             self.actions.append(ReleaseDriverLease(driver.pod_name, driver.attempt))
         if driver.phase != DriverPhase.TERMINATING or driver.node_lost:
+            self.keep_log(driver)
             self.actions.append(DeleteDriver(driver.pod_name, driver.attempt, reason, force=driver.node_lost))
+
+    def keep_log(self, driver: DriverObservation | None) -> None:
+        """An ended driver's log outlives its pod. Not a lost node's: no kubelet serves it any more."""
+        kept = self.spec.failure_history
+        if driver is not None and driver.ended and not driver.node_lost and kept:
+            self.actions.append(KeepDriverLog(driver.pod_name, driver.attempt, kept))
 
 
 def ready_condition(conditions: list[Condition]) -> Condition | None:

@@ -1,0 +1,24 @@
+"""What of an ended driver's log is kept: the end of it, whole lines, a bounded size; the newest attempts."""
+
+from __future__ import annotations
+
+from ftspark.adapters.k8s.driver_logs import TAIL_BYTES, log_key, newest, tail
+
+
+def test_the_end_of_a_long_log_is_kept_from_a_line_start_within_the_bound() -> None:
+    lines = [f"line {n} {'é' * 50}" for n in range(5000)]
+    kept = tail("\n".join(lines) + "\n")
+    assert len(kept.encode()) <= TAIL_BYTES
+    assert kept.endswith(f"{lines[-1]}\n"), "the end, where the failure is"
+    assert kept.splitlines()[0] in lines, "from the start of a line, never half a character"
+    assert tail("short\n") == "short\n"
+
+
+def test_the_newest_attempts_are_kept_and_nothing_else() -> None:
+    so_far = {log_key(2): "two", log_key(10): "ten", "notes": "someone's edit", log_key(9): "nine"}
+    assert newest(so_far, 11, "eleven", kept=3) == {
+        log_key(9): "nine",
+        log_key(10): "ten",
+        log_key(11): "eleven",
+    }, "by attempt number, not by text order (10 after 9)"
+    assert newest({}, 1, "one", kept=3) == {log_key(1): "one"}
