@@ -159,15 +159,25 @@ def test_newer_attempt_fences_the_running_driver_out(make_job: Any) -> None:
 
 
 @pytest.mark.slow
-def test_script_exception_ends_with_its_last_traceback_line(make_job: Any, tmp_path: Path) -> None:
+def test_a_script_that_exits_non_zero_is_named_by_its_last_words_on_stderr(
+    make_job: Any, tmp_path: Path
+) -> None:
+    """sys.exit(2) after printing why: the why is in the failure. (An exception's own words: the UDF test
+    below, and tests/unit/test_failure_summary.py.)"""
     job: RuntimeJob = make_job()
     job.script = script = tmp_path / "broken.py"
-    script.write_text("raise ValueError('no such table: orders')\n")
+    script.write_text(
+        "import sys\n"
+        "print('reading orders', file=sys.stderr)\n"
+        "print('no such table: orders', file=sys.stderr)\n"
+        "sys.exit(2)\n"
+    )
     job.start()
     assert job.wait(120) == Exit.SCRIPT_FAILED
     message = job.termination()
     assert message["reason"] == "ScriptFailed"
-    assert message["message"] == "ValueError: no such table: orders"
+    expected = "the script exited with 2; its last words on stderr: reading orders | no such table: orders"
+    assert message["message"] == expected
 
 
 @pytest.mark.slow

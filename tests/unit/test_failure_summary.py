@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ftspark.runtime.termination import MAX_SUMMARY, failure_summary
+import io
+
+from ftspark.runtime.termination import MAX_SUMMARY, StderrTail, failure_summary
 
 
 class StreamingQueryException(Exception):  # noqa: N818 (PySpark's name)
@@ -55,3 +57,16 @@ def test_without_a_python_traceback_the_deepest_java_cause_is_named() -> None:
 def test_the_summary_is_bounded() -> None:
     summary = failure_summary(RuntimeError("x" * 10_000))
     assert len(summary) == MAX_SUMMARY and summary.endswith("…")
+
+
+def test_an_exit_code_comes_with_the_scripts_last_words_on_stderr_which_still_reach_stderr() -> None:
+    stream = io.StringIO()
+    tail = StderrTail(stream)
+    print("x" * 5000, file=tail)
+    print("reading orders\n\nno such table: orders", file=tail)
+    assert tail.exit_summary(2) == (
+        "the script exited with 2; its last words on stderr: reading orders | no such table: orders"
+    )
+    assert stream.getvalue().endswith("reading orders\n\nno such table: orders\n"), "passed through"
+    assert StderrTail(io.StringIO()).exit_summary(3) == "the script exited with 3"
+    assert len(StderrTail(io.StringIO()).exit_summary("y" * 5000)) == MAX_SUMMARY

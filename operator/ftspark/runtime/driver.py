@@ -56,7 +56,7 @@ from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
 from ftspark.runtime.reporting import PointerReporter, ProgressListener
 from ftspark.runtime.savepoint import SavepointError
 from ftspark.runtime.session import Queries, build_session, spark_settings, spark_uri
-from ftspark.runtime.termination import Ending, failure_summary
+from ftspark.runtime.termination import Ending, StderrTail, failure_summary
 from ftspark.runtime.warmup import warm_up
 
 log = logging.getLogger("ftspark.runtime")
@@ -197,6 +197,7 @@ class Driver:
         self._watchdog = start_watchdog(signs, self.config.progress_timeout, idle_interval, self.no_progress)
         self._watcher.start()
         sys.argv = [app.main_file, *args]
+        sys.stderr = stderr = StderrTail(sys.stderr)
         try:
             runpy.run_path(app.main_file, run_name="__main__")
             # A script may return with its queries still running: they run until they end.
@@ -205,7 +206,7 @@ class Driver:
                     running.query.awaitTermination(1)
         except SystemExit as exit_:
             if exit_.code not in (None, 0):
-                self.ending.set(Exit.SCRIPT_FAILED, "ScriptFailed", f"the script exited with {exit_.code}")
+                self.ending.set(Exit.SCRIPT_FAILED, "ScriptFailed", stderr.exit_summary(exit_.code))
         except (CheckpointError, SavepointError, StorageError) as error:
             self.ending.set(Exit.BAD_INPUT, bad_input_reason(error), str(error))
         except BaseException as error:

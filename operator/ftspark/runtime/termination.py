@@ -12,6 +12,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
 
 from ftspark.protocol import Exit, TerminationMessage
 
@@ -39,6 +40,33 @@ def failure_summary(error: BaseException) -> str:
     cause = _root_cause(text)
     summary = f"{head} (caused by {cause})" if cause and cause not in head else head
     return summary if len(summary) <= MAX_SUMMARY else f"{summary[: MAX_SUMMARY - 1]}…"
+
+
+class StderrTail:
+    """sys.stderr while the script runs: all it writes passes through, and the end of it is kept, so that a
+    script that prints why and then calls sys.exit(2) has that why in its failure, not only its exit code.
+    Only Python's writes pass here (the JVM writes to the file descriptor); the runtime's own log handlers
+    hold the stream they were made with."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._tail = ""
+
+    def write(self, text: str) -> int:
+        self._tail = (self._tail + text)[-MAX_SUMMARY:]
+        return self._stream.write(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # fileno, encoding, isatty: the stream's own
+        return getattr(self._stream, name)
+
+    def exit_summary(self, code: object) -> str:
+        """The failure of a script that called sys.exit(code): the code, and its last words on stderr."""
+        said = " | ".join(line.strip() for line in self._tail.splitlines()[-3:] if line.strip())
+        summary = f"the script exited with {code}" + (f"; its last words on stderr: {said}" if said else "")
+        return summary if len(summary) <= MAX_SUMMARY else f"{summary[: MAX_SUMMARY - 1]}…"
 
 
 def _root_cause(text: str) -> str:
