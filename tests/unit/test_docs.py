@@ -50,6 +50,9 @@ def test_status_says_what_to_do_for_the_reason_that_applies_now() -> None:
     blocked = {"type": "Ready", "status": "False", "reason": "RestartsExhausted", "message": "none left"}
     found = remedy_for({**status, "conditions": [blocked, waiting]})
     assert found is not None and found[0] == "RestartsExhausted", "what stops the job first"
+    stuck = {"type": "Reconciled", "status": "False", "reason": "OperatorError", "message": "S3 refused"}
+    found = remedy_for({**status, "conditions": [blocked, waiting, stuck]})
+    assert found is not None and found[0] == "OperatorError", "the operator cannot act: before all"
     assert remedy_for({"lastFailure": {"reason": "OOMKilled"}}) == ("OOMKilled", REMEDIES["OOMKilled"])
     assert remedy_for({"phase": "Running"}) is None
     job = {"metadata": {"namespace": "ns", "name": "j"}, "spec": {}, "status": status}

@@ -11,12 +11,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
+from kubernetes import client
 
 from ftspark.adapters.records import JOBGRAPH_POINTER, RecordId
+from ftspark.app import controller as controller_module
+from ftspark.app.controller import Controller
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
-from ftspark.domain.lifecycle import DriverPhase, SavepointReport
-from ftspark.domain.models import BatchFigures, JobSpec, JobStatus
+from ftspark.domain.lifecycle import OPERATOR_ERROR, DriverPhase, SavepointReport
+from ftspark.domain.models import BatchFigures, Condition, JobSpec, JobStatus
 from ftspark.domain.policy import STORAGE_PREFIXES_ANNOTATION, Allowance, outside_storage
 from ftspark.ports.cluster import JobResource, NamespaceMetadata, StaleReadError
 from ftspark.ports.stores import HaStores, StoreUnavailableError
@@ -32,6 +36,7 @@ from ftspark.reconcile.reconciler import Reconciler
 from ftspark.reconcile.settings import DriverSettings, JobPolicy, Ports, ResultLimits
 from ftspark.testing.cluster import MemoryDriverLogs, MemoryDrivers, MemoryEvents, MemoryJobs
 from ftspark.testing.stores import MemoryBlobStore, MemoryRecords, memory_stores
+from tests.waiting import eventually
 
 KEY = JobKey(namespace="team-a", name="counts")
 UID = "0123abcd-0000-4000-8000-000000000001"
@@ -55,8 +60,11 @@ class Inspector:
 
     missing: set[int] = field(default_factory=set)
     inspected: list[str] = field(default_factory=list)
+    error: Exception | None = None  # what storage answers every look with, if set
 
     def committed(self, pointer: CheckpointPointer) -> bool:
+        if self.error is not None:
+            raise self.error
         self.inspected.append(pointer.location)
         return pointer.checkpoint_id not in self.missing
 
@@ -1080,3 +1088,55 @@ def test_a_job_only_waiting_for_its_driver_asks_for_a_backed_off_look() -> None:
     assert cluster.status().phase == "Stopping"
     assert (first.after, first.idle_wait) == (1.0, False), "the pass that asked for the stop changed things"
     assert (second.after, second.idle_wait) == (1.0, True)
+
+
+def test_a_job_whose_reconciles_keep_failing_says_why_until_one_goes_through(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator's own S3 refuses the look at the checkpoint a restart needs: the job, not only the
+    operator's log, says so (Reconciled=False, an Event once), and stops saying it once a reconcile works."""
+    monkeypatch.setattr(controller_module, "_MIN_ERROR_BACKOFF", 0.01)  # retries 0.01, 0.02, 0.04 s ...
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.commit(1, 1)
+    cluster.fail()
+    cluster.inspector.error = ClientError(
+        {"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "HeadObject"
+    )
+    controller = Controller(
+        cluster.reconciler,
+        api_configuration=client.Configuration(),
+        workers=1,
+        namespaces=(),
+        on_fatal=lambda: None,
+    )
+    worker = threading.Thread(target=controller._work, daemon=True)
+    worker.start()
+    controller._queue.add(KEY)
+    try:
+        eventually(lambda: _reconciled(cluster) is not None, timeout=30, what="the job says it")
+        said = _reconciled(cluster)
+        assert said is not None and (said.status, said.reason) == ("False", OPERATOR_ERROR)
+        assert said.message == (
+            "the operator's S3 (its endpoint and credentials, not the job's) failed: An error occurred "
+            "(AccessDenied) when calling the HeadObject operation: Access Denied (tried again with a "
+            "growing delay)"
+        )
+        eventually(lambda: _failures(controller) >= 6, timeout=30, what="more failures")
+        assert cluster.events.reasons().count(OPERATOR_ERROR) == 1, "news once, not every failure"
+        cluster.now += timedelta(seconds=10)  # past the restart delay
+        cluster.inspector.error = None
+        eventually(lambda: _reconciled(cluster) is None, timeout=70, what="the condition gone again")
+    finally:
+        controller._queue.shut_down()
+        worker.join(10)
+    assert cluster.status().attempt == 2, "the restart went on"
+
+
+def _reconciled(cluster: Cluster) -> Condition | None:
+    return next((c for c in cluster.status().conditions if c.type == "Reconciled"), None)
+
+
+def _failures(controller: Controller) -> int:
+    return controller._failures.get(KEY, 0)

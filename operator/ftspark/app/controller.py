@@ -9,8 +9,11 @@ import time
 from collections.abc import Callable, Collection, Mapping
 
 import kopf
+from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes import client
 
+from ftspark.adapters.k8s import server_message
+from ftspark.domain.fencing import FencedOutError
 from ftspark.domain.ha import JobKey
 from ftspark.handlers.watch import build_registry, watch_settings
 from ftspark.metrics import HOUSEKEEPING, RECONCILE_SECONDS
@@ -28,6 +31,10 @@ log = logging.getLogger(__name__)
 
 _MIN_ERROR_BACKOFF = 0.5
 _MAX_ERROR_BACKOFF = 60.0
+# A job learns of failing reconciles from the third in a row (about 1.5 s in): one that fails once and then
+# goes through says nothing.
+_REPORTED_AFTER = 3
+_REPORT_CHARS = 600
 
 
 class Controller:
@@ -151,6 +158,12 @@ class Controller:
                     self._checkpoint_reported(job)
             seen = versions
 
+    def _report(self, key: JobKey, error: Exception) -> None:
+        try:
+            self._reconciler.report_failure(key, failure_in_words(error))
+        except Exception as unreported:  # the cause is often the same (the API server down): logged above
+            log.warning("%s: the failure could not be reported on the job: %s", key, unreported)
+
     def _work(self) -> None:
         while (key := self._queue.get()) is not None:
             started = time.monotonic()
@@ -166,14 +179,29 @@ class Controller:
                 RECONCILE_SECONDS.labels(outcome="stale").observe(time.monotonic() - started)
                 log.info("%s; deciding again on a fresh read", stale)
                 requeue = 0.0
-            except Exception:
+            except Exception as error:
                 RECONCILE_SECONDS.labels(outcome="error").observe(time.monotonic() - started)
                 with self._failures_lock:
                     count = self._failures[key] = self._failures.get(key, 0) + 1
                 requeue = min(_MIN_ERROR_BACKOFF * 2 ** (count - 1), _MAX_ERROR_BACKOFF)
                 log.exception("%s: reconcile failed (%d in a row); again in %.1f s", key, count, requeue)
+                if count >= _REPORTED_AFTER and not isinstance(error, FencedOutError):
+                    self._report(key, error)
             finally:
                 self._queue.done(key, again_after=requeue)
+
+
+def failure_in_words(error: Exception) -> str:
+    """A failed reconcile's cause in one bounded line for the job's user (the operator's log has the rest)."""
+    if isinstance(error, client.ApiException):
+        said = f"the API server answered {error.status}: {server_message(error)}"
+    elif isinstance(error, BotoCoreError | ClientError):
+        said = f"the operator's S3 (its endpoint and credentials, not the job's) failed: {error}"
+    else:
+        first = next((line for line in str(error).splitlines() if line.strip()), "")
+        said = f"{type(error).__name__}: {first}" if first else type(error).__name__
+    said = said if len(said) <= _REPORT_CHARS else f"{said[: _REPORT_CHARS - 1]}…"
+    return f"{said} (tried again with a growing delay)"
 
 
 def _sweep(step: Callable[[], int], done: str) -> None:

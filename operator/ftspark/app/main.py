@@ -27,7 +27,7 @@ from ftspark.adapters.s3.stores import S3BlobStore, S3Records, UnfencedStoreErro
 from ftspark.app.config import OperatorConfig, parse
 from ftspark.app.controller import Controller
 from ftspark.app.probes import serve
-from ftspark.domain.fencing import Epoch
+from ftspark.domain.fencing import Epoch, NotLeadingError
 from ftspark.leader.elector import LeaderElector
 from ftspark.metrics import FAILOVER_SECONDS, LEADER, LEASE_TRANSITIONS
 from ftspark.protocol import record_key_name, term_floor_name
@@ -38,10 +38,6 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
 log = logging.getLogger("ftspark")
-
-
-class NotLeadingError(RuntimeError):
-    """A write was about to be made after leadership was lost: refused before it reaches a store."""
 
 
 def api_client(cfg: OperatorConfig, *, retries: int | None = None) -> client.ApiClient:

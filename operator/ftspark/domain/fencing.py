@@ -30,6 +30,10 @@ class FencedOutError(Exception):
     """This writer may never write the record again. Nothing was changed."""
 
 
+class NotLeadingError(FencedOutError):
+    """A write was about to be made after leadership was lost: refused before it reaches a store."""
+
+
 class StaleEpochError(FencedOutError):
     """A write from an epoch older than the one the record has already seen. Nothing was changed."""
 

@@ -499,11 +499,14 @@ Phase = Literal[
     "Succeeded",
     "Failed",
 ]
-ConditionType = Literal["Ready", "Progressing", "Degraded", "StandbyReady"]
+ConditionType = Literal["Ready", "Progressing", "Degraded", "StandbyReady", "Reconciled"]
 
 
 class Condition(_Model):
-    type: ConditionType = Field(description="Ready, Progressing, Degraded or StandbyReady.")
+    type: ConditionType = Field(
+        description="Ready, Progressing, Degraded or StandbyReady; Reconciled is there only as False, while "
+        "the operator keeps failing to act on the job (reason OperatorError, the message says why)."
+    )
     status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
     reason: str = Field(description="A CamelCase word for machines.")
     message: str = Field(default="", description="What happened, for people.")

@@ -12,7 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ftspark.domain.lifecycle import DRIVER_UNSCHEDULABLE, DRIVER_VOLUME_NOT_BOUND, NODE_LOST
+from ftspark.domain.lifecycle import (
+    DRIVER_UNSCHEDULABLE,
+    DRIVER_VOLUME_NOT_BOUND,
+    NODE_LOST,
+    OPERATOR_ERROR,
+)
 from ftspark.domain.lifecycle.rules import STATE_TOO_OLD
 from ftspark.domain.lifecycle.submission import QUOTA_EXCEEDED
 from ftspark.protocol import (
@@ -22,7 +27,7 @@ from ftspark.protocol import (
     STOP_TIMED_OUT,
 )
 
-Where = Literal["Degraded (waiting)", "Ready=False", "lastFailure"]
+Where = Literal["Reconciled=False", "Degraded (waiting)", "Ready=False", "lastFailure"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,15 @@ class Remedy:
 
 
 REMEDIES: dict[str, Remedy] = {
+    # The operator cannot act on the job: nothing of the job is wrong, yet.
+    OPERATOR_ERROR: Remedy(
+        "Reconciled=False",
+        "the operator keeps failing to act on the job; the message is the cause: most often the operator's "
+        "own S3 (its endpoint or credentials, when it looks at a checkpoint before a restart) or a right the "
+        "API server refuses it",
+        "fix what the message names in the operator's installation (the chart's s3 values, its RBAC); the "
+        "operator's log has the details; the condition goes at the next reconcile that works",
+    ),
     # The driver waits: no failure yet, nothing is restarted.
     DRIVER_UNSCHEDULABLE: Remedy(
         "Degraded (waiting)",
@@ -227,12 +241,15 @@ REMEDIES: dict[str, Remedy] = {
 
 
 def remedy_for(status: Mapping[str, Any]) -> tuple[str, Remedy] | None:
-    """The reason that matters now in a job's status (as the API server serves it) and its remedy: Ready's
-    when False, else Degraded's when True, else the last failure's."""
+    """The reason that matters now in a job's status (as the API server serves it) and its remedy:
+    Reconciled's when False (the operator cannot act), else Ready's when False, else Degraded's when True,
+    else the last failure's."""
     conditions = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
     ready, degraded = conditions.get("Ready", {}), conditions.get("Degraded", {})
+    reconciled = conditions.get("Reconciled", {})
     failure = status.get("lastFailure") or {}
     reasons = (
+        reconciled.get("reason") if reconciled.get("status") == "False" else None,
         ready.get("reason") if ready.get("status") == "False" else None,
         degraded.get("reason") if degraded.get("status") == "True" else None,
         failure.get("reason") if isinstance(failure, dict) else None,

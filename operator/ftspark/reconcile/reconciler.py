@@ -21,6 +21,8 @@ from ftspark.domain.lifecycle import (
     deferred,
     invalid_spec,
     job_data,
+    reconcile_failed,
+    reconciled,
     rejected,
 )
 from ftspark.domain.models import JobSpec, JobStatus
@@ -138,9 +140,18 @@ class Reconciler:
                 self._record_deletion(deleted)
             self.actuator.forget(key)  # deleted: its pods go with it (ownerReferences), its HA data goes here
             return Requeue(None)
-        decision = self._decide_and_act(job, self._status(job), self._clock())
+        decision = reconciled(self._decide_and_act(job, self._status(job), self._clock()))
         wrote = self._record(job, decision)
         return Requeue(decision.requeue_after, decision.waiting and not wrote and not decision.actions)
+
+    def report_failure(self, key: JobKey, message: str) -> None:
+        """Reconciles of the job keep failing (message: why, in words for its user): its status and an
+        Event say so, until one goes through."""
+        job = self._jobs.get(key)
+        if job is None:
+            return
+        decision = reconcile_failed(self._status(job), job.generation, message, self._clock())
+        self._record(job, self.actuator.carry_out(job, None, decision))
 
     # -- internals --
 

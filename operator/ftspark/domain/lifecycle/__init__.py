@@ -3,8 +3,9 @@
 observe → decide → act → record: the reconciler gathers an Observation (everything a decision needs, read
 first), `decide` returns a Decision (actions to carry out, in order, each with its final parameters, and the
 status to record), and the reconciler only carries it out. Actions are idempotent, so a crash between acting
-and recording is repaired by the next reconcile. The two decisions taken after acting are `rejected` (the API
-server refused an object built from the spec) and `deferred` (it refused one for now: a quota).
+and recording is repaired by the next reconcile. The decisions taken after acting are `rejected` (the API
+server refused an object built from the spec), `deferred` (it refused one for now: a quota) and
+`reconcile_failed` (the operator keeps failing to act: the job says so, `reconciled` takes it back).
 
 The package: `observation` (what a decision is taken from), `actions` (what it does, and the Decision),
 `delays` (when it looks again, named), `draft` (the decision being made), `rules` (`decide`: the router by
@@ -55,9 +56,12 @@ from ftspark.domain.lifecycle.rules import (
     DRIVER_UNSCHEDULABLE,
     DRIVER_VOLUME_NOT_BOUND,
     NODE_LOST,
+    OPERATOR_ERROR,
     decide,
     deferred,
     invalid_spec,
+    reconcile_failed,
+    reconciled,
     rejected,
     spec_hash,
     upgrade_savepoint_id,
@@ -69,6 +73,7 @@ __all__ = [
     "DRIVER_UNSCHEDULABLE",
     "DRIVER_VOLUME_NOT_BOUND",
     "NODE_LOST",
+    "OPERATOR_ERROR",
     "QUOTA_RETRY",
     "Action",
     "CreateStandby",
@@ -96,6 +101,8 @@ __all__ = [
     "deferred",
     "invalid_spec",
     "job_data",
+    "reconcile_failed",
+    "reconciled",
     "rejected",
     "spec_hash",
     "standby_made_for",

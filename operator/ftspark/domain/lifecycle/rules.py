@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import assert_never
 
@@ -32,6 +33,7 @@ from ftspark.domain.lifecycle.observation import (
 from ftspark.domain.lifecycle.submission import QUOTA_EXCEEDED, Submission
 from ftspark.domain.models import (
     Condition,
+    ConditionType,
     JobResult,
     JobSpec,
     JobStatus,
@@ -54,6 +56,9 @@ from ftspark.protocol import (
 # scheduler's verdict (reconcile/driver_pods.py names it).
 DRIVER_UNSCHEDULABLE = "DriverUnschedulable"  # no node fits: the scheduler's message says why
 DRIVER_VOLUME_NOT_BOUND = "DriverVolumeNotBound"  # a PersistentVolumeClaim the pod mounts is not bound
+# A condition only there, False, while the operator keeps failing to act on the job.
+RECONCILED: ConditionType = "Reconciled"
+OPERATOR_ERROR = "OperatorError"
 _STUCK_REASONS = {
     "ImagePullBackOff",
     "ErrImagePull",
@@ -122,6 +127,27 @@ def deferred(status: JobStatus, generation: int, message: str, now: datetime) ->
     is counted, as for a pod waiting for its node."""
     conditions, events = _not_ready(status, generation, QUOTA_EXCEEDED, message, now)
     return Decision(status.model_copy(update={"conditions": conditions}), events, requeue_after=QUOTA_RETRY)
+
+
+def reconcile_failed(status: JobStatus, generation: int, message: str, now: datetime) -> Decision:
+    """The operator keeps failing to act on the job (its storage or the API server refuses it, a bug): the
+    job says so in Reconciled=False, reason OperatorError, and a Warning Event when the message is news, so
+    its user sees what only the operator's log would. Nothing else of the status changes."""
+    said = says_already(status.conditions, RECONCILED, "False", OPERATOR_ERROR, message)
+    conditions = set_condition(
+        status.conditions, RECONCILED, "False", OPERATOR_ERROR, message, now, generation
+    )
+    events = () if said else (EmitEvent("Warning", OPERATOR_ERROR, message),)
+    return Decision(status.model_copy(update={"conditions": conditions}), events)
+
+
+def reconciled(decision: Decision) -> Decision:
+    """A reconcile that went through: Reconciled=False, if the status had it, goes."""
+    conditions = decision.status.conditions
+    if all(c.type != RECONCILED for c in conditions):
+        return decision
+    kept = [c for c in conditions if c.type != RECONCILED]
+    return replace(decision, status=decision.status.model_copy(update={"conditions": kept}))
 
 
 def _not_ready(
