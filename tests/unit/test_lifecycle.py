@@ -160,7 +160,12 @@ def test_the_failure_history_keeps_the_newest_failed_attempts_with_their_times_a
             ("checkpoint", "retained"),
             "next attempt",
         ),
-        ({"liveness": {"progressTimeoutSeconds": 600}}, ("liveness",), "next attempt"),
+        (
+            {"liveness": {"progressTimeoutSeconds": 600}},
+            ("liveness", "progress_timeout_seconds"),
+            "next attempt",
+        ),
+        ({"liveness": {"startTimeoutSeconds": 60}}, ("liveness", "start_timeout_seconds"), "applies now"),
         ({"env": [{"name": "MODE", "value": "x"}]}, ("env", "value"), "restarts the job"),
         ({"checkpoint": {"storage": "s3://bkt/other"}}, ("checkpoint", "storage"), "restarts the job"),
     ],
@@ -479,6 +484,34 @@ def test_image_pull_errors_are_surfaced() -> None:
         "ImagePullBackOff",
         "image not found",
     )
+
+
+def test_a_driver_that_cannot_start_fails_after_the_start_timeout_and_is_restarted() -> None:
+    """Waiting is no failure until spec.liveness.startTimeoutSeconds has passed since the attempt was
+    submitted; then the restart strategy decides, with the waiting cause as the failure's reason."""
+    job = spec(liveness={"startTimeoutSeconds": 120})
+    submitted = JobStatus(phase="Submitting", attempt=1, attempt_submitted_at=T0)
+    pending = driver(
+        1, DriverPhase.PENDING, reason="CreateContainerConfigError", message='secret "s3" not found'
+    )
+    waiting = run(job, submitted, pending, at=100)
+    assert waiting.status.phase == "Submitting" and waiting.status.last_failure is None
+    assert waiting.requeue_after == 20, "looks again when the time is up"
+    failed = run(job, waiting.status, pending, at=121)
+    assert failed.status.phase == "Restarting"
+    failure = failed.status.last_failure
+    assert failure is not None and failure.reason == "CreateContainerConfigError"
+    assert failure.message == (
+        'not started within spec.liveness.startTimeoutSeconds (120 s): secret "s3" not found'
+    )
+    assert run(job, failed.status, pending, at=122).actions[-1] == DeleteDriver(
+        "job-1-driver", 1, "restarting"
+    )
+    # Pending for a cause that passes by itself (an image being pulled): no deadline. 0: none at all.
+    creating = replace(pending, reason="ContainerCreating", message="")
+    assert run(job, submitted, creating, at=10_000).status.phase == "Submitting"
+    never = spec(liveness={"startTimeoutSeconds": 0})
+    assert run(never, submitted, pending, at=10_000).status.phase == "Submitting"
 
 
 def test_a_driver_no_node_takes_is_degraded_with_the_schedulers_words_and_one_event() -> None:

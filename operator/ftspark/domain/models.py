@@ -270,6 +270,16 @@ class LivenessSpec(_Model):
         "must exceed the longest checkpoint), and the idle interval by 10 s. A change applies from the "
         "next attempt on.",
     )
+    start_timeout_seconds: int = Field(
+        default=600,
+        ge=0,
+        le=YEAR_SECONDS,
+        description="A driver pod that still waits, this long after its attempt was submitted, for a cause "
+        "that does not pass by itself (DriverUnschedulable, DriverVolumeNotBound, ImagePullBackOff, "
+        "ErrImagePull, InvalidImageName, CreateContainerConfigError) fails with that reason, and the "
+        "restart strategy decides what next; until then the job waits, Degraded saying why. 0: it waits "
+        "for ever. A change applies now.",
+    )
 
 
 class SavepointHistorySpec(_Model):
@@ -424,7 +434,8 @@ class JobSpec(_Model):
     )
     liveness: LivenessSpec = Field(
         default_factory=LivenessSpec,
-        description="When a driver whose queries make no progress counts as hung and is restarted.",
+        description="When a driver whose queries make no progress counts as hung, and one that cannot "
+        "start as failed.",
     )
     failure_history: int = Field(
         default=3,

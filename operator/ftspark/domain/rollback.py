@@ -27,7 +27,7 @@ NOT_UPGRADED: Mapping[str, Any] = {
     "savepoint_trigger_nonce": True,
     "savepoints": True,
     "stop_timeout_seconds": True,
-    "liveness": True,
+    "liveness": {"progress_timeout_seconds": True, "start_timeout_seconds": True},
     "upgrade_rollback": True,
     "restart_strategy": True,
     "result_store": True,
@@ -38,7 +38,7 @@ NOT_UPGRADED: Mapping[str, Any] = {
 # Of those, what only the driver reads (its environment): a change reaches the next attempt, not the running
 # one. The others are the operator's to read, at its next look.
 NEXT_ATTEMPT: frozenset[tuple[str, ...]] = frozenset(
-    {("stop_timeout_seconds",), ("liveness",), ("checkpoint", "retained")}
+    {("stop_timeout_seconds",), ("liveness", "progress_timeout_seconds"), ("checkpoint", "retained")}
 )
 OnChange = Literal["applies now", "next attempt", "restarts the job", "as its fields say"]
 

@@ -367,7 +367,7 @@ class _Context(Submission):
                         why = current.reason or "pending"
                         return self._rolled_back("UpgradeNotRunning", f"attempt {current.attempt} is {why}")
                     return self._done(upgrade_rollback.until_window_ends(self, submitted))
-                return self._done(POLL)
+                return self._pending(current)
             case DriverPhase.RUNNING:
                 return self._running(current)
             case DriverPhase.SUCCEEDED if current.reason in {STOPPED, STOP_TIMED_OUT}:
@@ -384,6 +384,19 @@ class _Context(Submission):
                 return self._done(WAIT)  # wait for it to go
             case unknown:
                 assert_never(unknown)
+
+    def _pending(self, current: DriverObservation) -> Decision:
+        """A driver that waits for a cause that does not pass by itself fails once it has waited
+        spec.liveness.startTimeoutSeconds since its attempt was submitted."""
+        timeout = self.spec.liveness.start_timeout_seconds
+        submitted = self.status.attempt_submitted_at
+        if current.reason not in _STUCK_REASONS or not timeout or submitted is None:
+            return self._done(POLL)
+        left = (submitted + timedelta(seconds=timeout) - self.now).total_seconds()
+        if left > 0:
+            return self._done(min(POLL, max(SOON, left)))
+        why = f"not started within spec.liveness.startTimeoutSeconds ({timeout} s): {current.message}"
+        return self._failed(replace(current, message=why))
 
     def _running(self, current: DriverObservation) -> Decision:
         if self.status.phase != "Running":
