@@ -33,10 +33,11 @@ test installation; `e2e/test_lifecycle.py` proves the same):
 
 A reason shows in one of four places. **Reconciled=False**: the operator keeps failing to act on the job
 (its own storage, its rights); the condition is there only while that lasts, with a Warning Event when its
-message is news. **Degraded (waiting)**: the driver waits for something that will not
-pass by itself; the job stays in `Submitting`, a Warning Event says it each time the message changes, and
-nothing is restarted until `spec.liveness.startTimeoutSeconds` (default 600 s) has passed since the attempt
-was submitted: then the attempt fails with that reason (lastFailure) and the restart strategy decides. **Ready=False**: the job cannot go on until something changes (the spec, a quota, storage).
+message is news. **Degraded (waiting)**: the driver waits for something that will not pass by itself; the
+job stays in `Submitting`, a Warning Event says it each time the message changes, and nothing is restarted
+until `spec.liveness.startTimeoutSeconds` (default 600 s) has passed since the attempt was submitted: then
+the attempt fails with that reason (lastFailure) and the restart strategy decides. **Ready=False**: the job
+cannot go on until something changes (the spec, a quota, storage).
 **lastFailure**: why an attempt ended (`status.lastFailure`, `status.failures`, and `Degraded` while it is
 restarted); the restart strategy decides what comes next.
 
