@@ -21,13 +21,16 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from ftspark.cli import main as cli
+from ftspark.domain.remedies import REMEDIES
 from ftspark.protocol import JOB_LABEL
 from ftspark_dev.cluster.processes import REPO_ROOT
 from ftspark_dev.generate.bundle import BUNDLE
@@ -290,6 +293,146 @@ def test_batch_report_example_succeeds_and_its_log_outlives_its_pod(
     shown = capsys.readouterr()
     assert "2026-11-21 region 0: 142858 orders" in shown.out, shown
     assert "pod nightly-report-1-driver is gone" in shown.err
+
+
+# The causes a user makes, on real kubelets: (its spec, the reason, what the message names). The waiting ones
+# fail at the start timeout; the others end their driver (its log is kept); one waits on its executors.
+_MISSING_CLAIM = {
+    "containers": [{"name": "driver", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "no-such-claim"}}],
+}
+_MISSING_SECRET_KEY = {"secretKeyRef": {"name": "no-such-secret", "key": "token"}}
+_MISSING_SECRET = {
+    "containers": [{"name": "driver", "env": [{"name": "T", "valueFrom": _MISSING_SECRET_KEY}]}]
+}
+_SCRIPTS = {
+    "exits": "import sys\nprint('no orders for 2026-11-21', file=sys.stderr)\nsys.exit(2)\n",
+    "hoards": "print('loading every order', flush=True)\nheld = b'x' * (3 << 30)\n",
+}
+_WAITING: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
+    "too-big": ({"driver": {"cores": 64}}, ("DriverUnschedulable",), "Insufficient cpu"),
+    "no-volume": (
+        {"driver": {"podTemplate": {"spec": _MISSING_CLAIM}}},
+        ("DriverVolumeNotBound",),
+        "no-such-claim",
+    ),
+    "no-image": ({"image": "localhost/ftspark/no-such-image:0"}, ("ErrImagePull", "ImagePullBackOff"), ""),
+    "no-secret": (
+        {"driver": {"podTemplate": {"spec": _MISSING_SECRET}}},
+        ("CreateContainerConfigError",),
+        "no-such-secret",
+    ),
+}
+_ENDED: dict[str, tuple[dict[str, Any], str, str]] = {
+    # No executors: the scripts end before they would ask for any.
+    "exits": (
+        {"executor": {"instances": 0}},
+        "ScriptFailed",
+        "its last words on stderr: no orders for 2026-11-21",
+    ),
+    "hoards": ({"executor": {"instances": 0}}, "OOMKilled", ""),
+    "no-executors": (
+        {
+            "executor": {"instances": 1, "cores": 64},
+            # The least progress timeout a 1 s idle interval allows (it must exceed the interval by 10 s).
+            "liveness": {"progressTimeoutSeconds": 11},
+            "sparkConf": {
+                "spark.sql.streaming.noDataProgressEventInterval": "1s",
+                # Spark's session waits up to 30 s for executors before it schedules anything: not for these.
+                "spark.scheduler.maxRegisteredResourcesWaitingTime": "1s",
+            },
+        },
+        "ExecutorsNotStarted",
+        "Insufficient cpu",
+    ),
+}
+_LOGGED = {"exits": "no orders for 2026-11-21", "hoards": "loading every order"}
+_START_TIMEOUT = 20  # seconds: spec.liveness.startTimeoutSeconds of the waiting ones
+
+
+def test_each_cause_a_user_makes_is_named_in_the_status_and_an_event_and_a_failed_drivers_log_outlives_it(
+    operator_installed: RealWorld, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every job here fails once (restartStrategy none), each for a cause of its user's. While a driver waits
+    (no node fits, no volume, no image, no Secret) the job is Degraded with the scheduler's or the kubelet's
+    words and an Event; at spec.liveness.startTimeoutSeconds it fails with that reason. A driver that ends
+    (sys.exit(2), the OOM killer, executors no node takes) fails with its reason, an Event, a row of what to
+    do (docs/troubleshooting.md), and its log read by `ftspark logs` once its pod is gone."""
+    world = operator_installed
+    s3 = world.s3.client()
+    for name, text in _SCRIPTS.items():
+        s3.put_object(Bucket=DEMO_BUCKET, Key=f"scripts/{name}.py", Body=text.encode())
+    write_input(tmp_path / "in", 1)  # a batch to run: with no input, idle events would keep a query alive
+    once: dict[str, Any] = {"restartStrategy": {"type": "none"}}
+    for name, (spec, *_) in _WAITING.items():
+        liveness = {"startTimeoutSeconds": _START_TIMEOUT}
+        world.create(world.job(name, tmp_path / "in", tmp_path / name, **once, liveness=liveness, **spec))
+    for name, (spec, *_) in _ENDED.items():
+        script: dict[str, Any] = (
+            {"mainApplicationFile": f"s3://{DEMO_BUCKET}/scripts/{name}.py"} if name in _SCRIPTS else {}
+        )
+        world.create(world.job(name, tmp_path / "in", tmp_path / name, **once, **script, **spec))
+
+    for name, (_, reasons, named) in _WAITING.items():
+        degraded = eventually(
+            partial(_condition, world, name, "Degraded"), timeout=60, what=f"{name}: Degraded"
+        )
+        assert degraded["reason"] in reasons and named in degraded["message"], degraded
+        assert world.status(name)["phase"] == "Submitting", "waiting is no failure, yet"
+    for name, (_, reasons, named) in _WAITING.items():
+        failure = _failed(world, name)
+        assert failure["reason"] in reasons, failure
+        timed_out = f"not started within spec.liveness.startTimeoutSeconds ({_START_TIMEOUT} s)"
+        assert timed_out in failure["message"], failure
+        assert named in failure["message"], failure
+    for name, (_, reason, named) in _ENDED.items():
+        failure = _failed(world, name)
+        assert failure["reason"] == reason and named in failure["message"], (failure, _kept_log(world, name))
+    for name in (*_WAITING, *_ENDED):
+        failure = world.status(name)["lastFailure"]
+        assert failure["reason"] in REMEDIES, "docs/troubleshooting.md has its row, ftspark status its fix"
+        assert any(failure["reason"] in said for said in _event_messages(world, name)), "an Event says it"
+
+    kubeconfig = str(world.plane.kubeconfig)
+    for name, logged in _LOGGED.items():
+        gone = partial(_no_driver, world, name)
+        eventually(gone, timeout=60, what=f"{name}: its pod deleted")
+        capsys.readouterr()
+        assert cli(["--kubeconfig", kubeconfig, "-n", JOBS_NAMESPACE, "logs", name, "--attempt", "1"]) == 0
+        shown = capsys.readouterr()
+        assert logged in shown.out and f"pod {name}-1-driver is gone" in shown.err, shown
+    for name in (*_WAITING, *_ENDED):
+        world.delete(name)
+
+
+def _kept_log(world: RealWorld, name: str) -> str:
+    found = world.core.read_namespaced_config_map(f"{name}-driver-logs", JOBS_NAMESPACE)
+    return "\n".join((found.data or {}).values())[-6000:]
+
+
+def _no_driver(world: RealWorld, name: str) -> bool:
+    return not world.drivers(name)
+
+
+def _condition(world: RealWorld, name: str, kind: str) -> dict[str, Any] | None:
+    found = [c for c in world.status(name).get("conditions", []) if c["type"] == kind]
+    return found[0] if found and found[0]["status"] == "True" else None
+
+
+def _failed(world: RealWorld, name: str) -> dict[str, Any]:
+    status = eventually(
+        lambda: (status := world.status(name)).get("phase") == "Failed" and status,
+        timeout=240,
+        what=lambda: f"{name}: Failed; {world.status(name)}",
+    )
+    failure: dict[str, Any] = status["lastFailure"]
+    return failure
+
+
+def _event_messages(world: RealWorld, name: str) -> list[str]:
+    selector = f"involvedObject.uid={world.uid(name)}"
+    events = world.core.list_namespaced_event(JOBS_NAMESPACE, field_selector=selector).items
+    return [f"{e.reason}: {e.message}" for e in events]
 
 
 @pytest.mark.timeout(1800)

@@ -74,6 +74,7 @@ class RuntimeJob:
     script: Path | str = EXAMPLE  # a path, or a URI such as s3://bucket/job.py
     source: Path | None = None  # the input folder, if not the job's own
     env: dict[str, str] = field(default_factory=dict)
+    extra_conf: dict[str, str] = field(default_factory=dict)  # the job's own Spark settings, on top
     # The driver Lease at 3 s / 2 s / 0.5 s, so that tests of its bounds take seconds; False: the runtime's
     # own defaults.
     short_lease: bool = True
@@ -126,6 +127,7 @@ class RuntimeJob:
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
             **self.s3.spark_conf(),
+            **self.extra_conf,
         }
 
     def start(self, *, pod: bool = True, standby: bool = False, **extra_env: str) -> subprocess.Popen[bytes]:

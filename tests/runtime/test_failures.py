@@ -158,26 +158,17 @@ def test_newer_attempt_fences_the_running_driver_out(make_job: Any) -> None:
     assert all(p.attempt == 1 for p in job.stores().checkpoints.pointers(job.key))
 
 
-@pytest.mark.slow
-def test_a_script_that_exits_non_zero_is_named_by_its_last_words_on_stderr(
-    make_job: Any, tmp_path: Path
-) -> None:
-    """sys.exit(2) after printing why: the why is in the failure. (An exception's own words: the UDF test
-    below, and tests/unit/test_failure_summary.py.)"""
+def test_a_setting_the_spark_jvm_refuses_ends_the_driver_as_spark_not_started(make_job: Any) -> None:
+    """The JVM says why on its stderr (the driver's log), then exits; the runtime says where to read it.
+    (A script's own exit, sys.exit(2) after printing why: the real-node table of causes.)"""
     job: RuntimeJob = make_job()
-    job.script = script = tmp_path / "broken.py"
-    script.write_text(
-        "import sys\n"
-        "print('reading orders', file=sys.stderr)\n"
-        "print('no such table: orders', file=sys.stderr)\n"
-        "sys.exit(2)\n"
-    )
+    job.extra_conf = {"spark.executor.instances": "-1"}
     job.start()
-    assert job.wait(120) == Exit.SCRIPT_FAILED
+    assert job.wait(60) == Exit.BAD_INPUT
     message = job.termination()
-    assert message["reason"] == "ScriptFailed"
-    expected = "the script exited with 2; its last words on stderr: reading orders | no such table: orders"
-    assert message["message"] == expected
+    assert message["reason"] == "SparkNotStarted", message
+    assert "ftspark logs JOB --attempt N" in message["message"]
+    assert "Number of executors must be a positive number" in job.log(), "the JVM's own words, in the log"
 
 
 @pytest.mark.slow

@@ -177,6 +177,12 @@ REMEDIES: dict[str, Remedy] = {
         "the driver's environment does not describe a runnable driver (a pod template that overrides it)",
         "remove FTSPARK_* variables from the pod templates",
     ),
+    "SparkNotStarted": Remedy(
+        "lastFailure",
+        "the Spark JVM exited before it started: a setting it refuses, or too little memory",
+        "read the driver's log (`ftspark logs <job> --attempt <n>`): the JVM names the cause; fix it in "
+        "spec.sparkConf or spec.driver",
+    ),
     "RuntimeFailed": Remedy(
         "lastFailure",
         "the driver runtime itself failed (a bug of ftspark's)",

@@ -55,7 +55,13 @@ from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog, exec
 from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
 from ftspark.runtime.reporting import PointerReporter, ProgressListener
 from ftspark.runtime.savepoint import SavepointError
-from ftspark.runtime.session import Queries, build_session, spark_settings, spark_uri
+from ftspark.runtime.session import (
+    Queries,
+    SparkNotStartedError,
+    build_session,
+    spark_settings,
+    spark_uri,
+)
 from ftspark.runtime.termination import Ending, StderrTail, failure_summary
 from ftspark.runtime.warmup import warm_up
 
@@ -381,7 +387,10 @@ class Driver:
         self._watcher.annotate(SAVEPOINT_ANNOTATION, json.dumps(result))
 
 
-def bad_input_reason(error: CheckpointError | SavepointError | StorageError) -> str:
+BadInput = CheckpointError | SavepointError | StorageError | SparkNotStartedError
+
+
+def bad_input_reason(error: BadInput) -> str:
     """The one word the operator reads: no restorable checkpoint asks for a manual restore."""
     if isinstance(error, CheckpointError):
         return NO_RESTORABLE_CHECKPOINT
@@ -418,7 +427,7 @@ def main(argv: list[str]) -> int:
     serve_health(cfg, driver.session_ready)
     try:
         driver.run(argv[1], argv[2:])
-    except (CheckpointError, SavepointError, StorageError) as error:
+    except (CheckpointError, SavepointError, StorageError, SparkNotStartedError) as error:
         ending.set(Exit.BAD_INPUT, bad_input_reason(error), str(error))
     except Exception as error:
         log.exception("the driver runtime failed")

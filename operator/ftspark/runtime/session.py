@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pyspark import SparkConf, SparkContext
+from pyspark.errors import PySparkRuntimeError
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.readwriter import DataStreamWriter
@@ -73,20 +74,34 @@ def spark_settings(
     return settings
 
 
+class SparkNotStartedError(Exception):
+    """The Spark JVM exited before it started: a setting it refuses, too little memory. It says why on its
+    stderr, which is the driver's log, not here."""
+
+
 def build_session(settings: Mapping[str, str], *, executors: int | None = None) -> SparkSession:
     """executors: as many as the settings say (None), or a standby's number. spark-submit refuses
-    spark.executor.instances=0, so a standby without executors has its JVM launched without that setting and
-    the SparkContext, created on it, gets 0; the builder then finds that context."""
-    if executors == 0:
-        launched = SparkConf().setAll([(k, v) for k, v in settings.items() if k != EXECUTOR_INSTANCES])
-        standing_by = SparkConf().setAll([*settings.items(), (EXECUTOR_INSTANCES, "0")])
-        SparkContext(conf=standing_by, gateway=launch_gateway(launched))  # type: ignore[no-untyped-call]
-    elif executors is not None:
+    spark.executor.instances=0, so a session without executors (a standby's, or a job's whose script needs
+    none) has its JVM launched without that setting and the SparkContext, created on it, gets 0; the builder
+    then finds that context."""
+    if executors is not None:
         settings = {**settings, EXECUTOR_INSTANCES: str(executors)}
-    builder = SparkSession.builder
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    return builder.getOrCreate()
+    try:
+        if settings.get(EXECUTOR_INSTANCES) == "0":
+            launched = SparkConf().setAll([(k, v) for k, v in settings.items() if k != EXECUTOR_INSTANCES])
+            without = SparkConf().setAll(list(settings.items()))
+            SparkContext(conf=without, gateway=launch_gateway(launched))  # type: ignore[no-untyped-call]
+        builder = SparkSession.builder
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+    except PySparkRuntimeError as error:
+        if "JAVA_GATEWAY_EXITED" not in str(error):
+            raise
+        raise SparkNotStartedError(
+            "the Spark JVM exited before it started: a setting it refuses (spec.sparkConf), or too little "
+            "memory; it names the cause in the driver's log (ftspark logs JOB --attempt N)"
+        ) from None
 
 
 @dataclass(frozen=True)

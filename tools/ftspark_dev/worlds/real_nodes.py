@@ -211,6 +211,7 @@ class RealWorld(JobsClient):
             ],
         }
         body["spec"]["sparkConf"] |= {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+        body["spec"]["sparkConf"] |= spec.pop("sparkConf", {})  # the example's S3 settings are kept
         # e.g. a standby, a probe in the driver's pod template: merged as the operator merges templates.
         body["spec"]["driver"] = merge_template(body["spec"]["driver"], spec.pop("driver", {}))
         body["spec"] |= spec
