@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip==25.3
 	# pyspark 4.0.x comes as an sdist; pip keeps the built wheel in its cache for the next install.
-	$(VENV)/bin/pip install --quiet --constraint constraints.txt --editable '.[dev]'
+	$(VENV)/bin/pip install --quiet --constraint constraints.txt --editable '.[operator,driver,dev]'
 	touch $@
 
 venv: $(VENV)/.installed

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import re
 import socket
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from ftspark.cli import main
+from ftspark_dev.cluster.processes import REPO_ROOT
 
 KUBECONFIG = """apiVersion: v1
 kind: Config
@@ -44,3 +50,35 @@ def test_an_api_server_that_does_not_answer_is_named(
     err = capsys.readouterr().err
     assert err.startswith(f"ftspark: cannot reach the API server at https://127.0.0.1:{port}"), err
     assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_the_cli_runs_with_the_base_install_alone() -> None:
+    """`pip install ftspark` is the CLI: it imports none of the extras' packages (pyspark, boto3, kopf, ...),
+    checked in a fresh interpreter where importing any of them fails."""
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    extras = {
+        re.split(r"[<>=\[ ]", requirement)[0]
+        for name in ("operator", "driver")
+        for requirement in project["optional-dependencies"][name]
+    }
+    modules = {package.replace("-", "_") for package in extras}
+    assert modules >= {"pyspark", "boto3", "kopf"}, modules
+    blocker = (
+        "import sys\n"
+        "class Missing:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {sorted(modules)!r}:\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Missing())\n"
+        "from ftspark.cli import main\n"
+        "sys.exit(main(['logs', '--help']))\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", blocker],
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT / "operator")},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ran.returncode == 0 and "--attempt" in ran.stdout, ran.stderr
+
