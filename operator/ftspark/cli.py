@@ -102,7 +102,9 @@ def _status_lines(job: dict[str, Any]) -> list[str]:
     for failed in status.get("failures", []):
         code = failed.get("exitCode")
         ended = f"{failed['time']}" + ("" if code is None else f", exit {code}")
-        lines.append(f"failed:         attempt {failed['attempt']} ({ended}) {failed['reason']}")
+        recovered = failed.get("recoverySeconds")
+        after = "" if recovered is None else f", the next batch {recovered} s later"
+        lines.append(f"failed:         attempt {failed['attempt']} ({ended}{after}) {failed['reason']}")
     for condition in status.get("conditions", []):
         reason = f"{condition['reason']}: {condition.get('message', '')}"
         lines.append(f"{condition['type']:<15} {condition['status']} {reason}")

@@ -86,7 +86,8 @@ LOCAL_STATE_OVER_BOUND = Gauge(
 
 
 class JobMetrics(Collector):
-    """ftspark_jobs{phase}, and per job: restarts, last checkpoint id, checkpoint age."""
+    """ftspark_jobs{phase}, and per job: restarts, the last recovery's time, last checkpoint id, checkpoint
+    age, the newest batch's figures."""
 
     def __init__(self) -> None:
         self._statuses: dict[JobKey, JobStatus] = {}
@@ -116,6 +117,12 @@ class JobMetrics(Collector):
         age = GaugeMetricFamily(
             "ftspark_job_checkpoint_age_seconds", "Time since the newest completed checkpoint.", labels=labels
         )
+        recovery = GaugeMetricFamily(
+            "ftspark_job_last_recovery_seconds",
+            "From the job's last failure seen to the next committed batch "
+            "(status.lastFailure.recoverySeconds).",
+            labels=labels,
+        )
         # The newest batch's figures, as its driver reported them (status.latestCheckpoint.figures).
         batch: list[tuple[GaugeMetricFamily, Callable[[BatchFigures], float]]] = [
             (GaugeMetricFamily(f"ftspark_job_{name}", help, labels=labels), value)
@@ -143,6 +150,9 @@ class JobMetrics(Collector):
         for key, status in sorted(statuses.items(), key=lambda item: str(item[0])):
             values = [key.namespace, key.name]
             restarts.add_metric(values, status.restarts.count)
+            failure = status.last_failure
+            if failure is not None and failure.recovery_seconds is not None:
+                recovery.add_metric(values, failure.recovery_seconds)
             checkpoint = status.latest_checkpoint
             if checkpoint is not None:
                 last_id.add_metric(values, checkpoint.id)
@@ -150,7 +160,7 @@ class JobMetrics(Collector):
                 if checkpoint.figures is not None:
                     for family, value in batch:
                         family.add_metric(values, value(checkpoint.figures))
-        yield from (restarts, last_id, age, *(family for family, _ in batch))
+        yield from (restarts, recovery, last_id, age, *(family for family, _ in batch))
 
 
 JOBS = JobMetrics()

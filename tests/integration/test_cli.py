@@ -36,7 +36,13 @@ def test_cli_steers_the_gitops_way(
                 "phase": "Running",
                 "attempt": 2,
                 "failures": [
-                    {"attempt": 1, "reason": "OOMKilled", "exitCode": 137, "time": "2026-01-01T00:00:00Z"}
+                    {
+                        "attempt": 1,
+                        "reason": "OOMKilled",
+                        "exitCode": 137,
+                        "time": "2026-01-01T00:00:00Z",
+                        "recoverySeconds": 14.2,
+                    }
                 ],
                 "latestCheckpoint": {
                     "id": 7,
@@ -54,7 +60,10 @@ def test_cli_steers_the_gitops_way(
     shown = capsys.readouterr().out
     assert "phase:          Running" in shown
     assert "checkpoint:     id 7, Spark batch 5 at 2026-01-01T00:00:00Z (s3://b/c)" in shown
-    assert "failed:         attempt 1 (2026-01-01T00:00:00Z, exit 137) OOMKilled" in shown
+    assert (
+        "failed:         attempt 1 (2026-01-01T00:00:00Z, exit 137, the next batch 14.2 s later) OOMKilled"
+        in shown
+    )
 
     assert main([*base, "stop", "cli"]) == 0
     assert main([*base, "savepoint", "cli"]) == 0

@@ -81,4 +81,3 @@ def test_the_cli_runs_with_the_base_install_alone() -> None:
         check=False,
     )
     assert ran.returncode == 0 and "--attempt" in ran.stdout, ran.stderr
-

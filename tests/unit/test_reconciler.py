@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from kubernetes import client
+from prometheus_client import REGISTRY
 
 from ftspark.adapters.records import JOBGRAPH_POINTER, RecordId
 from ftspark.app import controller as controller_module
@@ -1140,3 +1141,27 @@ def _reconciled(cluster: Cluster) -> Condition | None:
 
 def _failures(controller: Controller) -> int:
     return controller._failures.get(KEY, 0)
+
+
+def test_a_failure_is_recovered_when_a_later_attempt_commits_its_first_batch(cluster: Cluster) -> None:
+    """Its time, from the failure seen to that batch, in the failure (status and history) and as a gauge."""
+    cluster.jobs.apply(KEY, SPEC, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.commit(1, 1)
+    cluster.reconcile(after=1)
+    cluster.fail()
+    failed = cluster.status().last_failure
+    assert failed is not None and failed.recovery_seconds is None
+    cluster.reconcile(after=6)  # past the 5 s restart delay: attempt 2
+    cluster.running(2)
+    cluster.now += timedelta(seconds=12)
+    cluster.reconcile(after=1)
+    assert cluster.status().last_failure == failed, "running is not recovered: a batch committed is"
+    cluster.commit(2, 3)
+    cluster.reconcile(after=1)
+    status = cluster.status()
+    assert status.last_failure is not None and status.last_failure.recovery_seconds == 19.0
+    assert status.failures == [status.last_failure]
+    labels = {"namespace": KEY.namespace, "job": KEY.name}
+    assert REGISTRY.get_sample_value("ftspark_job_last_recovery_seconds", labels) == 19.0

@@ -626,6 +626,12 @@ class Failure(_Model):
         default=None, description="When the attempt started (its driver ran, or its standby was promoted)."
     )
     time: datetime = Field(description="When the failure was observed.")
+    recovery_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="From this failure seen to the next committed batch (the first checkpoint of a later "
+        "attempt); absent until then.",
+    )
 
 
 class StableSpec(_Model):

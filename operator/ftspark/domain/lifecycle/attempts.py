@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
+from ftspark.domain.ha import CheckpointPointer
 from ftspark.domain.lifecycle.actions import EmitEvent, RecordResult
 from ftspark.domain.lifecycle.draft import Draft, says_already
 from ftspark.domain.lifecycle.observation import DriverObservation
@@ -85,6 +86,18 @@ def record_failure(draft: Draft, driver: DriverObservation | None) -> Failure:
     kept = draft.spec.failure_history
     draft.update(last_failure=failure, failures=[*draft.status.failures, failure][-kept:] if kept else [])
     return failure
+
+
+def mark_recovery(draft: Draft, newest: CheckpointPointer) -> None:
+    """The first batch a later attempt commits ends the last failure's recovery: its time goes in the failure
+    (status.lastFailure, and the same entry of status.failures)."""
+    failure = draft.status.last_failure
+    if failure is None or failure.recovery_seconds is not None or newest.attempt <= failure.attempt:
+        return
+    seconds = round(max(0.0, (newest.completed_at - failure.time).total_seconds()), 1)
+    recovered = failure.model_copy(update={"recovery_seconds": seconds})
+    failures = [recovered if entry == failure else entry for entry in draft.status.failures]
+    draft.update(last_failure=recovered, failures=failures)
 
 
 def _failure_of(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ftspark.domain.lifecycle import retention, savepointing
+from ftspark.domain.lifecycle import attempts, retention, savepointing
 from ftspark.domain.lifecycle import standby as hot_standby
 from ftspark.domain.lifecycle.actions import (
     Decision,
@@ -47,6 +47,7 @@ class Submission(Draft):
                     figures=newest.figures,
                 )
             )
+            attempts.mark_recovery(self, newest)
         return Decision(self.status, tuple(self.actions), requeue_after)
 
     def _submit(
