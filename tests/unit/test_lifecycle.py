@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
+    CONFIGURATION_ERROR,
     QUOTA_RETRY,
     Decision,
     DeleteDriver,
@@ -32,8 +33,9 @@ from ftspark.domain.lifecycle import (
     invalid_spec,
     spec_hash,
 )
-from ftspark.domain.models import JobResult, JobSpec, JobStatus, UpgradeMode
+from ftspark.domain.models import JobResult, JobSpec, JobStatus, RestartState, UpgradeMode
 from ftspark.domain.recovery import RestorePoint
+from ftspark.domain.remedies import REMEDIES, remedy_for
 from ftspark.domain.rollback import on_change
 from ftspark.protocol import NO_PROGRESS, NO_RESTORABLE_CHECKPOINT, Exit, RestoreFrom
 
@@ -771,3 +773,30 @@ def test_a_hung_driver_is_a_failure_restarted_by_the_strategy_and_said_so() -> N
     assert NO_PROGRESS in [a.reason for a in exhausted.actions if isinstance(a, EmitEvent)]
     other = run(job, JobStatus(phase="Running", attempt=1), driver(1, DriverPhase.FAILED, exit_code=1))
     assert NO_PROGRESS not in [a.reason for a in other.actions if isinstance(a, EmitEvent)]
+
+
+def test_a_cause_no_restart_fixes_ends_the_job_after_configuration_failures_in_a_row() -> None:
+    """Whatever the strategy allows (exponential-delay: for ever), a missing main file fails the job at the
+    third attempt in a row, Ready=False ConfigurationError; another cause, or an attempt that runs, resets
+    the count; 0 leaves it to the strategy."""
+    missing = driver(1, DriverPhase.FAILED, exit_code=2, reason="MainFileMissing", message="no /job.py")
+    after_two = JobStatus(phase="Submitting", attempt=1, restarts=RestartState(configuration_failures=2))
+    ended = run(spec(), after_two, missing)
+    assert "RecordResult" in kinds(ended) and ended.status.phase != "Restarting"
+    ready = next(c for c in ended.status.conditions if c.type == "Ready")
+    assert (ready.status, ready.reason) == ("False", CONFIGURATION_ERROR)
+    assert ready.message.startswith("MainFileMissing: no /job.py — not restarted: 3 attempt(s) in a row")
+    assert remedy_for({"conditions": [ready.model_dump()], "lastFailure": {"reason": "MainFileMissing"}}) == (
+        "MainFileMissing",
+        REMEDIES["MainFileMissing"],
+    ), "what to do: the failure's own fix"
+
+    after_one = after_two.model_copy(update={"restarts": RestartState(configuration_failures=1)})
+    counted = run(spec(), after_one, missing)
+    assert counted.status.phase == "Restarting" and counted.status.restarts.configuration_failures == 2
+    other = replace(missing, reason="ScriptFailed", exit_code=1)
+    assert run(spec(), after_two, other).status.restarts.configuration_failures == 0, "another cause"
+    no_limit = spec(restartStrategy={"configurationFailures": 0})
+    assert run(no_limit, after_two, missing).status.phase == "Restarting"
+    running = run(spec(), after_two, driver(1, DriverPhase.RUNNING))
+    assert running.status.restarts.configuration_failures == 0, "an attempt that runs resets it"

@@ -224,6 +224,18 @@ class RestartStrategy(_Model):
         default_factory=ExponentialDelay, description="Settings of exponential-delay."
     )
     failure_rate: FailureRate = Field(default_factory=FailureRate, description="Settings of failure-rate.")
+    configuration_failures: int = Field(
+        default=3,
+        ge=0,
+        le=1000,
+        description="Attempts in a row that fail for a cause no restart fixes (a missing application file: "
+        "ApplicationFile, MainFileMissing; a driver environment or Spark setting refused: BadConfig, "
+        "SparkNotStarted; an unusable initialSavepoint: Savepoint; a pod that cannot be made as the spec "
+        "says: CreateContainerConfigError, InvalidImageName) after which the job is not restarted, whatever "
+        "the strategy allows: it ends Failed, Ready=False reason ConfigurationError saying what to fix, "
+        "and the next spec change starts it again. An attempt that runs resets the count. 0: no limit, the "
+        "strategy alone decides.",
+    )
 
 
 class LocalRecoverySpec(_Model):
@@ -675,6 +687,12 @@ class RestartState(_Model):
         default_factory=list, description="Failure times the strategy still counts (failure-rate window)."
     )
     next_attempt_at: datetime | None = Field(default=None, description="When the next attempt may start.")
+    configuration_failures: int = Field(
+        default=0,
+        ge=0,
+        description="Attempts in a row that failed for a configuration cause (restartStrategy."
+        "configurationFailures); reset when an attempt runs.",
+    )
 
 
 class JobStatus(_Model):

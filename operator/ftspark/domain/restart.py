@@ -61,6 +61,36 @@ def on_failure(
             assert_never(strategy.type)
 
 
+# What no restart fixes: the spec, or what it names, has to change.
+CONFIGURATION_CAUSES = frozenset(
+    {
+        "ApplicationFile",
+        "MainFileMissing",
+        "BadConfig",
+        "SparkNotStarted",
+        "Savepoint",
+        "CreateContainerConfigError",
+        "InvalidImageName",
+    }
+)
+
+
+def configuration_verdict(
+    strategy: RestartStrategy, state: RestartState, reason: str
+) -> tuple[RestartState, str | None]:
+    """Counts the attempts in a row that failed for a configuration cause; with the limit reached, why the
+    job is not restarted (None: the strategy decides)."""
+    count = state.configuration_failures + 1 if reason in CONFIGURATION_CAUSES else 0
+    counted = state.model_copy(update={"configuration_failures": count})
+    limit = strategy.configuration_failures
+    if not limit or count < limit:
+        return counted, None
+    return counted, (
+        f"{count} attempt(s) in a row failed for a cause no restart fixes "
+        f"(restartStrategy.configurationFailures: {limit})"
+    )
+
+
 def _exponential(
     strategy: RestartStrategy,
     state: RestartState,

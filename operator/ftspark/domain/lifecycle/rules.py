@@ -34,12 +34,14 @@ from ftspark.domain.lifecycle.submission import QUOTA_EXCEEDED, Submission
 from ftspark.domain.models import (
     Condition,
     ConditionType,
+    Failure,
     JobResult,
     JobSpec,
     JobStatus,
     Phase,
+    RestartState,
 )
-from ftspark.domain.restart import on_failure
+from ftspark.domain.restart import configuration_verdict, on_failure
 from ftspark.domain.rollback import NOT_UPGRADED
 from ftspark.domain.savepoints import (
     job_savepoint_id,
@@ -59,6 +61,7 @@ DRIVER_VOLUME_NOT_BOUND = "DriverVolumeNotBound"  # a PersistentVolumeClaim the 
 # A condition only there, False, while the operator keeps failing to act on the job.
 RECONCILED: ConditionType = "Reconciled"
 OPERATOR_ERROR = "OperatorError"
+CONFIGURATION_ERROR = "ConfigurationError"  # Ready=False: failed for a cause no restart fixes
 _STUCK_REASONS = {
     "ImagePullBackOff",
     "ErrImagePull",
@@ -398,6 +401,16 @@ class _Context(Submission):
         why = f"not started within spec.liveness.startTimeoutSeconds ({timeout} s): {current.message}"
         return self._failed(replace(current, message=why))
 
+    def _misconfigured(self, failure: Failure, counted: RestartState, why: str) -> Decision:
+        """Failed until the spec changes, Ready=False saying the cause is to be fixed, not waited out
+        (`ftspark status` prints what to do for the failure's reason)."""
+        message = f"{failure.reason}: {failure.message} — not restarted: {why}; fix it, then change the spec"
+        self.update(restarts=counted)
+        self.condition("Degraded", "True", failure.reason, failure.message)
+        attempts.record_result(self, "Failed", message)
+        self.condition("Ready", "False", CONFIGURATION_ERROR, message)
+        return self._done(WAIT)
+
     def _running(self, current: DriverObservation) -> Decision:
         if self.status.phase != "Running":
             # A promoted standby's container started long before its attempt was submitted.
@@ -408,6 +421,9 @@ class _Context(Submission):
             )
             self.set_phase("Running", "Running", f"attempt {current.attempt} is running")
             self.condition("Ready", "True", "Running", f"attempt {current.attempt} is running")
+            if self.status.restarts.configuration_failures:
+                restarts = self.status.restarts.model_copy(update={"configuration_failures": 0})
+                self.update(restarts=restarts)
             self.condition("Progressing", "False", "Running", "")
             self.condition("Degraded", "False", "Running", "")
         savepointing.tend(self, current)
@@ -437,13 +453,11 @@ class _Context(Submission):
             self, self.status.attempt_submitted_at
         ):
             return self._rolled_back("UpgradeFailed", f"attempt {failure.attempt} failed: {failure.reason}")
-        verdict = on_failure(
-            self.spec.restart_strategy,
-            self.status.restarts,
-            self.now,
-            self.status.attempt_started_at,
-            self.uniform,
-        )
+        strategy = self.spec.restart_strategy
+        counted, misconfigured = configuration_verdict(strategy, self.status.restarts, failure.reason)
+        if misconfigured is not None:
+            return self._misconfigured(failure, counted, misconfigured)
+        verdict = on_failure(strategy, counted, self.now, self.status.attempt_started_at, self.uniform)
         self.update(restarts=verdict.state)
         self.condition("Degraded", "True", failure.reason, failure.message)
         attempts.say_why_replaced(self, failure)
