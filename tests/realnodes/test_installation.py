@@ -345,6 +345,15 @@ _ENDED: dict[str, tuple[dict[str, Any], str, str]] = {
         "ExecutorsNotStarted",
         "Insufficient cpu",
     ),
+    # Restarts allowed, but no restart brings the file: the job ends at the third attempt in a row.
+    "no-file": (
+        {
+            "mainApplicationFile": "local:///opt/nowhere/job.py",
+            "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 10, "delaySeconds": 1}},
+        },
+        "MainFileMissing",
+        "/opt/nowhere/job.py",
+    ),
 }
 _LOGGED = {"exits": "no orders for 2026-11-21", "hoards": "loading every order"}
 _START_TIMEOUT = 20  # seconds: spec.liveness.startTimeoutSeconds of the waiting ones
@@ -353,11 +362,12 @@ _START_TIMEOUT = 20  # seconds: spec.liveness.startTimeoutSeconds of the waiting
 def test_each_cause_a_user_makes_is_named_in_the_status_and_an_event_and_a_failed_drivers_log_outlives_it(
     operator_installed: RealWorld, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Every job here fails once (restartStrategy none), each for a cause of its user's. While a driver waits
-    (no node fits, no volume, no image, no Secret) the job is Degraded with the scheduler's or the kubelet's
-    words and an Event; at spec.liveness.startTimeoutSeconds it fails with that reason. A driver that ends
-    (sys.exit(2), the OOM killer, executors no node takes) fails with its reason, an Event, a row of what to
-    do (docs/troubleshooting.md), and its log read by `ftspark logs` once its pod is gone."""
+    """Every job here fails for a cause of its user's, once (restartStrategy none) but one. While a driver
+    waits (no node fits, no volume, no image, no Secret) the job is Degraded with the scheduler's or the
+    kubelet's words and an Event; at spec.liveness.startTimeoutSeconds it fails with that reason. A driver
+    that ends (sys.exit(2), the OOM killer, executors no node takes) fails with its reason, an Event, a row
+    of what to do (docs/troubleshooting.md), and its log read by `ftspark logs` once its pod is gone. A main
+    file that does not exist ends the job at its third attempt in a row (configurationFailures)."""
     world = operator_installed
     s3 = world.s3.client()
     for name, text in _SCRIPTS.items():
@@ -371,7 +381,7 @@ def test_each_cause_a_user_makes_is_named_in_the_status_and_an_event_and_a_faile
         script: dict[str, Any] = (
             {"mainApplicationFile": f"s3://{DEMO_BUCKET}/scripts/{name}.py"} if name in _SCRIPTS else {}
         )
-        world.create(world.job(name, tmp_path / "in", tmp_path / name, **once, **script, **spec))
+        world.create(world.job(name, tmp_path / "in", tmp_path / name, **{**once, **script, **spec}))
 
     for name, (_, reasons, named) in _WAITING.items():
         degraded = eventually(
@@ -388,6 +398,9 @@ def test_each_cause_a_user_makes_is_named_in_the_status_and_an_event_and_a_faile
     for name, (_, reason, named) in _ENDED.items():
         failure = _failed(world, name)
         assert failure["reason"] == reason and named in failure["message"], (failure, _kept_log(world, name))
+    ended = world.status("no-file")
+    said = _ready(ended)["message"]
+    assert ended["attempt"] == 3 and "restartStrategy.configurationFailures: 3" in said, ended
     for name in (*_WAITING, *_ENDED):
         failure = world.status(name)["lastFailure"]
         assert failure["reason"] in REMEDIES, "docs/troubleshooting.md has its row, ftspark status its fix"
@@ -412,6 +425,11 @@ def _kept_log(world: RealWorld, name: str) -> str:
 
 def _no_driver(world: RealWorld, name: str) -> bool:
     return not world.drivers(name)
+
+
+def _ready(status: dict[str, Any]) -> dict[str, Any]:
+    ready: dict[str, Any] = next(c for c in status.get("conditions", []) if c["type"] == "Ready")
+    return ready
 
 
 def _condition(world: RealWorld, name: str, kind: str) -> dict[str, Any] | None:

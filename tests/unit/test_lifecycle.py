@@ -11,7 +11,6 @@ from pydantic import ValidationError
 
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import (
-    CONFIGURATION_ERROR,
     QUOTA_RETRY,
     Decision,
     DeleteDriver,
@@ -777,19 +776,17 @@ def test_a_hung_driver_is_a_failure_restarted_by_the_strategy_and_said_so() -> N
 
 def test_a_cause_no_restart_fixes_ends_the_job_after_configuration_failures_in_a_row() -> None:
     """Whatever the strategy allows (exponential-delay: for ever), a missing main file fails the job at the
-    third attempt in a row, Ready=False ConfigurationError; another cause, or an attempt that runs, resets
+    third attempt in a row, its result naming the cause; another cause, or an attempt that commits, resets
     the count; 0 leaves it to the strategy."""
     missing = driver(1, DriverPhase.FAILED, exit_code=2, reason="MainFileMissing", message="no /job.py")
     after_two = JobStatus(phase="Submitting", attempt=1, restarts=RestartState(configuration_failures=2))
     ended = run(spec(), after_two, missing)
-    assert "RecordResult" in kinds(ended) and ended.status.phase != "Restarting"
-    ready = next(c for c in ended.status.conditions if c.type == "Ready")
-    assert (ready.status, ready.reason) == ("False", CONFIGURATION_ERROR)
-    assert ready.message.startswith("MainFileMissing: no /job.py — not restarted: 3 attempt(s) in a row")
-    assert remedy_for({"conditions": [ready.model_dump()], "lastFailure": {"reason": "MainFileMissing"}}) == (
-        "MainFileMissing",
-        REMEDIES["MainFileMissing"],
-    ), "what to do: the failure's own fix"
+    result = next(a for a in ended.actions if isinstance(a, RecordResult))
+    assert result.state == "Failed" and ended.status.phase != "Restarting"
+    assert result.message.startswith("MainFileMissing: no /job.py — not restarted: 3 attempt(s) in a row")
+    assert "restartStrategy.configurationFailures: 3" in result.message
+    found = remedy_for(ended.status.model_dump(mode="json", by_alias=True))
+    assert found == ("MainFileMissing", REMEDIES["MainFileMissing"]), "what to do: the failure's own fix"
 
     after_one = after_two.model_copy(update={"restarts": RestartState(configuration_failures=1)})
     counted = run(spec(), after_one, missing)
@@ -799,4 +796,9 @@ def test_a_cause_no_restart_fixes_ends_the_job_after_configuration_failures_in_a
     no_limit = spec(restartStrategy={"configurationFailures": 0})
     assert run(no_limit, after_two, missing).status.phase == "Restarting"
     running = run(spec(), after_two, driver(1, DriverPhase.RUNNING))
-    assert running.status.restarts.configuration_failures == 0, "an attempt that runs resets it"
+    assert running.status.restarts.configuration_failures == 2, "running a moment proves nothing"
+    observed = observe(spec(), driver(1, DriverPhase.RUNNING))
+    batch = CheckpointPointer(checkpoint_id=1, batch_id=0, location=location(), completed_at=T0, attempt=1)
+    committed = replace(observed, latest_checkpoint=batch)
+    worked = decide(spec(), running.status, committed, T0, lambda: 0.5)
+    assert worked.status.restarts.configuration_failures == 0, "an attempt that commits a batch resets it"

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ftspark.domain.lifecycle import (
-    CONFIGURATION_ERROR,
     DRIVER_UNSCHEDULABLE,
     DRIVER_VOLUME_NOT_BOUND,
     NODE_LOST,
@@ -106,12 +105,6 @@ REMEDIES: dict[str, Remedy] = {
         "a resume was refused: the latest checkpoint is older than spec.checkpoint.maxResumeAgeSeconds (its "
         "source may no longer have the data)",
         "raise maxResumeAgeSeconds if the source still has the data, else start fresh (a stateless upgrade)",
-    ),
-    CONFIGURATION_ERROR: Remedy(
-        "Ready=False",
-        "attempts in a row failed for a cause no restart fixes (restartStrategy.configurationFailures); the "
-        "message names it, lastFailure has its reason",
-        "fix what the failure's own row says; any spec change starts the job again",
     ),
     "RestartsExhausted": Remedy(
         "Ready=False",
@@ -261,12 +254,9 @@ def remedy_for(status: Mapping[str, Any]) -> tuple[str, Remedy] | None:
     ready, degraded = conditions.get("Ready", {}), conditions.get("Degraded", {})
     reconciled = conditions.get("Reconciled", {})
     failure = status.get("lastFailure") or {}
-    blocked = ready.get("reason") if ready.get("status") == "False" else None
-    if blocked == CONFIGURATION_ERROR and isinstance(failure, dict):
-        blocked = failure.get("reason")  # the failure's own fix is the useful one
     reasons = (
         reconciled.get("reason") if reconciled.get("status") == "False" else None,
-        blocked,
+        ready.get("reason") if ready.get("status") == "False" else None,
         degraded.get("reason") if degraded.get("status") == "True" else None,
         failure.get("reason") if isinstance(failure, dict) else None,
     )

@@ -53,7 +53,6 @@ from ftspark.domain.lifecycle.observation import (
     SubmittedGraph,
 )
 from ftspark.domain.lifecycle.rules import (
-    CONFIGURATION_ERROR,
     DRIVER_UNSCHEDULABLE,
     DRIVER_VOLUME_NOT_BOUND,
     NODE_LOST,
@@ -71,7 +70,6 @@ from ftspark.domain.lifecycle.standby import made_for as standby_made_for
 from ftspark.domain.lifecycle.stopping import stop_savepoint_id
 
 __all__ = [
-    "CONFIGURATION_ERROR",
     "DRIVER_UNSCHEDULABLE",
     "DRIVER_VOLUME_NOT_BOUND",
     "NODE_LOST",

@@ -88,9 +88,14 @@ def record_failure(draft: Draft, driver: DriverObservation | None) -> Failure:
     return failure
 
 
-def mark_recovery(draft: Draft, newest: CheckpointPointer) -> None:
-    """The first batch a later attempt commits ends the last failure's recovery: its time goes in the failure
-    (status.lastFailure, and the same entry of status.failures)."""
+def note_commit(draft: Draft, newest: CheckpointPointer) -> None:
+    """The newest committed batch. The current attempt's counts as work done: the count of configuration
+    failures in a row starts again (a driver that fails at its start runs for a moment too: running is not
+    enough). And the first a later attempt commits ends the last failure's recovery: its time goes in the
+    failure (status.lastFailure, and the same entry of status.failures)."""
+    restarts = draft.status.restarts
+    if newest.attempt == draft.status.attempt and restarts.configuration_failures:
+        draft.update(restarts=restarts.model_copy(update={"configuration_failures": 0}))
     failure = draft.status.last_failure
     if failure is None or failure.recovery_seconds is not None or newest.attempt <= failure.attempt:
         return

@@ -61,7 +61,6 @@ DRIVER_VOLUME_NOT_BOUND = "DriverVolumeNotBound"  # a PersistentVolumeClaim the 
 # A condition only there, False, while the operator keeps failing to act on the job.
 RECONCILED: ConditionType = "Reconciled"
 OPERATOR_ERROR = "OperatorError"
-CONFIGURATION_ERROR = "ConfigurationError"  # Ready=False: failed for a cause no restart fixes
 _STUCK_REASONS = {
     "ImagePullBackOff",
     "ErrImagePull",
@@ -402,13 +401,12 @@ class _Context(Submission):
         return self._failed(replace(current, message=why))
 
     def _misconfigured(self, failure: Failure, counted: RestartState, why: str) -> Decision:
-        """Failed until the spec changes, Ready=False saying the cause is to be fixed, not waited out
-        (`ftspark status` prints what to do for the failure's reason)."""
+        """Failed until the spec changes, its result saying the cause is to be fixed, not waited out (Ready
+        shows it once the result is in; `ftspark status` prints what to do for the failure's reason)."""
         message = f"{failure.reason}: {failure.message} — not restarted: {why}; fix it, then change the spec"
         self.update(restarts=counted)
         self.condition("Degraded", "True", failure.reason, failure.message)
         attempts.record_result(self, "Failed", message)
-        self.condition("Ready", "False", CONFIGURATION_ERROR, message)
         return self._done(WAIT)
 
     def _running(self, current: DriverObservation) -> Decision:
@@ -421,9 +419,6 @@ class _Context(Submission):
             )
             self.set_phase("Running", "Running", f"attempt {current.attempt} is running")
             self.condition("Ready", "True", "Running", f"attempt {current.attempt} is running")
-            if self.status.restarts.configuration_failures:
-                restarts = self.status.restarts.model_copy(update={"configuration_failures": 0})
-                self.update(restarts=restarts)
             self.condition("Progressing", "False", "Running", "")
             self.condition("Degraded", "False", "Running", "")
         savepointing.tend(self, current)

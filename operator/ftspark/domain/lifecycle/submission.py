@@ -47,7 +47,7 @@ class Submission(Draft):
                     figures=newest.figures,
                 )
             )
-            attempts.mark_recovery(self, newest)
+            attempts.note_commit(self, newest)
         return Decision(self.status, tuple(self.actions), requeue_after)
 
     def _submit(
