@@ -232,9 +232,9 @@ class RestartStrategy(_Model):
         "ApplicationFile, MainFileMissing; a driver environment or Spark setting refused: BadConfig, "
         "SparkNotStarted; an unusable initialSavepoint: Savepoint; a pod that cannot be made as the spec "
         "says: CreateContainerConfigError, InvalidImageName) after which the job is not restarted, whatever "
-        "the strategy allows: it ends Failed, its result (and Ready's message) naming the cause, and the next "
-        "spec change starts it again. An attempt that commits a batch resets the count. 0: no "
-        "limit, the strategy alone decides.",
+        "the strategy allows: it ends Failed, its result (and Ready's message) naming the cause, and the "
+        "next spec change starts it again. An attempt that commits a batch resets the count. 0: no limit, "
+        "the strategy alone decides.",
     )
 
 
