@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from ftspark.adapters.s3.stores import split_uri
 from ftspark_dev.subjects.windowed_counts import expected_counts, write_input
 from tests.runtime.conftest import RuntimeJob
 
@@ -15,6 +16,14 @@ from tests.runtime.conftest import RuntimeJob
 @pytest.mark.slow
 def test_stop_with_checkpoint_then_resume_processes_nothing_twice(make_job: Any) -> None:
     job: RuntimeJob = make_job()
+    # Spark's event logs for a History Server, on S3 as docs/operations.md says: the folder made first.
+    bucket, _ = split_uri(job.storage)
+    job.s3.client().put_object(Bucket=bucket, Key="spark-events/", Body=b"")
+    job.extra_conf = {
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.dir": f"s3a://{bucket}/spark-events/",
+        "spark.eventLog.rolling.enabled": "true",
+    }
     write_input(job.input, 4)
     job.start()
     job.wait_for_output(4, timeout=120)
@@ -60,6 +69,9 @@ def test_stop_with_checkpoint_then_resume_processes_nothing_twice(make_job: Any)
     ids = [p.checkpoint_id for p in job.stores().checkpoints.pointers(job.key)]
     assert ids == sorted(ids, reverse=True) and len(set(ids)) == len(ids)
     assert job.stores().checkpoints.pointers(job.key)[0].attempt == 2
+    listed = job.s3.client().list_objects_v2(Bucket=bucket, Prefix="spark-events/eventlog_v2_")
+    logged = {item["Key"].split("/")[1] for item in listed.get("Contents", [])}
+    assert len(logged) == 2, f"an event log per run, as a History Server reads them: {logged}"
 
 
 @pytest.mark.slow
