@@ -193,7 +193,8 @@ def _run(args: argparse.Namespace, api: client.CustomObjectsApi, namespace: str)
     if args.command == "status":
         return "\n".join(_status_lines(job))
     if args.command == "describe":
-        return "\n".join([*_status_lines(job), "events (newest last):", *_event_lines(namespace, job)])
+        logs = _kept_logs_line(client.CoreV1Api(api.api_client), namespace, job)
+        return "\n".join([*_status_lines(job), logs, "events (newest last):", *_event_lines(namespace, job)])
     if args.command == "logs":
         return _driver_log(client.CoreV1Api(api.api_client), namespace, job, args.attempt)
     if args.command == "savepoint":
@@ -209,6 +210,20 @@ def _run(args: argparse.Namespace, api: client.CustomObjectsApi, namespace: str)
         patch = {"spec": spec}
         api.patch_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job, patch)
     return f"{namespace}/{args.job}: {done}. Commit the same change to Git if Argo CD manages this job."
+
+
+def _kept_logs_line(core: client.CoreV1Api, namespace: str, job: dict[str, Any]) -> str:
+    name = job["metadata"]["name"]
+    try:
+        kept = read_kept(core, namespace, name, job["metadata"]["uid"])
+    except client.ApiException as error:
+        return f"kept logs:      not readable here ({server_message(error)})"
+    attempts = ", ".join(str(attempt) for attempt in sorted(kept))
+    return (
+        f"kept logs:      attempts {attempts} (ftspark logs {name} --attempt N)"
+        if kept
+        else "kept logs:      none"
+    )
 
 
 def _driver_log(core: client.CoreV1Api, namespace: str, job: dict[str, Any], attempt: int | None) -> str:

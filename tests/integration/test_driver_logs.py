@@ -62,6 +62,9 @@ def test_the_newest_attempts_logs_are_kept_in_the_jobs_config_map_and_read_after
     shown = capsys.readouterr()
     assert "logged-3-driver's log could not be read" in shown.out
     assert "pod logged-3-driver is gone; the end of its log" in shown.err
+    describe = ["--kubeconfig", str(control_plane.kubeconfig), "-n", namespace, "describe", "logged"]
+    assert main(describe) == 0
+    assert "kept logs:      attempts 2, 3 (ftspark logs logged --attempt N)" in capsys.readouterr().out
     assert main([*base, "--attempt", "1"]) == 1
     said = capsys.readouterr().err
     assert "attempt 1's driver log is not there" in said
