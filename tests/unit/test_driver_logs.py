@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ftspark.adapters.k8s.driver_logs import TAIL_BYTES, log_key, newest, tail
+from ftspark.adapters.k8s.driver_logs import TAIL_BYTES, log_key, newest, tail, wanted
 
 
 def test_the_end_of_a_long_log_is_kept_from_a_line_start_within_the_bound() -> None:
@@ -22,3 +22,12 @@ def test_the_newest_attempts_are_kept_and_nothing_else() -> None:
         log_key(11): "eleven",
     }, "by attempt number, not by text order (10 after 9)"
     assert newest({}, 1, "one", kept=3) == {log_key(1): "one"}
+
+
+def test_a_log_is_read_once_and_never_for_an_attempt_older_than_those_kept() -> None:
+    so_far = {log_key(attempt): "" for attempt in (3, 4, 5)}
+    assert wanted(so_far, 6, kept=3)
+    assert not wanted(so_far, 4, kept=3), "kept already"
+    assert not wanted(so_far, 2, kept=3), "it would go at once, and be read at every pass"
+    assert wanted(so_far, 2, kept=5), "room for it"
+    assert wanted({}, 1, kept=1)

@@ -50,6 +50,13 @@ def tail(text: str, limit: int = TAIL_BYTES) -> str:
     return end[newline + 1 :].decode(errors="ignore")
 
 
+def wanted(kept_so_far: Mapping[str, str], attempt: int, kept: int) -> bool:
+    """Whether the attempt's log is to be read: not kept yet, and not older than all of the newest `kept`
+    (a late pod of an old attempt: its log would go at once, and be read again at every pass)."""
+    present = sorted(a for key in kept_so_far if (a := attempt_of(key)) is not None)
+    return attempt not in present and (len(present) < kept or attempt > present[-kept])
+
+
 def newest(kept_so_far: Mapping[str, str], attempt: int, log: str, kept: int) -> dict[str, str]:
     """The logs to keep: those so far and this attempt's, the newest `kept` attempts' only (keys not an
     attempt's log are someone else's edit and go)."""
@@ -90,7 +97,7 @@ class KubeDriverLogs:
                     "and is not this job's (no ownerReference to it); delete or rename that ConfigMap"
                 )
             data: dict[str, str] = dict((found or {}).get("data") or {})
-            if log_key(attempt) in data:
+            if not wanted(data, attempt, kept):
                 return
             log = log if log is not None else self._log_tail(namespace, pod_name)
             body = _config_map(job, name, newest(data, attempt, log, kept), found)
