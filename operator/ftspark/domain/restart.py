@@ -87,7 +87,7 @@ def configuration_verdict(
         return counted, None
     return counted, (
         f"{count} attempt(s) in a row failed for a cause no restart fixes "
-        f"(restartStrategy.configurationFailures: {limit})"
+        f"(restartStrategy.configurationFailures: {limit}); fix it, then change the spec"
     )
 
 

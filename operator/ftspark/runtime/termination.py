@@ -39,7 +39,7 @@ def failure_summary(error: BaseException) -> str:
     head = f"{type(error).__name__}: {first}" if first else type(error).__name__
     cause = _root_cause(text)
     summary = f"{head} (caused by {cause})" if cause and cause not in head else head
-    return summary if len(summary) <= MAX_SUMMARY else f"{summary[: MAX_SUMMARY - 1]}…"
+    return _bounded(summary)
 
 
 class StderrTail:
@@ -66,7 +66,11 @@ class StderrTail:
         """The failure of a script that called sys.exit(code): the code, and its last words on stderr."""
         said = " | ".join(line.strip() for line in self._tail.splitlines()[-3:] if line.strip())
         summary = f"the script exited with {code}" + (f"; its last words on stderr: {said}" if said else "")
-        return summary if len(summary) <= MAX_SUMMARY else f"{summary[: MAX_SUMMARY - 1]}…"
+        return _bounded(summary)
+
+
+def _bounded(summary: str) -> str:
+    return summary if len(summary) <= MAX_SUMMARY else f"{summary[: MAX_SUMMARY - 1]}…"
 
 
 def _root_cause(text: str) -> str:

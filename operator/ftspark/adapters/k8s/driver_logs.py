@@ -87,14 +87,14 @@ class KubeDriverLogs:
             try:
                 found = _read(self._core, namespace, name)
             except ApiException as error:
-                raise DriverLogNotKeptError(
-                    f"the driver log of attempt {attempt} is not kept: ConfigMap {namespace}/{name} could "
-                    f"not be read: {server_message(error)}"
+                raise _not_kept(
+                    attempt, f"{namespace}/{name} could not be read: {server_message(error)}"
                 ) from None
             if found is not None and not _owned_by(found, job.uid):
-                raise DriverLogNotKeptError(
-                    f"the driver log of attempt {attempt} is not kept: ConfigMap {namespace}/{name} exists "
-                    "and is not this job's (no ownerReference to it); delete or rename that ConfigMap"
+                raise _not_kept(
+                    attempt,
+                    f"{namespace}/{name} exists and is not this job's (no ownerReference to it); delete or "
+                    "rename that ConfigMap",
                 )
             data: dict[str, str] = dict((found or {}).get("data") or {})
             if not wanted(data, attempt, kept):
@@ -109,13 +109,9 @@ class KubeDriverLogs:
                 return
             except ApiException as error:
                 if error.status != 409:
-                    raise DriverLogNotKeptError(
-                        f"the driver log of attempt {attempt} is not kept: writing ConfigMap "
-                        f"{namespace}/{name} was refused: {server_message(error)}"
-                    ) from None
-        raise DriverLogNotKeptError(
-            f"the driver log of attempt {attempt} is not kept: ConfigMap {namespace}/{name} kept changing"
-        )
+                    why = f"{namespace}/{name}: the write was refused: {server_message(error)}"
+                    raise _not_kept(attempt, why) from None
+        raise _not_kept(attempt, f"{namespace}/{name} kept changing")
 
     def _log_tail(self, namespace: str, pod_name: str) -> str:
         try:
@@ -145,6 +141,10 @@ def _read(core: client.CoreV1Api, namespace: str, name: str) -> dict[str, Any] |
         raise
     found: dict[str, Any] = json.loads(response.data)
     return found
+
+
+def _not_kept(attempt: int, why: str) -> DriverLogNotKeptError:
+    return DriverLogNotKeptError(f"the driver log of attempt {attempt} is not kept: ConfigMap {why}")
 
 
 def _owned_by(config_map: Mapping[str, Any], uid: str) -> bool:

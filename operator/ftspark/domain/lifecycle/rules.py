@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import assert_never
+from typing import Literal, assert_never
 
 from ftspark.domain.ha import JobResultEntry
 from ftspark.domain.lifecycle import attempts, retention, savepointing, stopping, upgrade_rollback
@@ -34,14 +34,12 @@ from ftspark.domain.lifecycle.submission import QUOTA_EXCEEDED, Submission
 from ftspark.domain.models import (
     Condition,
     ConditionType,
-    Failure,
     JobResult,
     JobSpec,
     JobStatus,
     Phase,
-    RestartState,
 )
-from ftspark.domain.restart import configuration_verdict, on_failure
+from ftspark.domain.restart import RestartVerdict, configuration_verdict, on_failure
 from ftspark.domain.rollback import NOT_UPGRADED
 from ftspark.domain.savepoints import (
     job_savepoint_id,
@@ -111,7 +109,7 @@ def invalid_spec(
 ) -> Decision:
     """A spec the operator cannot act on: Ready=False naming the field, an Event, no pods."""
     text = message if message.startswith("spec.") or not field_path else f"spec.{field_path}: {message}"
-    conditions, events = _not_ready(status, generation, "InvalidSpec", text, now)
+    conditions, events = _warned(status, generation, "Ready", "False", "InvalidSpec", text, now)
     observed = status.model_copy(update={"conditions": conditions, "observed_generation": generation})
     return Decision(observed, events)
 
@@ -127,7 +125,7 @@ def deferred(status: JobStatus, generation: int, message: str, now: datetime) ->
     created): Ready=False, reason QuotaExceeded with the server's words, an Event once per message, and the
     same decision tried again every QUOTA_RETRY seconds until the quota has room. Not a failure: no restart
     is counted, as for a pod waiting for its node."""
-    conditions, events = _not_ready(status, generation, QUOTA_EXCEEDED, message, now)
+    conditions, events = _warned(status, generation, "Ready", "False", QUOTA_EXCEEDED, message, now)
     return Decision(status.model_copy(update={"conditions": conditions}), events, requeue_after=QUOTA_RETRY)
 
 
@@ -135,11 +133,7 @@ def reconcile_failed(status: JobStatus, generation: int, message: str, now: date
     """The operator keeps failing to act on the job (its storage or the API server refuses it, a bug): the
     job says so in Reconciled=False, reason OperatorError, and a Warning Event when the message is news, so
     its user sees what only the operator's log would. Nothing else of the status changes."""
-    said = says_already(status.conditions, RECONCILED, "False", OPERATOR_ERROR, message)
-    conditions = set_condition(
-        status.conditions, RECONCILED, "False", OPERATOR_ERROR, message, now, generation
-    )
-    events = () if said else (EmitEvent("Warning", OPERATOR_ERROR, message),)
+    conditions, events = _warned(status, generation, RECONCILED, "False", OPERATOR_ERROR, message, now)
     return Decision(status.model_copy(update={"conditions": conditions}), events)
 
 
@@ -152,12 +146,18 @@ def reconciled(decision: Decision) -> Decision:
     return replace(decision, status=decision.status.model_copy(update={"conditions": kept}))
 
 
-def _not_ready(
-    status: JobStatus, generation: int, reason: str, message: str, now: datetime
+def _warned(
+    status: JobStatus,
+    generation: int,
+    kind: ConditionType,
+    value: Literal["True", "False"],
+    reason: str,
+    message: str,
+    now: datetime,
 ) -> tuple[list[Condition], tuple[Action, ...]]:
-    """Ready=False for this reason, and its Warning Event unless the condition says the same already."""
-    said = says_already(status.conditions, "Ready", "False", reason, message)
-    conditions = set_condition(status.conditions, "Ready", "False", reason, message, now, generation)
+    """The condition set to this, and its Warning Event unless the condition says the same already."""
+    said = says_already(status.conditions, kind, value, reason, message)
+    conditions = set_condition(status.conditions, kind, value, reason, message, now, generation)
     return conditions, () if said else (EmitEvent("Warning", reason, message),)
 
 
@@ -400,15 +400,6 @@ class _Context(Submission):
         why = f"not started within spec.liveness.startTimeoutSeconds ({timeout} s): {current.message}"
         return self._failed(replace(current, message=why))
 
-    def _misconfigured(self, failure: Failure, counted: RestartState, why: str) -> Decision:
-        """Failed until the spec changes, its result saying the cause is to be fixed, not waited out (Ready
-        shows it once the result is in; `ftspark status` prints what to do for the failure's reason)."""
-        message = f"{failure.reason}: {failure.message} — not restarted: {why}; fix it, then change the spec"
-        self.update(restarts=counted)
-        self.condition("Degraded", "True", failure.reason, failure.message)
-        attempts.record_result(self, "Failed", message)
-        return self._done(WAIT)
-
     def _running(self, current: DriverObservation) -> Decision:
         if self.status.phase != "Running":
             # A promoted standby's container started long before its attempt was submitted.
@@ -450,16 +441,19 @@ class _Context(Submission):
             return self._rolled_back("UpgradeFailed", f"attempt {failure.attempt} failed: {failure.reason}")
         strategy = self.spec.restart_strategy
         counted, misconfigured = configuration_verdict(strategy, self.status.restarts, failure.reason)
-        if misconfigured is not None:
-            return self._misconfigured(failure, counted, misconfigured)
-        verdict = on_failure(strategy, counted, self.now, self.status.attempt_started_at, self.uniform)
+        verdict = (
+            on_failure(strategy, counted, self.now, self.status.attempt_started_at, self.uniform)
+            if misconfigured is None
+            else RestartVerdict(False, 0.0, counted, misconfigured)
+        )
         self.update(restarts=verdict.state)
         self.condition("Degraded", "True", failure.reason, failure.message)
         attempts.say_why_replaced(self, failure)
         if not verdict.restart:
             message = f"{failure.reason}: {failure.message} — not restarted: {verdict.reason}"
             attempts.record_result(self, "Failed", message)
-            self.condition("Ready", "False", "RestartsExhausted", message)
+            if misconfigured is None:  # else what to do is the failure's own fix, not more restarts
+                self.condition("Ready", "False", "RestartsExhausted", message)
             return self._done(WAIT)
         due = self.now + timedelta(seconds=verdict.delay_seconds)
         self.update(restarts=verdict.state.model_copy(update={"next_attempt_at": due}))
