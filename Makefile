@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test verify bench soak lint types unit integration cluster-bin helm-bin s3-bin spark-jars local-recovery-jar class-data images dev-cluster crds argocd deploy docs lock clean
+.PHONY: help demo test verify bench soak lint types unit integration cluster-bin helm-bin alert-rules-bin s3-bin spark-jars local-recovery-jar class-data images dev-cluster crds argocd deploy docs lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
@@ -36,6 +36,10 @@ cluster-bin:
 
 helm-bin:
 	tools/helm/build.sh
+
+# The chart's alert rule tests' runner (tests/helm/alert_rules.test.yaml), cached by source hash.
+alert-rules-bin:
+	tools/alertrules/build.sh
 
 # The S3 server of every tier and the demo (Versity S3 Gateway), cached by version.
 s3-bin:
@@ -72,7 +76,7 @@ types: $(VENV)/.installed
 # and the class data follow in whichever slot frees first). images: the real-node tier runs them
 # (tests/realnodes); building them first keeps pytest's timings honest.
 test: $(VENV)/.installed lint types
-	$(MAKE) --no-print-directory -j2 cluster-bin images s3-bin helm-bin class-data
+	$(MAKE) --no-print-directory -j2 cluster-bin images s3-bin helm-bin alert-rules-bin class-data
 	$(PY) -m pytest
 
 # What is too long for the gate, one after the other (each prints its tables).

@@ -86,8 +86,8 @@ LOCAL_STATE_OVER_BOUND = Gauge(
 
 
 class JobMetrics(Collector):
-    """ftspark_jobs{phase}, and per job: restarts, the last recovery's time, last checkpoint id, checkpoint
-    age, the newest batch's figures."""
+    """ftspark_jobs{phase}, and per job: its phase and conditions, restarts, the last recovery's time, last
+    checkpoint id, checkpoint age, the newest batch's figures."""
 
     def __init__(self) -> None:
         self._statuses: dict[JobKey, JobStatus] = {}
@@ -108,6 +108,14 @@ class JobMetrics(Collector):
             phases.add_metric([phase], count)
         yield phases
         labels = ["namespace", "job"]
+        job_phase = GaugeMetricFamily(
+            "ftspark_job_phase", "1 for each job's phase: one series a job.", labels=[*labels, "phase"]
+        )
+        conditions = GaugeMetricFamily(
+            "ftspark_job_condition",
+            "Each condition of each job: 1 while True, else 0 (alert rules read Degraded and Reconciled).",
+            labels=[*labels, "type", "reason"],
+        )
         restarts = GaugeMetricFamily("ftspark_job_restarts", "Restarts of the job so far.", labels=labels)
         last_id = GaugeMetricFamily(
             "ftspark_job_last_checkpoint_id",
@@ -149,6 +157,9 @@ class JobMetrics(Collector):
         now = time.time()
         for key, status in sorted(statuses.items(), key=lambda item: str(item[0])):
             values = [key.namespace, key.name]
+            job_phase.add_metric([*values, status.phase], 1)
+            for condition in status.conditions:
+                conditions.add_metric([*values, condition.type, condition.reason], condition.status == "True")
             restarts.add_metric(values, status.restarts.count)
             failure = status.last_failure
             if failure is not None and failure.recovery_seconds is not None:
@@ -160,7 +171,7 @@ class JobMetrics(Collector):
                 if checkpoint.figures is not None:
                     for family, value in batch:
                         family.add_metric(values, value(checkpoint.figures))
-        yield from (restarts, recovery, last_id, age, *(family for family, _ in batch))
+        yield from (job_phase, conditions, restarts, recovery, last_id, age, *(family for family, _ in batch))
 
 
 JOBS = JobMetrics()

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ftspark.app.config import OperatorConfig, parse
 from ftspark.domain.models import LocalRecoverySpec
 from ftspark.manifests import DRIVER_RULES
 from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, driver_lease_name, driver_pod_name
-from ftspark_dev.cluster.processes import REPO_ROOT
+from ftspark_dev.cluster.processes import REPO_ROOT, built_by
 from ftspark_dev.generate.bundle import render_bundle
 from tests.helm.conftest import CHART, KUBE_VERSION, Render, run_helm
 
 BUNDLE = REPO_ROOT / "deploy" / "ftspark-operator.yaml"
+ALERT_TESTS = Path(__file__).with_name("alert_rules.test.yaml")
 
 
 def _kinds(documents: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -200,7 +203,33 @@ def test_ha_store_on_s3_needs_a_root(helm: Path, render: Render) -> None:
 
 def test_service_monitor_when_asked(render: Render) -> None:
     monitor = _kinds(render("serviceMonitor.enabled=true"))["ServiceMonitor"][0]
-    assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["path"] == "/metrics"
+    assert endpoint["honorLabels"] is True, "a job's series keep their namespace and job labels"
+
+
+def test_the_alert_rules_fire_when_and_only_when_they_say(render: Render, tmp_path: Path) -> None:
+    """Each rule of the chart's PrometheusRule, as rendered, through Prometheus's own rule evaluation
+    (tools/alertrules) on the cases of tests/helm/alert_rules.test.yaml."""
+    assert "PrometheusRule" not in _kinds(render()), "off by default: it needs the Prometheus Operator"
+    (rule,) = _kinds(render("prometheusRule.enabled=true", "prometheusRule.labels.release=prom"))[
+        "PrometheusRule"
+    ]
+    assert rule["metadata"]["labels"]["release"] == "prom"
+    groups = tmp_path / "rules.yaml"
+    groups.write_text(yaml.safe_dump(rule["spec"]))
+    runner = built_by(REPO_ROOT / "tools" / "alertrules" / "build.sh")
+    result = subprocess.run(
+        [str(runner), str(groups), str(ALERT_TESTS)], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    tested = {
+        case["alertname"]
+        for test in yaml.safe_load(ALERT_TESTS.read_text())["tests"]
+        for case in test["alert_rule_test"]
+    }
+    alerts = {r["alert"] for group in rule["spec"]["groups"] for r in group["rules"]}
+    assert tested == alerts, f"untested: {sorted(alerts - tested)}"
 
 
 def test_plain_manifest_bundle_is_the_rendered_chart(helm: Path) -> None:

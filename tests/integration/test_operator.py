@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import datetime
 import json
+import re
 import time
 from collections.abc import Callable
 from functools import partial
@@ -830,6 +831,13 @@ def test_metrics_and_probes(
     assert _metric(leader_page, 'ftspark_jobs{phase="Running"}') == 1
     assert (_metric(leader_page, 'ftspark_reconcile_duration_seconds_count{outcome="ok"}') or 0) >= 2
     assert _metric(leader_page, f'ftspark_job_restarts{{job="observed",namespace="{ns}"}}') == 0
+    # What the chart's alert rules read: the job's phase and its conditions, one series each.
+    assert _metric(leader_page, f'ftspark_job_phase{{job="observed",namespace="{ns}",phase="Running"}}') == 1
+    ready = re.findall(
+        rf'ftspark_job_condition{{job="observed",namespace="{ns}",reason="\w+",type="Ready"}} (\S+)',
+        leader_page,
+    )
+    assert ready == ["1.0"], leader_page
     assert _metric(fleet.probe(second, "/metrics")[1], "ftspark_leader") == 0
     status, body = fleet.probe(first, "/healthz")
     assert status == 200
