@@ -45,6 +45,7 @@ from ftspark_dev.cluster.operators import (
     set_driver_exited,
     set_driver_running,
 )
+from ftspark_dev.cluster.processes import free_port
 from ftspark_dev.cluster.s3server import S3Server
 from tests.waiting import eventually
 
@@ -711,6 +712,29 @@ def test_restart_restores_the_newest_checkpoint_that_is_really_there(
     env = _env(core, ns, "restore-2-driver")
     assert (env["FTSPARK_RESTORE_FROM"], env["FTSPARK_RESTORE_BATCH"]) == ("latest-checkpoint", "5")
     assert "CheckpointSkipped" in event_reasons(api_client, ns, "restore")
+
+
+def test_the_operators_own_s3_unreachable_is_said_on_the_job_not_only_in_its_log(
+    fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
+) -> None:
+    """A wrong S3 endpoint in the operator's own settings (not the job's) shows at the first restart, when
+    the operator looks for the checkpoint to restore: Reconciled=False with botocore's words and an Event,
+    and no next driver until it can look."""
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.s3_endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    fleet.start()
+    _start_running(api_client, ns, "blind", bucket)
+    location = _env(core, ns, "blind-1-driver")["FTSPARK_CHECKPOINT_LOCATION"]
+    _report_checkpoints(api_client, s3_server, fleet, "blind", location, [3])
+    set_driver_exited(core, ns, "blind-1-driver", 137, "killed")
+    said = eventually(
+        lambda: condition(job_status(api_client, ns, "blind"), "Reconciled"), timeout=60, what="Reconciled"
+    )
+    assert (said["status"], said["reason"]) == ("False", "OperatorError"), said
+    assert said["message"].startswith("the operator's S3 (its endpoint and credentials, not the job's)"), said
+    assert fleet.s3_endpoint in said["message"], "botocore's words name the endpoint"
+    assert "OperatorError" in event_reasons(api_client, ns, "blind")
+    assert pod_names(api_client, ns, "blind") == [], "no next attempt without knowing what to restore"
 
 
 def test_no_usable_checkpoint_asks_for_a_manual_restore_instead_of_starting_empty(

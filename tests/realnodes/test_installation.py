@@ -308,6 +308,15 @@ _MISSING_SECRET = {
 _SCRIPTS = {
     "exits": "import sys\nprint('no orders for 2026-11-21', file=sys.stderr)\nsys.exit(2)\n",
     "hoards": "print('loading every order', flush=True)\nheld = b'x' * (3 << 30)\n",
+    # A UDF that raises on the executor, inside a streaming query: Spark's own words end in JVM frames.
+    "udf": (
+        "import sys\n"
+        "from pyspark.sql import SparkSession, functions as F\n"
+        "spark = SparkSession.builder.getOrCreate()\n"
+        "ratio = F.udf(lambda value: 1 / (len(value) - len(value)), 'double')\n"
+        "lines = spark.readStream.text(sys.argv[1]).select(ratio('value').alias('r'))\n"
+        "lines.writeStream.foreachBatch(lambda batch, _: batch.collect()).start().awaitTermination()\n"
+    ),
 }
 _WAITING: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
     "too-big": ({"driver": {"cores": 64}}, ("DriverUnschedulable",), "Insufficient cpu"),
@@ -331,6 +340,8 @@ _ENDED: dict[str, tuple[dict[str, Any], str, str]] = {
         "its last words on stderr: no orders for 2026-11-21",
     ),
     "hoards": ({"executor": {"instances": 0}}, "OOMKilled", ""),
+    # The query's exception names the UDF's own error, which is what the user has to fix.
+    "udf": ({}, "ScriptFailed", "StreamingQueryException: "),
     "no-executors": (
         {
             "executor": {"instances": 1, "cores": 64},
@@ -355,7 +366,20 @@ _ENDED: dict[str, tuple[dict[str, Any], str, str]] = {
         "/opt/nowhere/job.py",
     ),
 }
-_LOGGED = {"exits": "no orders for 2026-11-21", "hoards": "loading every order"}
+_LOGGED = {"exits": "no orders for 2026-11-21", "hoards": "loading every order", "udf": "ZeroDivisionError"}
+# A ResourceQuota without room for the drivers of one PriorityClass: the API server refuses the pod.
+_QUOTA_CLASS = "ftspark-no-room"
+_NO_ROOM = {
+    "apiVersion": "v1",
+    "kind": "ResourceQuota",
+    "metadata": {"name": _QUOTA_CLASS},
+    "spec": {
+        "hard": {"pods": "0"},
+        "scopeSelector": {
+            "matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": [_QUOTA_CLASS]}]
+        },
+    },
+}
 _START_TIMEOUT = 20  # seconds: spec.liveness.startTimeoutSeconds of the waiting ones
 
 
@@ -365,10 +389,17 @@ def test_each_cause_a_user_makes_is_named_in_the_status_and_an_event_and_a_faile
     """Every job here fails for a cause of its user's, once (restartStrategy none) but one. While a driver
     waits (no node fits, no volume, no image, no Secret) the job is Degraded with the scheduler's or the
     kubelet's words and an Event; at spec.liveness.startTimeoutSeconds it fails with that reason. A driver
-    that ends (sys.exit(2), the OOM killer, executors no node takes) fails with its reason, an Event, a row
-    of what to do (docs/troubleshooting.md), and its log read by `ftspark logs` once its pod is gone. A main
-    file that does not exist ends the job at its third attempt in a row (configurationFailures)."""
+    that ends (sys.exit(2), the OOM killer, a UDF raising in a streaming query, executors no node takes)
+    fails with its reason, an Event, a row of what to do (docs/troubleshooting.md), and its log read by
+    `ftspark logs` once its pod is gone. A main file that does not exist ends the job at its third attempt
+    in a row (configurationFailures). A quota without room refuses the driver pod: Ready=False with the API
+    server's words, and no pod."""
     world = operator_installed
+    scheduling = client.SchedulingV1Api(world.api)
+    scheduling.create_priority_class({"metadata": {"name": _QUOTA_CLASS}, "value": 0})
+    world.core.create_namespaced_resource_quota(JOBS_NAMESPACE, _NO_ROOM)
+    no_room = {"podTemplate": {"spec": {"priorityClassName": _QUOTA_CLASS}}}
+    world.create(world.job("no-room", tmp_path / "in", tmp_path / "no-room", driver=no_room))
     s3 = world.s3.client()
     for name, text in _SCRIPTS.items():
         s3.put_object(Bucket=DEMO_BUCKET, Key=f"scripts/{name}.py", Body=text.encode())
@@ -395,9 +426,15 @@ def test_each_cause_a_user_makes_is_named_in_the_status_and_an_event_and_a_faile
         timed_out = f"not started within spec.liveness.startTimeoutSeconds ({_START_TIMEOUT} s)"
         assert timed_out in failure["message"], failure
         assert named in failure["message"], failure
+    refused = eventually(partial(_condition, world, "no-room", "Ready", "False"), timeout=60, what="refused")
+    assert refused["reason"] == "QuotaExceeded" and "exceeded quota" in refused["message"], refused
+    assert any("QuotaExceeded" in said for said in _event_messages(world, "no-room")), "an Event says it"
+    assert not world.drivers("no-room"), "nothing of the attempt is created"
     for name, (_, reason, named) in _ENDED.items():
         failure = _failed(world, name)
         assert failure["reason"] == reason and named in failure["message"], (failure, _kept_log(world, name))
+    udf = world.status("udf")["lastFailure"]["message"]
+    assert udf.endswith("(caused by ZeroDivisionError: division by zero)"), udf
     ended = world.status("no-file")
     said = _ready(ended)["message"]
     assert ended["attempt"] == 3 and "restartStrategy.configurationFailures: 3" in said, ended
@@ -414,8 +451,10 @@ def test_each_cause_a_user_makes_is_named_in_the_status_and_an_event_and_a_faile
         assert cli(["--kubeconfig", kubeconfig, "-n", JOBS_NAMESPACE, "logs", name, "--attempt", "1"]) == 0
         shown = capsys.readouterr()
         assert logged in shown.out and f"pod {name}-1-driver is gone" in shown.err, shown
-    for name in (*_WAITING, *_ENDED):
+    for name in (*_WAITING, *_ENDED, "no-room"):
         world.delete(name)
+    world.core.delete_namespaced_resource_quota(_QUOTA_CLASS, JOBS_NAMESPACE)
+    scheduling.delete_priority_class(_QUOTA_CLASS)
 
 
 def _kept_log(world: RealWorld, name: str) -> str:
@@ -432,9 +471,9 @@ def _ready(status: dict[str, Any]) -> dict[str, Any]:
     return ready
 
 
-def _condition(world: RealWorld, name: str, kind: str) -> dict[str, Any] | None:
+def _condition(world: RealWorld, name: str, kind: str, status: str = "True") -> dict[str, Any] | None:
     found = [c for c in world.status(name).get("conditions", []) if c["type"] == kind]
-    return found[0] if found and found[0]["status"] == "True" else None
+    return found[0] if found and found[0]["status"] == status else None
 
 
 def _failed(world: RealWorld, name: str) -> dict[str, Any]:

@@ -171,31 +171,6 @@ def test_a_setting_the_spark_jvm_refuses_ends_the_driver_as_spark_not_started(ma
     assert "Number of executors must be a positive number" in job.log(), "the JVM's own words, in the log"
 
 
-@pytest.mark.slow
-def test_a_udf_failing_inside_a_streaming_query_is_named_by_its_own_error(
-    make_job: Any, tmp_path: Path
-) -> None:
-    """Spark wraps it in the query's exception, whose text ends in JVM frames: the message names the UDF's
-    own error, which is what the user has to fix."""
-    job: RuntimeJob = make_job()
-    job.script = script = tmp_path / "udf.py"
-    script.write_text(
-        "import sys\n"
-        "from pyspark.sql import SparkSession, functions as F\n"
-        "spark = SparkSession.builder.getOrCreate()\n"
-        "ratio = F.udf(lambda value: 1 / (len(value) - len(value)), 'double')\n"
-        "lines = spark.readStream.text(sys.argv[1]).select(ratio('value').alias('r'))\n"
-        "lines.writeStream.foreachBatch(lambda batch, _: batch.collect()).start().awaitTermination()\n"
-    )
-    write_input(job.input, 1)
-    job.start()
-    assert job.wait(180) == Exit.SCRIPT_FAILED
-    message = job.termination()
-    assert message["reason"] == "ScriptFailed", message
-    assert message["message"].startswith("StreamingQueryException: "), message
-    assert message["message"].endswith("(caused by ZeroDivisionError: division by zero)"), message
-
-
 def test_missing_main_file_is_named(make_job: Any, tmp_path: Path) -> None:
     job: RuntimeJob = make_job()
     job.script = tmp_path / "nowhere.py"

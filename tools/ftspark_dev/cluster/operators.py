@@ -88,6 +88,7 @@ class OperatorFleet:
     result_sweep_seconds: float = 1.0
     kubeconfig: Path | None = None  # default: the control plane's admin
     ha_s3_root: str = ""  # s3://bucket/prefix: the HA records on S3 there; empty: on ConfigMaps
+    s3_endpoint: str = ""  # the replicas' S3 endpoint; empty: the test S3 server's
     checkpoint_refreshes_per_second: float = CHECKPOINT_REFRESHES_PER_SECOND
     replicas: dict[str, ManagedProcess] = field(default_factory=dict)
     probe_ports: dict[str, int] = field(default_factory=dict)
@@ -107,7 +108,7 @@ class OperatorFleet:
                 f"--namespace={self.namespace}",
                 f"--watch-namespaces={self.watch_namespace}",
                 f"--kubeconfig={kubeconfig or self.kubeconfig or self.control_plane.kubeconfig}",
-                f"--s3-endpoint={self.s3.endpoint}",
+                f"--s3-endpoint={self.s3_endpoint or self.s3.endpoint}",
                 f"--lease-duration={self.lease_duration}",
                 f"--renew-deadline={self.renew_deadline}",
                 f"--retry-period={self.retry_period}",

@@ -25,7 +25,7 @@ ftspark logs counts --attempt 2          # a driver's log, its pod there or not 
 ```
 
 What `ftspark describe` showed for a job asking for a 64-core driver on three 2-core nodes (a real run on the
-test installation; `tests/realnodes/test_installation.py` proves it on real kubelets, and 7 other causes):
+test installation; `tests/realnodes/test_installation.py` proves it on real kubelets, and 9 other causes):
 
 ```text
 {example}
