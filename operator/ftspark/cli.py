@@ -19,7 +19,13 @@ from ftspark.adapters.k8s import server_message
 from ftspark.adapters.k8s.driver_logs import TAIL_BYTES, read_kept
 from ftspark.domain.models import DesiredState
 from ftspark.domain.remedies import remedy_for
-from ftspark.protocol import DRIVER_CONTAINER, driver_pod_name
+from ftspark.protocol import (
+    DRIVER_CONTAINER,
+    EXECUTOR_CONTAINER,
+    driver_pod_name,
+    executor_selector,
+    spark_app_id,
+)
 
 
 def _verb(state: DesiredState) -> str:
@@ -170,6 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     logs = commands.add_parser("logs", help="a driver's log: its pod's, or as kept when the pod ended")
     logs.add_argument("job")
     logs.add_argument("--attempt", type=int, help="which attempt's (default: the job's current one)")
+    logs.add_argument(
+        "--executor",
+        metavar="ID",
+        nargs="?",
+        const="",
+        help="an executor's log instead, while its pod is there (without ID: which executors there are)",
+    )
     args = parser.parse_args(argv)
     namespace = _namespace(args)
     try:
@@ -196,7 +209,11 @@ def _run(args: argparse.Namespace, api: client.CustomObjectsApi, namespace: str)
         logs = _kept_logs_line(client.CoreV1Api(api.api_client), namespace, job)
         return "\n".join([*_status_lines(job), logs, "events (newest last):", *_event_lines(namespace, job)])
     if args.command == "logs":
-        return _driver_log(client.CoreV1Api(api.api_client), namespace, job, args.attempt)
+        core = client.CoreV1Api(api.api_client)
+        attempt = _attempt(job, args.attempt)
+        if args.executor is not None:
+            return _executor_log(core, job, attempt, args.executor)
+        return _driver_log(core, job, attempt)
     if args.command == "savepoint":
         nonce = bump_savepoint_nonce(api, namespace, args.job, job)
         done = f"savepoint requested (savepointTriggerNonce: {nonce})"
@@ -226,13 +243,39 @@ def _kept_logs_line(core: client.CoreV1Api, namespace: str, job: dict[str, Any])
     )
 
 
-def _driver_log(core: client.CoreV1Api, namespace: str, job: dict[str, Any], attempt: int | None) -> str:
+def _attempt(job: dict[str, Any], asked: int | None) -> int:
+    """The attempt asked for, else the job's current one."""
+    attempt = asked or int((job.get("status") or {}).get("attempt") or 0)
+    if attempt < 1:
+        meta = job["metadata"]
+        raise CliError(f"{meta['namespace']}/{meta['name']} has not started an attempt yet")
+    return attempt
+
+
+def _executor_log(core: client.CoreV1Api, job: dict[str, Any], attempt: int, executor: str) -> str:
+    """An executor's log from its pod. Not kept when the pod ends (Spark deletes it; the driver's log has
+    a failed task's error); without an id, which executors the attempt has now."""
+    meta = job["metadata"]
+    selector = executor_selector(spark_app_id(meta["uid"], attempt))
+    pods = core.list_namespaced_pod(meta["namespace"], label_selector=selector).items
+    ids = {pod.metadata.labels.get("spark-exec-id", "?"): pod.metadata.name for pod in pods}
+    there = ", ".join(sorted(ids, key=lambda found: (len(found), found))) or "none"
+    if not executor:
+        return f"attempt {attempt}'s executors now: {there} (ftspark logs {meta['name']} --executor ID)"
+    if executor not in ids:
+        raise CliError(
+            f"executor {executor} of attempt {attempt} has no pod; its executors now: {there} (an executor's "
+            f"log goes with its pod; the driver's log has a failed task's error: ftspark logs {meta['name']} "
+            f"--attempt {attempt})"
+        )
+    log: str = core.read_namespaced_pod_log(ids[executor], meta["namespace"], container=EXECUTOR_CONTAINER)
+    return log
+
+
+def _driver_log(core: client.CoreV1Api, job: dict[str, Any], attempt: int) -> str:
     """The attempt's driver log from its pod while there is one, else as the operator kept it when the pod
     ended (the end of it, spec.failureHistory attempts' worth)."""
-    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
-    attempt = attempt or int((job.get("status") or {}).get("attempt") or 0)
-    if attempt < 1:
-        raise CliError(f"{namespace}/{name} has not started an attempt yet")
+    name, uid, namespace = job["metadata"]["name"], job["metadata"]["uid"], job["metadata"]["namespace"]
     pod = driver_pod_name(name, attempt)
     try:
         log: str = core.read_namespaced_pod_log(pod, namespace, container=DRIVER_CONTAINER)

@@ -69,6 +69,10 @@ def test_the_newest_attempts_logs_are_kept_in_the_jobs_config_map_and_read_after
     said = capsys.readouterr().err
     assert "attempt 1's driver log is not there" in said
     assert "(attempts: 2, 3; spec.failureHistory says how many are kept)" in said
+    assert main([*base, "--executor", "1"]) == 1, "an executor's log is not kept"
+    said = capsys.readouterr().err
+    assert "executor 1 of attempt 3 has no pod; its executors now: none" in said
+    assert "the driver's log has a failed task's error: ftspark logs logged --attempt 3" in said
 
 
 def test_a_config_map_of_that_name_not_the_jobs_is_left_as_it_is(

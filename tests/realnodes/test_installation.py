@@ -237,7 +237,9 @@ def test_the_local_state_sweeper_on_every_node(
     print(f"sweeper test: {time.monotonic() - started:.1f} s")
 
 
-def test_windowed_counts_example_runs_at_pod_security_restricted(operator_installed: RealWorld) -> None:
+def test_windowed_counts_example_runs_at_pod_security_restricted(
+    operator_installed: RealWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
     world = operator_installed
     output = Output(world.work / "windowed-counts-output" / "output")
     world.volume("windowed-counts-output", output.folder.parent)
@@ -265,6 +267,17 @@ def test_windowed_counts_example_runs_at_pod_security_restricted(operator_instal
     )
     executors = world.core.list_namespaced_pod("jobs", label_selector="spark-role=executor").items
     assert len(executors) == 2
+    kubeconfig = str(world.plane.kubeconfig)
+    capsys.readouterr()
+    assert (
+        cli(["--kubeconfig", kubeconfig, "-n", JOBS_NAMESPACE, "logs", "windowed-counts", "--executor"]) == 0
+    )
+    assert "attempt 1's executors now: 1, 2" in capsys.readouterr().out
+    assert (
+        cli(["--kubeconfig", kubeconfig, "-n", JOBS_NAMESPACE, "logs", "windowed-counts", "--executor", "2"])
+        == 0
+    )
+    assert "CoarseGrainedExecutorBackend" in capsys.readouterr().out, "the executor's own log"
     world.patch("windowed-counts", {"desiredState": "stopped"})
     eventually(lambda: world.status("windowed-counts").get("phase") == "Stopped", timeout=180, what="Stopped")
 
