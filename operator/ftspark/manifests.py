@@ -48,6 +48,8 @@ Manifest = dict[str, Any]
 
 EXECUTOR_TEMPLATE_DIR = "/etc/ftspark/executor"
 LOCAL_STATE_VOLUME = "spark-local-dir-ftspark"
+# The init step that opens the job's node directory to the executor's user (see local_state_dir_opener).
+LOCAL_STATE_OPENER = "local-state-dir"
 LOCAL_RECOVERY_FS = "io.ftspark.localrecovery.LocalRecoveryFileSystem"
 LOCAL_RECOVERY_AFS = "io.ftspark.localrecovery.LocalRecoveryFs"
 LOCAL_RECOVERY_JAR = (
@@ -400,6 +402,8 @@ def executor_pod_template(plan: AttemptPlan) -> Manifest:
                 {"name": LOCAL_RECOVERY_KEY_VOLUME, "mountPath": LOCAL_RECOVERY_KEY_DIR, "readOnly": True},
             ]
         )
+    if recovery.enabled:
+        ours["spec"]["initContainers"] = [local_state_dir_opener(plan)]
     if recovery.enabled and plan.local_state_nodes:
         term: Manifest = {
             "matchExpressions": [
@@ -418,6 +422,27 @@ def executor_pod_template(plan: AttemptPlan) -> Manifest:
             case unknown:
                 assert_never(unknown)
     return merge_template(ours, spec.executor.pod_template)
+
+
+def local_state_dir_opener(plan: AttemptPlan) -> Manifest:
+    """The kubelet makes a missing hostPath directory root's, mode 0755, and no fsGroup applies to hostPath:
+    the executor's user could not write its node directory. Before the executor starts, this makes the job's
+    directory (only that one) writable by every user, sticky: it is mounted by the job's own pods only, and
+    its parents stay root's 0755. As root, the directory's owner, with no capability and nothing else
+    mounted (a chmod by the owner needs none)."""
+    node_dir = local_recovery_node_dir(plan)
+    return {
+        "name": LOCAL_STATE_OPENER,
+        "image": plan.spec.image,
+        "command": ["chmod", "1777", node_dir],
+        "securityContext": {
+            **copy.deepcopy(CONTAINER_SECURITY_CONTEXT),
+            "runAsUser": 0,
+            "runAsNonRoot": False,
+        },
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
+        "volumeMounts": [{"name": LOCAL_STATE_VOLUME, "mountPath": node_dir}],
+    }
 
 
 def executor_admission_probe(plan: AttemptPlan) -> Manifest:

@@ -15,6 +15,7 @@ and after all of it, a machine left as it was found.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -509,38 +510,80 @@ def _event_messages(world: RealWorld, name: str) -> list[str]:
 def test_the_example_job_survives_faults_on_real_containers_exactly_once(
     operator_installed: RealWorld, tmp_path: Path
 ) -> None:
+    """With task-local recovery on (its hostPath in this world's directory: the namespace at Pod Security
+    privileged and allowed hostPath for it): the executors write their copies into a directory the kubelet
+    made, and a restarted executor reads its state from them, none from S3."""
     world = operator_installed
     # The kubelet probes every 5 s and kills after 2 unanswered probes (10-15 s), as a user may tune it in the
     # driver's pod template (docs/driver-runtime.md); the defaults (10 s, 3) take 30-40 s.
     probe = {"periodSeconds": 5, "failureThreshold": 2}
     template = {"spec": {"containers": [{"name": "driver", "livenessProbe": probe}]}}
-    tour = RealFaultTour(world, tmp_path, spec={"driver": {"standby": 1, "podTemplate": template}})
-    tour.start()
-    tour.kill_executor()
-    tour.wait_for_standby()
-    tour.kill_driver()
-    assert tour.events().count("StandbyPromoted") == 1, "the hot standby took over from the killed driver"
-    frozen = tour.freeze_driver()
-    assert world.status(tour.name)["lastFailure"]["reason"] == "DriverKilled"
-    assert "Unhealthy" in world.events(frozen), "the kubelet's liveness probe found the frozen driver"
-    tour.kill_leader()
-    attempt = world.status(tour.name)["attempt"]
-    tour.kill_node()
-    assert world.status(tour.name)["attempt"] > attempt
-    assert world.status(tour.name)["lastFailure"]["reason"] == "NodeLost"
-    tour.stop_and_resume()
-    figures = tour.finish()
-    print(f"\nreal nodes:\n{tour.report(figures)}")
-    assert (figures["lost"], figures["duplicated"]) == (0, 0)
-    assert figures["most drivers alive at once"] == 1, "never two drivers of one job at once"
-    assert figures["most operator leaders acting at once"] == 1, "never two acting leaders"
-    faults = sum(step.endswith("-> next batch") for step in tour.recovery)
-    assert figures["re-processed by re-run batches"] <= faults * RECORDS_PER_FILE, "at most one batch a fault"
-    events = tour.events()
-    assert {"Submitted", "Restarting", "Stopping", "Stopped", "Resumed"} <= set(events), events
-    # The driver kill, the freeze and the node kill: each answered by a new attempt, or by the standby when
-    # one was ready by then (which of the two is a matter of timing).
-    assert events.count("Restarted") + events.count("StandbyPromoted") >= 3, events
+    local = {"enabled": True, "hostPath": str(sweeper_root(world))}
+    spec = {"driver": {"standby": 1, "podTemplate": template}, "localRecovery": local}
+    tour = RealFaultTour(world, tmp_path, spec=spec)
+    _allow_host_paths(world, True)
+    try:
+        tour.start()
+        tour.kill_executor()
+        job_dir = sweeper_root(world) / "jobs" / JOBS_NAMESPACE / world.uid(tour.name)
+        assert job_dir.stat().st_mode & 0o7777 == 0o1777, "opened to the executor's user (the kubelet's)"
+        copies = [p for p in (job_dir / "state").rglob("*") if p.is_file() and "_stats" not in p.parts]
+        assert copies and {p.stat().st_uid for p in copies} == {185}, "the executors' own copies"
+        # The restarted executor restored from the node's copies (the first one had nothing to restore).
+        restores = eventually(partial(_restores, job_dir / "state" / "_stats"), timeout=30, what="a restore")
+        assert all(counters.get("bytesReadPrimary", 0) == 0 for counters in restores), restores
+        tour.wait_for_standby()
+        tour.kill_driver()
+        assert tour.events().count("StandbyPromoted") == 1, "the hot standby took over from the killed driver"
+        frozen = tour.freeze_driver()
+        assert world.status(tour.name)["lastFailure"]["reason"] == "DriverKilled"
+        assert "Unhealthy" in world.events(frozen), "the kubelet's liveness probe found the frozen driver"
+        tour.kill_leader()
+        attempt = world.status(tour.name)["attempt"]
+        tour.kill_node()
+        assert world.status(tour.name)["attempt"] > attempt
+        assert world.status(tour.name)["lastFailure"]["reason"] == "NodeLost"
+        tour.stop_and_resume()
+        figures = tour.finish()
+        print(f"\nreal nodes:\n{tour.report(figures)}")
+        assert (figures["lost"], figures["duplicated"]) == (0, 0)
+        assert figures["most drivers alive at once"] == 1, "never two drivers of one job at once"
+        assert figures["most operator leaders acting at once"] == 1, "never two acting leaders"
+        faults = sum(step.endswith("-> next batch") for step in tour.recovery)
+        assert figures["re-processed by re-run batches"] <= faults * RECORDS_PER_FILE, (
+            "at most one batch a fault"
+        )
+        events = tour.events()
+        assert {"Submitted", "Restarting", "Stopping", "Stopped", "Resumed"} <= set(events), events
+        # The driver kill, the freeze and the node kill: each answered by a new attempt, or by the standby
+        # when one was ready by then (which of the two is a matter of timing).
+        assert events.count("Restarted") + events.count("StandbyPromoted") >= 3, events
+    finally:
+        _allow_host_paths(world, False)
+
+
+def _allow_host_paths(world: RealWorld, allowed: bool) -> None:
+    """The jobs' namespace at Pod Security privileged, with the job policy's hostPath allowance (a root
+    other than the default's), or back at restricted without it."""
+    labels = (
+        ["pod-security.kubernetes.io/enforce=privileged", "allow.ftspark.io/hostPath=true"]
+        if allowed
+        else ["pod-security.kubernetes.io/enforce=restricted", "allow.ftspark.io/hostPath-"]
+    )
+    world.plane.kubectl("label", "--overwrite", "namespace", JOBS_NAMESPACE, *labels)
+
+
+def _restores(stats: Path) -> list[dict[str, int]] | None:
+    """The local-recovery counters (one file a JVM) of the JVMs that read state from local copies."""
+    found = []
+    for path in stats.glob("*.json"):
+        try:
+            counters: dict[str, int] = json.loads(path.read_text())
+        except ValueError:
+            return None  # being rewritten
+        if counters.get("bytesReadLocal", 0) > 0:
+            found.append(counters)
+    return found or None
 
 
 def test_plain_manifests_install_the_same_operator(operator_installed: RealWorld) -> None:

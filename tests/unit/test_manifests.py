@@ -210,6 +210,19 @@ def test_local_recovery_template_mounts_the_node_dir_and_prefers_the_old_nodes()
     assert volume["hostPath"] == {"path": "/mnt/state/jobs/ns/0123456789ab", "type": "DirectoryOrCreate"}
     mounts = {m["name"]: m["mountPath"] for m in template["spec"]["containers"][0]["volumeMounts"]}
     assert mounts[volume["name"]] == "/mnt/state/jobs/ns/0123456789ab"
+    # The kubelet makes the directory root's 0755: an init step opens it (only it) to the executor's user.
+    (opener,) = template["spec"]["initContainers"]
+    assert opener["command"] == ["chmod", "1777", "/mnt/state/jobs/ns/0123456789ab"]
+    assert opener["volumeMounts"] == [
+        {"name": volume["name"], "mountPath": "/mnt/state/jobs/ns/0123456789ab"}
+    ]
+    context = opener["securityContext"]
+    assert (context["runAsUser"], context["capabilities"], context["allowPrivilegeEscalation"]) == (
+        0,
+        {"drop": ["ALL"]},
+        False,
+    )
+    assert "initContainers" not in executor_pod_template(plan())["spec"], "only with localRecovery"
     preferred = template["spec"]["affinity"]["nodeAffinity"][
         "preferredDuringSchedulingIgnoredDuringExecution"
     ]
