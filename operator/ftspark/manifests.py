@@ -381,6 +381,7 @@ def executor_pod_template(plan: AttemptPlan) -> Manifest:
             "securityContext": copy.deepcopy(POD_SECURITY_CONTEXT),
             "containers": [container],
             "volumes": volumes,
+            **_pull_secrets(spec),
         }
     }
     if recovery.enabled:
@@ -625,9 +626,19 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
                 *volumes,
             ],
             **({"affinity": _away_from_the_driver(plan)} if plan.standby else {}),
+            **_pull_secrets(spec),
         },
     }
     return merge_template(pod, spec.driver.pod_template)
+
+
+def _pull_secrets(spec: JobSpec) -> Manifest:
+    """spec.imagePullSecrets as a pod spec's field (none when there are none)."""
+    return (
+        {"imagePullSecrets": [{"name": name} for name in spec.image_pull_secrets]}
+        if spec.image_pull_secrets
+        else {}
+    )
 
 
 def _standby_labels(plan: AttemptPlan) -> dict[str, str]:

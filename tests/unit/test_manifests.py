@@ -431,3 +431,14 @@ def test_a_standby_is_the_attempts_driver_pod_kept_off_the_drivers_node_and_prob
         "matchLabels": {"ftspark.io/job": "job", "ftspark.io/role": "driver"},
         "matchExpressions": [{"key": STANDBY_LABEL, "operator": "DoesNotExist"}],
     }
+
+
+def test_image_pull_secrets_reach_the_driver_its_standby_and_the_executors() -> None:
+    attempt = plan(imagePullSecrets=["registry-a", "registry-b"])
+    wanted = [{"name": "registry-a"}, {"name": "registry-b"}]
+    assert driver_pod(attempt)["spec"]["imagePullSecrets"] == wanted
+    assert driver_pod(replace(attempt, standby=True))["spec"]["imagePullSecrets"] == wanted
+    assert executor_pod_template(attempt)["spec"]["imagePullSecrets"] == wanted
+    assert "imagePullSecrets" not in driver_pod(plan())["spec"], "none asked, none set"
+    with pytest.raises(ValidationError, match="imagePullSecrets"):
+        plan(imagePullSecrets=["Not_A_Name"])

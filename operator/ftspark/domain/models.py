@@ -19,6 +19,7 @@ from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, shortest_timeout
 # prefix than the one checked (RE2 has no lookahead, hence the three ways a segment may start).
 S3_URI = r"^s3a?://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/([^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+))*/?$"
 _JVM_MEMORY = r"^[0-9]+([kmgt]b?)?$"  # Spark's memory strings: 512m, 2g, 1gb
+_SECRET_NAME = r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"  # a DNS subdomain, as Kubernetes names Secrets
 _MIB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2, "p": 1024**3}
 # Settings the operator reads itself (to size the driver pod as Spark does): a value it cannot read is the
 # spec's error, named at apply time, not a reconcile that fails on every pass.
@@ -376,6 +377,12 @@ class JobSpec(_Model):
     image: str = Field(min_length=1, description="Container image with Spark, Python and ftspark.")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="Pull policy of the driver and executor images."
+    )
+    image_pull_secrets: list[Annotated[str, Field(pattern=_SECRET_NAME, max_length=253)]] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Secrets of the job's namespace (kubernetes.io/dockerconfigjson) the kubelet pulls "
+        "spec.image with, for the driver (and its standby) and the executors: a private registry.",
     )
     main_application_file: str = Field(
         min_length=1,

@@ -64,7 +64,7 @@ REMEDIES: dict[str, Remedy] = {
     "ImagePullBackOff": Remedy(
         "Degraded (waiting)",
         "the kubelet cannot pull spec.image (a typo, a private registry, a registry it cannot reach)",
-        "check spec.image; for a private registry add imagePullSecrets to the pod templates; on kind, "
+        "check spec.image; for a private registry its pull Secret in spec.imagePullSecrets; on kind, "
         "`kind load docker-image` the image",
     ),
     "ErrImagePull": Remedy(
