@@ -65,8 +65,15 @@ LOCAL_RECOVERY_KEY_FILE_KEY = "spark.hadoop.fs.ftspark.local-recovery.key.file"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 # Pod Security "restricted" for drivers and executors by default (the Spark image runs as uid 185), and a
 # read-only root filesystem; a job's podTemplate may override any field, within what its namespace's Pod
-# Security level admits.
-POD_SECURITY_CONTEXT: Manifest = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+# Security level admits. fsGroup: a volume a provisioner made root's (EBS, PD, most CSI drivers; not hostPath)
+# becomes the Spark group's and writable by it; OnRootMismatch walks a big volume only when its top is not.
+SPARK_GID = 185  # the Spark image's group (images/spark-py/Dockerfile)
+POD_SECURITY_CONTEXT: Manifest = {
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+    "fsGroup": SPARK_GID,
+    "fsGroupChangePolicy": "OnRootMismatch",
+}
 CONTAINER_SECURITY_CONTEXT: Manifest = {
     "allowPrivilegeEscalation": False,
     "capabilities": {"drop": ["ALL"]},

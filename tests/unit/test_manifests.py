@@ -150,7 +150,13 @@ def _executor_template(attempt: AttemptPlan) -> dict[str, Any]:
 
 
 def test_drivers_and_executors_meet_pod_security_restricted_unless_the_template_says_otherwise() -> None:
-    restricted_pod = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    restricted_pod = {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+        # A volume a provisioner made root's is the Spark group's (185) and writable by it.
+        "fsGroup": 185,
+        "fsGroupChangePolicy": "OnRootMismatch",
+    }
     restricted_container = {
         "allowPrivilegeEscalation": False,
         "capabilities": {"drop": ["ALL"]},

@@ -133,10 +133,14 @@ class RealWorld(JobsClient):
 
     def volume(self, claim: str, folder: Path) -> None:
         """A claim in the jobs namespace bound to a folder of this machine (so every node sees the same files,
-        and so does the test): a hostPath PersistentVolume, as a cluster admin would provide one."""
+        and so does the test): a local PersistentVolume on every node, root's and 0755 as a provisioner makes
+        one. The drivers' and executors' fsGroup (the operator's default) makes it writable by the Spark
+        image's user, as on a cluster's dynamically provisioned volumes."""
         folder.mkdir(parents=True, exist_ok=True)
-        folder.chmod(0o777)  # the Spark image runs as uid 185
+        folder.chmod(0o755)
         namespace = JOBS_NAMESPACE
+        nodes = [node.metadata.name for node in self.core.list_node().items]
+        anywhere = {"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}
         volume = {
             "apiVersion": "v1",
             "kind": "PersistentVolume",
@@ -144,7 +148,8 @@ class RealWorld(JobsClient):
             "spec": {
                 "capacity": {"storage": "1Gi"},
                 "accessModes": ["ReadWriteOnce"],
-                "hostPath": {"path": str(folder), "type": "Directory"},
+                "local": {"path": str(folder)},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [anywhere]}]}},
                 "claimRef": {"namespace": namespace, "name": claim},
                 "persistentVolumeReclaimPolicy": "Retain",
             },
