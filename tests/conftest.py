@@ -14,7 +14,9 @@ import pytest
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
+from ftspark import API_GROUP, PLURAL
 from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.processes import REPO_ROOT
 from ftspark_dev.cluster.s3server import S3Server
 
 
@@ -33,6 +35,12 @@ def cluster(control_plane: ControlPlane) -> ControlPlane:
     """The control plane with kube-scheduler and kube-controller-manager running too."""
     control_plane.start_controllers()
     return control_plane
+
+
+@pytest.fixture(scope="session")
+def crd(control_plane: ControlPlane) -> None:
+    control_plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
+    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,6 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
-from ftspark import API_GROUP, API_VERSION, KIND
 from ftspark.domain.models import EnvVar, JobSpec, spark_size_mib
 from ftspark.protocol import (
     ATTEMPT_LABEL,
@@ -41,6 +40,7 @@ from ftspark.protocol import (
     RestoreFrom,
     attempt_secret_name,
     driver_pod_name,
+    job_owner_reference,
     spark_app_id,
 )
 
@@ -242,10 +242,7 @@ def driver_identity(namespace: str, term_floor: str) -> tuple[Manifest, ...]:
 def _owner(plan: AttemptPlan) -> Manifest:
     # Deleting the job garbage-collects its drivers (and, through Spark's ownerReference, their executors).
     return {
-        "apiVersion": f"{API_GROUP}/{API_VERSION}",
-        "kind": KIND,
-        "name": plan.job_name,
-        "uid": plan.job_uid,
+        **job_owner_reference(plan.job_name, plan.job_uid),
         "controller": True,
         "blockOwnerDeletion": True,
     }

@@ -20,6 +20,8 @@ from typing import Literal, assert_never, cast, get_args
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from ftspark import API_GROUP, API_VERSION, KIND
+
 # Every object that belongs to a job (driver pods, services, HA ConfigMaps) carries this label with its name.
 JOB_LABEL = "ftspark.io/job"
 ATTEMPT_LABEL = "ftspark.io/attempt"
@@ -237,6 +239,11 @@ def record_key_name(lease_name: str) -> str:
 def driver_pod_name(job_name: str, attempt: int) -> str:
     """The attempt's driver pod, its Service and NetworkPolicy, and the prefix of its other objects."""
     return f"{job_name}-{attempt}-driver"
+
+
+def job_owner_reference(job_name: str, job_uid: str) -> dict[str, str]:
+    """An ownerReference to the job: what carries it is garbage-collected with the job."""
+    return {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": KIND, "name": job_name, "uid": job_uid}
 
 
 def driver_lease_name(job_name: str) -> str:

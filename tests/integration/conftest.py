@@ -9,17 +9,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from ftspark import API_GROUP, PLURAL
 from ftspark_dev.cluster.controlplane import ControlPlane
 from ftspark_dev.cluster.operators import OperatorFleet
-from ftspark_dev.cluster.processes import REPO_ROOT
 from ftspark_dev.cluster.s3server import S3Server
-
-
-@pytest.fixture(scope="session")
-def crd(control_plane: ControlPlane) -> None:
-    control_plane.kubectl("apply", "--server-side", "-f", str(REPO_ROOT / "crds"))
-    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{PLURAL}.{API_GROUP}")
 
 
 @pytest.fixture

@@ -20,11 +20,14 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.domain.fencing import Epoch
 from ftspark.leader.elector import LeaderElectionConfig, LeaderElector
 from ftspark.ports.leadership import ConflictError, LeaderElectionRecord
+from ftspark.protocol import driver_lease_name, job_owner_reference
 from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import job_manifest
 from tests.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
@@ -153,6 +156,32 @@ def test_lease_lock_creates_and_refuses_a_stale_update(api_client: client.ApiCli
     assert lock.get() == (renewed, renewed_version)
     spec = lease_spec(api_client, namespace)
     assert (spec.holder_identity, spec.lease_transitions, spec.lease_duration_seconds) == ("a", 0, 15)
+
+
+def test_a_drivers_lease_goes_with_its_job_even_when_written_after_the_deletion(
+    cluster: ControlPlane, crd: None, api_client: client.ApiClient, namespace: str
+) -> None:
+    """The driver's Lease carries an ownerReference to its job: the garbage collector deletes it with the
+    job, and deletes it again when a driver still stopping writes it once more (uninstall leaves none)."""
+    custom = client.CustomObjectsApi(api_client)
+    job = custom.create_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, job_manifest("owned", "bucket")
+    )
+    lock = KubernetesLeaseLock(
+        api_client,
+        namespace=namespace,
+        name=driver_lease_name("owned"),
+        identity="owned-1-driver",
+        request_timeout=5.0,
+        owner=job_owner_reference("owned", job["metadata"]["uid"]),
+    )
+    now = datetime.now(UTC).replace(microsecond=0)
+    record = LeaderElectionRecord("owned-1-driver", 15, now, now, 0)
+    lock.create(record)
+    custom.delete_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, "owned")
+    eventually(lambda: lock.get() is None, timeout=30, what="the Lease deleted with its job")
+    lock.create(record)
+    eventually(lambda: lock.get() is None, timeout=30, what="written again, deleted again: its job is gone")
 
 
 def test_a_killed_leader_is_replaced_after_the_lease_runs_out(

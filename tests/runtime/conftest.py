@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.cluster import KubeDrivers
 from ftspark.adapters.k8s.configmap_stores import configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore, split_uri
@@ -36,6 +37,7 @@ from ftspark.protocol import (
     term_floor_name,
 )
 from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.operators import job_manifest
 from ftspark_dev.cluster.s3server import S3Server
 from ftspark_dev.subjects.windowed_counts import EXAMPLE, Output, expected_counts
 
@@ -71,6 +73,7 @@ class RuntimeJob:
     jars: Path
     work: Path
     storage: str
+    uid: str  # of a FaultTolerantSparkJob of that name that no operator watches: the driver Lease's owner
     script: Path | str = EXAMPLE  # a path, or a URI such as s3://bucket/job.py
     source: Path | None = None  # the input folder, if not the job's own
     env: dict[str, str] = field(default_factory=dict)
@@ -156,7 +159,7 @@ class RuntimeJob:
             "KUBECONFIG": str(self.kubeconfig),
             "PYSPARK_PYTHON": sys.executable,
             DriverEnv.JOB: f"{self.namespace}/{self.name}",
-            DriverEnv.JOB_UID: f"uid-{self.name}",
+            DriverEnv.JOB_UID: self.uid,
             DriverEnv.ATTEMPT: str(self.attempt),
             DriverEnv.POD_NAME: self.pod,
             DriverEnv.CHECKPOINT_LOCATION: self.checkpoint_root,
@@ -276,6 +279,7 @@ class RuntimeJob:
 
 @pytest.fixture
 def make_job(
+    crd: None,
     control_plane: ControlPlane,
     api_client: client.ApiClient,
     namespace: str,
@@ -289,6 +293,11 @@ def make_job(
     client.CoreV1Api(api_client).create_namespaced_config_map(namespace, floor)
 
     def make(name: str = "wc", storage: str | None = None) -> RuntimeJob:
+        # A real object, so that the garbage collector keeps what the driver makes it the owner of.
+        custom = client.CustomObjectsApi(api_client)
+        created = custom.create_namespaced_custom_object(
+            API_GROUP, API_VERSION, namespace, PLURAL, job_manifest(name, bucket)
+        )
         job = RuntimeJob(
             name=name,
             namespace=namespace,
@@ -298,6 +307,7 @@ def make_job(
             jars=s3a_jars,
             work=tmp_path / name,
             storage=storage or f"s3://{bucket}/jobs/{name}",
+            uid=created["metadata"]["uid"],
         )
         (job.work / "output" / "runs").mkdir(parents=True)
         jobs.append(job)

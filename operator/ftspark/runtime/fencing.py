@@ -15,7 +15,7 @@ from kubernetes import client
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.leader.elector import LeaderElectionConfig, LeaderElector
 from ftspark.ports.leadership import LockUnavailableError
-from ftspark.protocol import driver_lease_name
+from ftspark.protocol import driver_lease_name, job_owner_reference
 from ftspark.runtime.config import RuntimeConfig
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,8 @@ class DriverLease:
             identity=config.identity,
             # A hung request must not outlast the margin between our deadline and the others' takeover.
             request_timeout=max(0.5, (config.lease_duration - config.renew_deadline) * 0.8),
+            # Deleted with the job by the garbage collector, even if a stopping driver writes it once more.
+            owner=job_owner_reference(config.job.name, config.job_uid),
         )
         election = LeaderElectionConfig(
             identity=config.identity,

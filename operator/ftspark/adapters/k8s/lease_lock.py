@@ -7,6 +7,7 @@ handed out, so that a Lease deleted and re-created never starts its terms again 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,10 +36,13 @@ class KubernetesLeaseLock:
         identity: str,
         request_timeout: float,
         keep_term_floor: bool = False,
+        owner: Mapping[str, str] | None = None,
     ) -> None:
         """request_timeout bounds each call, so a hung request cannot hold a leader past its renew deadline
         by more than that: keep it below lease_duration - renew_deadline. keep_term_floor: for a lock whose
-        terms fence writes (the operator's; a driver's terms are its attempts)."""
+        terms fence writes (the operator's; a driver's terms are its attempts). owner: an ownerReference
+        the Lease carries on every write, so that it goes with its owner (a driver's, with its job)."""
+        self._owner = dict(owner) if owner is not None else None
         self._leases = client.CoordinationV1Api(api)
         self._core = client.CoreV1Api(api)
         self._keep_term_floor = keep_term_floor
@@ -169,6 +173,8 @@ class KubernetesLeaseLock:
         # Labelled as ftspark's on every write (a replace sets them all): the operator's admission policy lets
         # its token write only Leases so labelled, never a node's or kube-system's.
         metadata: dict[str, Any] = {"name": self._name, "namespace": self._namespace, "labels": MANAGED}
+        if self._owner is not None:
+            metadata["ownerReferences"] = [self._owner]
         if version is not None:
             metadata["resourceVersion"] = version
         spec: dict[str, Any] = {
