@@ -210,7 +210,8 @@ class RuntimeJob:
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(30)
-        KubeDrivers(self.api, self.seal).release_lease(self.key, driver_lease_holder(self.pod, self.attempt))
+        holder = driver_lease_holder(self.pod, self.attempt)
+        KubeDrivers(self.api, self.seal).release_lease(self.key, self.uid, holder)
 
     def wait(self, timeout: float) -> int:
         assert self.process is not None

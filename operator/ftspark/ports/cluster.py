@@ -80,10 +80,10 @@ class Drivers(Protocol):
         """Delete the attempt's objects. force: remove the pod now (grace 0), for a pod whose node will never
         confirm the deletion."""
 
-    def release_lease(self, key: JobKey, holder: str) -> bool:
+    def release_lease(self, key: JobKey, job_uid: str, holder: str) -> bool:
         """Release the job's driver Lease if holder (an ended driver) still holds it, by a compare-and-swap
         on the version read; True if it did. Failing to is never an error: the next attempt then waits the
-        Lease out, as it would without this."""
+        Lease out, as it would without this. The Lease keeps naming the job (job_uid) as its owner."""
 
     def request_stop(self, key: JobKey, pod_name: str, term: int, savepoint_id: str = "") -> None:
         """Ask the driver runtime for a stop with a final checkpoint (and a savepoint of it, given an id).

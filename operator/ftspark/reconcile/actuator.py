@@ -103,7 +103,7 @@ class Actuator:
         key = job.key
         match action:
             case ReleaseDriverLease(pod_name=pod, attempt=attempt):
-                if self._drivers.release_lease(key, driver_lease_holder(pod, attempt)):
+                if self._drivers.release_lease(key, job.uid, driver_lease_holder(pod, attempt)):
                     log.info("%s: released the driver lease of %s, which ended", key, pod)
             case KeepDriverLog(pod_name=pod, attempt=attempt, kept=kept):
                 try:

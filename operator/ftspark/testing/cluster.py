@@ -110,7 +110,7 @@ class MemoryDrivers:
         self.deleted.append((pod_name, force))
         self.pods.get(key, {}).pop(pod_name, None)
 
-    def release_lease(self, key: JobKey, holder: str) -> bool:
+    def release_lease(self, key: JobKey, job_uid: str, holder: str) -> bool:
         if self.lease_holders.get(key) != holder:
             return False
         self.lease_holders[key] = ""

@@ -52,6 +52,7 @@ from ftspark.protocol import (
     driver_lease_name,
     executor_selector,
     job_app_prefix,
+    job_owner_reference,
 )
 from ftspark.reconcile.driver_pods import observe_driver
 
@@ -240,13 +241,14 @@ class KubeDrivers:
         _ignore(404, self._core.delete_namespaced_secret, attempt_secret_name(pod_name), key.namespace)
         _ignore(404, self._networking.delete_namespaced_network_policy, pod_name, key.namespace)
 
-    def release_lease(self, key: JobKey, holder: str) -> bool:
+    def release_lease(self, key: JobKey, job_uid: str, holder: str) -> bool:
         lock = KubernetesLeaseLock(
             self._api,
             namespace=key.namespace,
             name=driver_lease_name(key.name),
             identity=holder,
             request_timeout=LEASE_REQUEST_SECONDS,
+            owner=job_owner_reference(key.name, job_uid),
         )
         try:
             return release_for_ended_holder(lock, holder, datetime.datetime.now(datetime.UTC))
