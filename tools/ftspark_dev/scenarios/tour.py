@@ -306,6 +306,10 @@ class FaultTour:
         )
 
 
+# After the kubelet's Killing event: its SIGTERM sent, and a grace second (the driver's) later its SIGKILL.
+_KILL_PENDING = 3.0
+
+
 class RealFaultTour(FaultTour):
     """The faults only the kubelet answers, so only real nodes can show: a driver container frozen as a whole
     (process-backed nodes run no probes)."""
@@ -316,14 +320,25 @@ class RealFaultTour(FaultTour):
 
     def freeze_driver(self) -> str:
         """Freezes the current driver's container; the kubelet's liveness probe gets no answer and kills it,
-        the operator restarts the job. The frozen pod's name."""
+        the operator restarts the job. The frozen pod's name. Once the kubelet has said it kills the
+        container, the container is resumed, as a paused VM would be: the kill, pending by then, lands at
+        once (a frozen container takes the kubelet and containerd some 30 s more to kill on this machine)."""
         driver = self.current_driver().metadata.name
         frozen = time.monotonic()
         self.real_world.freeze_pod(driver)
-        self.wait_for(lambda: self._container_ended(driver), 300, "the kubelet to kill the frozen container")
+        self.wait_for(lambda: self._killing(driver), 300, "the kubelet's verdict on the frozen container")
+        self._took("driver container frozen -> the kubelet kills", time.monotonic() - frozen)
+        # SIGTERM, then SIGKILL a grace second later, both pending: SIGKILL lands first once thawed.
+        time.sleep(_KILL_PENDING)
+        if not self._container_ended(driver):
+            self.real_world.thaw_pod(driver)
+        self.wait_for(lambda: self._container_ended(driver), 60, "the frozen container killed")
         self._took("driver container frozen -> killed", time.monotonic() - frozen)
         self._progress("driver container frozen", 300, since=frozen)
         return str(driver)
+
+    def _killing(self, pod: str) -> bool:
+        return "Killing" in self.world.events(pod) or self._container_ended(pod)
 
     def _container_ended(self, pod: str) -> bool:
         found = next((p for p in self.world.drivers(self.name) if p.metadata.name == pod), None)

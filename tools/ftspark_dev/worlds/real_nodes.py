@@ -236,6 +236,10 @@ class RealWorld(JobsClient):
         in I/O would leave it: every process of it stops at once, none can notice."""
         self._task(pod, JOBS_NAMESPACE, "pause")
 
+    def thaw_pod(self, pod: str) -> None:
+        """The frozen container resumed, as a paused VM is: signals sent meanwhile land at once."""
+        self._task(pod, JOBS_NAMESPACE, "resume")
+
     def _task(self, pod: str, namespace: str, *command: str) -> None:
         found = self.core.read_namespaced_pod(pod, namespace)
         container_id = found.status.container_statuses[0].container_id.removeprefix("containerd://")
