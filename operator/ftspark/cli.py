@@ -22,6 +22,7 @@ from ftspark.domain.remedies import remedy_for
 from ftspark.protocol import (
     DRIVER_CONTAINER,
     EXECUTOR_CONTAINER,
+    SPARK_EXEC_ID_LABEL,
     driver_pod_name,
     executor_selector,
     spark_app_id,
@@ -258,7 +259,7 @@ def _executor_log(core: client.CoreV1Api, job: dict[str, Any], attempt: int, exe
     meta = job["metadata"]
     selector = executor_selector(spark_app_id(meta["uid"], attempt))
     pods = core.list_namespaced_pod(meta["namespace"], label_selector=selector).items
-    ids = {pod.metadata.labels.get("spark-exec-id", "?"): pod.metadata.name for pod in pods}
+    ids = {pod.metadata.labels.get(SPARK_EXEC_ID_LABEL, "?"): pod.metadata.name for pod in pods}
     there = ", ".join(sorted(ids, key=lambda found: (len(found), found))) or "none"
     if not executor:
         return f"attempt {attempt}'s executors now: {there} (ftspark logs {meta['name']} --executor ID)"

@@ -407,7 +407,6 @@ def executor_pod_template(plan: AttemptPlan) -> Manifest:
                 {"name": LOCAL_RECOVERY_KEY_VOLUME, "mountPath": LOCAL_RECOVERY_KEY_DIR, "readOnly": True},
             ]
         )
-    if recovery.enabled:
         ours["spec"]["initContainers"] = [local_state_dir_opener(plan)]
     if recovery.enabled and plan.local_state_nodes:
         term: Manifest = {

@@ -34,6 +34,7 @@ SPEC_HASH_LABEL = "ftspark.io/spec-hash"
 # Spark's own executor labels: every executor pod of an application carries both.
 SPARK_APP_SELECTOR_LABEL = "spark-app-selector"
 SPARK_ROLE_LABEL = "spark-role"
+SPARK_EXEC_ID_LABEL = "spark-exec-id"  # Spark numbers each executor pod of an application
 
 CONTROL_ANNOTATION = "ftspark.io/control"  # operator → driver: one ControlRequest
 CONTROL_REFUSED_ANNOTATION = "ftspark.io/control-refused"  # driver → operator: a request not obeyed, and why

@@ -15,7 +15,6 @@ and after all of it, a machine left as it was found.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -39,6 +38,7 @@ from ftspark_dev.realnodes import HostState
 from ftspark_dev.realnodes.images import OPERATOR_IMAGE
 from ftspark_dev.scenarios.tour import RealFaultTour
 from ftspark_dev.subjects.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
+from ftspark_dev.worlds.local_recovery import jvm_counters
 from ftspark_dev.worlds.process_nodes import JOBS_NAMESPACE, OPERATOR_NAMESPACE
 from ftspark_dev.worlds.real_nodes import DEMO_BUCKET, RealWorld, running_real_world
 from tests.waiting import eventually
@@ -268,16 +268,10 @@ def test_windowed_counts_example_runs_at_pod_security_restricted(
     )
     executors = world.core.list_namespaced_pod("jobs", label_selector="spark-role=executor").items
     assert len(executors) == 2
-    kubeconfig = str(world.plane.kubeconfig)
     capsys.readouterr()
-    assert (
-        cli(["--kubeconfig", kubeconfig, "-n", JOBS_NAMESPACE, "logs", "windowed-counts", "--executor"]) == 0
-    )
+    assert _ftspark(world, "logs", "windowed-counts", "--executor") == 0
     assert "attempt 1's executors now: 1, 2" in capsys.readouterr().out
-    assert (
-        cli(["--kubeconfig", kubeconfig, "-n", JOBS_NAMESPACE, "logs", "windowed-counts", "--executor", "2"])
-        == 0
-    )
+    assert _ftspark(world, "logs", "windowed-counts", "--executor", "2") == 0
     assert "CoarseGrainedExecutorBackend" in capsys.readouterr().out, "the executor's own log"
     world.patch("windowed-counts", {"desiredState": "stopped"})
     eventually(lambda: world.status("windowed-counts").get("phase") == "Stopped", timeout=180, what="Stopped")
@@ -300,10 +294,7 @@ def test_batch_report_example_succeeds_and_its_log_outlives_its_pod(
     print(f"\nbatch-report example: submit -> Succeeded {time.monotonic() - started:.1f} s")
     eventually(lambda: not world.drivers("nightly-report"), timeout=60, what="its driver pod deleted")
     capsys.readouterr()
-    assert (
-        cli(["--kubeconfig", str(world.plane.kubeconfig), "-n", JOBS_NAMESPACE, "logs", "nightly-report"])
-        == 0
-    )
+    assert _ftspark(world, "logs", "nightly-report") == 0
     shown = capsys.readouterr()
     assert "2026-11-21 region 0: 142858 orders" in shown.out, shown
     assert "pod nightly-report-1-driver is gone" in shown.err
@@ -457,18 +448,22 @@ def test_each_cause_a_user_makes_is_named_in_the_status_and_an_event_and_a_faile
         assert failure["reason"] in REMEDIES, "docs/troubleshooting.md has its row, ftspark status its fix"
         assert any(failure["reason"] in said for said in _event_messages(world, name)), "an Event says it"
 
-    kubeconfig = str(world.plane.kubeconfig)
     for name, logged in _LOGGED.items():
         gone = partial(_no_driver, world, name)
         eventually(gone, timeout=60, what=f"{name}: its pod deleted")
         capsys.readouterr()
-        assert cli(["--kubeconfig", kubeconfig, "-n", JOBS_NAMESPACE, "logs", name, "--attempt", "1"]) == 0
+        assert _ftspark(world, "logs", name, "--attempt", "1") == 0
         shown = capsys.readouterr()
         assert logged in shown.out and f"pod {name}-1-driver is gone" in shown.err, shown
     for name in (*_WAITING, *_ENDED, "no-room"):
         world.delete(name)
     world.core.delete_namespaced_resource_quota(_QUOTA_CLASS, JOBS_NAMESPACE)
     scheduling.delete_priority_class(_QUOTA_CLASS)
+
+
+def _ftspark(world: RealWorld, *args: str) -> int:
+    """The ftspark CLI on this world's jobs, as a user runs it."""
+    return cli(["--kubeconfig", str(world.plane.kubeconfig), "-n", JOBS_NAMESPACE, *args])
 
 
 def _kept_log(world: RealWorld, name: str) -> str:
@@ -530,7 +525,7 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
         copies = [p for p in (job_dir / "state").rglob("*") if p.is_file() and "_stats" not in p.parts]
         assert copies and {p.stat().st_uid for p in copies} == {185}, "the executors' own copies"
         # The restarted executor restored from the node's copies (the first one had nothing to restore).
-        restores = eventually(partial(_restores, job_dir / "state" / "_stats"), timeout=30, what="a restore")
+        restores = eventually(partial(_restores, job_dir / "state"), timeout=30, what="a restore")
         assert all(counters.get("bytesReadPrimary", 0) == 0 for counters in restores), restores
         restored = sum(counters["bytesReadLocal"] for counters in restores)
         size = sum(p.stat().st_size for p in copies)
@@ -582,17 +577,9 @@ def _allow_host_paths(world: RealWorld, allowed: bool) -> None:
     world.plane.kubectl("label", "--overwrite", "namespace", JOBS_NAMESPACE, *labels)
 
 
-def _restores(stats: Path) -> list[dict[str, int]] | None:
-    """The local-recovery counters (one file a JVM) of the JVMs that read state from local copies."""
-    found = []
-    for path in stats.glob("*.json"):
-        try:
-            counters: dict[str, int] = json.loads(path.read_text())
-        except ValueError:
-            return None  # being rewritten
-        if counters.get("bytesReadLocal", 0) > 0:
-            found.append(counters)
-    return found or None
+def _restores(state: Path) -> list[dict[str, int]] | None:
+    """The local-recovery counters of the JVMs that read state from local copies."""
+    return [counters for counters in jvm_counters(state) if counters.get("bytesReadLocal", 0) > 0] or None
 
 
 def test_plain_manifests_install_the_same_operator(operator_installed: RealWorld) -> None:

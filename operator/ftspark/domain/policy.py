@@ -24,7 +24,7 @@ from typing import Any, Literal, assert_never, get_args
 from ftspark import API_GROUP
 from ftspark.domain.models import JobSpec, LocalRecoverySpec
 from ftspark.domain.recovery import as_s3
-from ftspark.protocol import SPARK_APP_SELECTOR_LABEL, SPARK_ROLE_LABEL, DriverEnv
+from ftspark.protocol import SPARK_APP_SELECTOR_LABEL, SPARK_EXEC_ID_LABEL, SPARK_ROLE_LABEL, DriverEnv
 
 Allowance = Literal[
     "serviceAccount",
@@ -124,7 +124,7 @@ class Rule:
 
 # Labels and annotations ftspark and Spark find their pods by: another job would adopt a pod carrying them.
 _OWN = re.escape(f"{API_GROUP}/")
-_RESERVED_LABEL = f"({_OWN}.*|{SPARK_APP_SELECTOR_LABEL}|{SPARK_ROLE_LABEL}|spark-exec-id)"
+_RESERVED_LABEL = f"({_OWN}.*|{SPARK_APP_SELECTOR_LABEL}|{SPARK_ROLE_LABEL}|{SPARK_EXEC_ID_LABEL})"
 _CONTAINER_LISTS = ("containers", "initContainers", "ephemeralContainers")
 # The driver's environment from the operator (its attempt, fencing, Spark settings): a job's value would come
 # last and win, past fencing and the sparkConf rules. The local recovery jar's path is the job's to change.

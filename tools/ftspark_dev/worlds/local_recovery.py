@@ -20,7 +20,6 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from kubernetes import client
 
@@ -205,14 +204,22 @@ class StateJob:
     def _counters(self) -> dict[str, int]:
         totals: dict[str, int] = {}
         for state in self._state_dirs():
-            for path in (state / "_stats").glob("*.json"):
-                try:
-                    stats: dict[str, Any] = json.loads(path.read_text())
-                except ValueError:
-                    continue  # being rewritten
+            for stats in jvm_counters(state):
                 for key, value in stats.items():
                     totals[key] = totals.get(key, 0) + int(value)
         return totals
+
+
+def jvm_counters(state: Path) -> list[dict[str, int]]:
+    """The local-recovery wrapper's counters in a job's state directory on a node, one entry a JVM
+    (`_stats/<pid>.json`); a file being rewritten is left out."""
+    found = []
+    for path in (state / "_stats").glob("*.json"):
+        try:
+            found.append(json.loads(path.read_text()))
+        except ValueError:
+            continue
+    return found
 
 
 def main() -> None:
