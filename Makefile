@@ -15,7 +15,7 @@ help:
 	@echo "make test         lint, types and the whole test suite (what CI runs)"
 	@echo "make cluster-bin  build etcd/kube-* once into ~/.cache/ftspark (cached by version)"
 	@echo "make s3-bin       build the S3 server (Versity S3 Gateway) once into ~/.cache/ftspark"
-	@echo "make images       the operator, Spark and pause images as OCI archives, without Docker (cached)"
+	@echo "make images       the operator, Spark, S3 server and pause images as OCI archives, without Docker (cached)"
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
 	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts, API calls; 100 to 5,000 jobs); task-local recovery's (in one JVM, on the nodes)"
 	@echo "make soak         two streaming jobs through 100 seeded random faults, exactly once (SOAK_FAULTS, SOAK_SEED)"

@@ -8,6 +8,9 @@ name="$1" package="$2" version="$3" ldflags="${4:--s -w}"
 cache_root="${FTSPARK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ftspark}"
 out="$cache_root/bin/$name-$version"
 
+mkdir -p "$cache_root/bin"
+exec 9>"$out.lock"
+flock 9  # one build at a time: `make -j2` may ask twice at once (s3-bin, and the s3 image's build)
 if [[ ! -x "$out/$name" ]]; then
   echo ">> building $name $version into $out (first time only; a few minutes)" >&2
   mkdir -p "$out.tmp"

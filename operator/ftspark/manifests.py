@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
-from ftspark.domain.models import EnvVar, JobSpec, spark_size_mib
+from ftspark.domain.models import DRIVER_REQUEST_CORES, EnvVar, JobSpec, spark_size_mib
 from ftspark.protocol import (
     ATTEMPT_LABEL,
     BLOCK_MANAGER_PORT,
@@ -600,7 +600,10 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         **({"livenessProbe": copy.deepcopy(DRIVER_LIVENESS_PROBE)} if probed else {}),
         **({"readinessProbe": copy.deepcopy(STANDBY_READINESS_PROBE)} if plan.standby else {}),
         "resources": {
-            "requests": {"cpu": str(spec.driver.cores), "memory": memory},
+            "requests": {
+                "cpu": spec.spark_conf.get(DRIVER_REQUEST_CORES, str(spec.driver.cores)),
+                "memory": memory,
+            },
             "limits": {"memory": memory},
         },
         "terminationMessagePolicy": "FallbackToLogsOnError",

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import re
-import subprocess
-from pathlib import Path
 
 from ftspark.cli import _status_lines
 from ftspark.domain.remedies import REMEDIES, remedy_for
 from ftspark_dev.cluster.processes import REPO_ROOT
 from ftspark_dev.generate import reference, troubleshooting
-from ftspark_dev.subjects.windowed_counts import write_input
 
 
 def test_field_reference_matches_the_models() -> None:
@@ -60,13 +57,3 @@ def test_status_says_what_to_do_for_the_reason_that_applies_now() -> None:
     assert remedy_for({"phase": "Running"}) is None
     job = {"metadata": {"namespace": "ns", "name": "j"}, "spec": {}, "status": status}
     assert _status_lines(job)[-1].startswith("what to do:     DriverUnschedulable: lower spec.driver.cores")
-
-
-def test_the_quickstarts_shell_makes_the_input_the_example_is_checked_with(tmp_path: Path) -> None:
-    """The page makes input with plain shell; the tests make it with write_input: the same files."""
-    page = (REPO_ROOT / "docs" / "quickstart.md").read_text()
-    (loop,) = re.findall(r"^mkdir -p input && .*?^done$", page, flags=re.MULTILINE | re.DOTALL)
-    subprocess.run(["bash", "-euo", "pipefail", "-c", loop], cwd=tmp_path, check=True)
-    write_input(tmp_path / "expected", 4)
-    made = {path.name: path.read_text() for path in (tmp_path / "input").iterdir()}
-    assert made == {path.name: path.read_text() for path in (tmp_path / "expected").iterdir()}

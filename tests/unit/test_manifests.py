@@ -346,6 +346,14 @@ def test_driver_memory_request_and_limit_include_sparks_overhead(
     assert resources == {"requests": {"cpu": "1", "memory": memory}, "limits": {"memory": memory}}
 
 
+def test_the_drivers_cpu_request_is_sparks_request_cores_when_set() -> None:
+    """As spark-submit sizes a driver pod: fewer CPUs asked of the scheduler than the driver's cores."""
+    conf = {"spark.kubernetes.driver.request.cores": "500m"}
+    resources = driver_pod(plan(driver={"cores": 2}, sparkConf=conf))["spec"]["containers"][0]["resources"]
+    assert resources["requests"]["cpu"] == "500m"
+    assert spark_conf(plan(driver={"cores": 2}, sparkConf=conf))["spark.driver.cores"] == "2"
+
+
 def test_rpc_is_authenticated_with_the_attempts_secret_which_no_pod_spec_holds() -> None:
     attempt = plan()
     conf = spark_conf(attempt)

@@ -334,6 +334,9 @@ def test_a_storage_with_a_dot_or_empty_segment_is_refused(storage: str) -> None:
         ("spark.driver.minMemoryOverhead", "gb"),
         ("spark.driver.memoryOverheadFactor", "x"),
         ("spark.kubernetes.memoryOverheadFactor", "nan"),
+        ("spark.kubernetes.driver.request.cores", "half"),
+        ("spark.kubernetes.driver.request.cores", "0m"),
+        ("spark.kubernetes.executor.request.cores", "1.5 "),
     ],
 )
 def test_a_spark_setting_the_operator_reads_itself_is_refused_unless_it_reads(key: str, value: str) -> None:
@@ -344,6 +347,9 @@ def test_a_spark_setting_the_operator_reads_itself_is_refused_unless_it_reads(ke
     assert error["loc"] == ("sparkConf",) and key in error["msg"]
     assert _spec(
         {"sparkConf": {"spark.driver.memoryOverhead": "512m", "spark.driver.memoryOverheadFactor": "0.2"}}
+    )
+    assert _spec(
+        {"sparkConf": {f"spark.kubernetes.{role}.request.cores": "0.5" for role in ("driver", "executor")}}
     )
 
 

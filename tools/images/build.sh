@@ -5,7 +5,7 @@
 # hash of everything that goes into it; a complete directory is reused as is. Prints one line per image on
 # stdout, `<reference> <archive>` (`ctr -n k8s.io images import <archive>` names it docker.io/<reference>,
 # the name the kubelet asks for), and build time and size on stderr.
-# Usage: tools/images/build.sh [pause|operator|spark-py ...]   (default: all three)
+# Usage: tools/images/build.sh [pause|operator|spark-py|s3 ...]   (default: all four)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -112,6 +112,32 @@ build_spark() {
   bud --file images/spark-py/Dockerfile --build-arg MAVEN_FLAGS=--offline
 }
 
+# The s3 image's build stage gets the host's Go toolchain on the Debian base (no Go image is reachable here):
+# GO_IMAGE, kept in the store by Go version. Its module and build caches are the host's, and its module
+# proxy is that cache (the host's own build of the same version, tools/versitygw/build.sh, fills it), so the
+# build needs no network.
+build_s3() {
+  local goroot go_version go_image container
+  tools/versitygw/build.sh >/dev/null
+  goroot="$(go env GOROOT)" go_version="$(go env GOVERSION)"
+  import_base
+  go_image="localhost/ftspark/go:${go_version#go}"
+  if ! buildah "${store[@]}" inspect --type image "$go_image" >/dev/null 2>&1; then
+    container="$(buildah "${store[@]}" from "$base")"
+    buildah "${store[@]}" copy "$container" "$goroot" /usr/local/go >/dev/null
+    buildah "${store[@]}" config --env PATH=/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+      --env GOTOOLCHAIN=local "$container"
+    buildah "${store[@]}" commit --quiet --rm "$container" "$go_image" >/dev/null
+  fi
+  mkdir -p "$TMPDIR/buildah-cache" "$(go env GOMODCACHE)" "$(go env GOCACHE)"
+  ln -sfn "$(go env GOMODCACHE)" "$TMPDIR/buildah-cache/gomod"
+  ln -sfn "$(go env GOCACHE)" "$TMPDIR/buildah-cache/gobuild"
+  buildah "${store[@]}" bud --isolation chroot --layers --force-rm --pull-never --tag "$reference" \
+    --build-arg "GO_IMAGE=$go_image" --build-arg GOPROXY=file:///go/pkg/mod/cache/download \
+    --file images/s3/Dockerfile images/s3 >"$cache/$name.log" 2>&1 ||
+    { tail -n 40 "$cache/$name.log" >&2 && echo "$name: the build failed, log: $cache/$name.log" >&2 && return 1; }
+}
+
 build_pause() {
   local container
   gcc -static -Os -s -Wall -Wextra -Werror -o "$work/pause" images/pause/pause.c
@@ -132,19 +158,20 @@ export_image() {
     "$(buildah "${store[@]}" images --format '{{.Size}}' "$reference") in the store" >&2
 }
 
-# image NAME BUILDER SHORT-REFERENCE INPUTS...: the archive of one image, built when its inputs changed.
+# image NAME BUILDER SHORT-REFERENCE INPUTS...: the archive of one image, built when its inputs changed
+# (or key_extra, what else goes into it: the s3 image's Go version).
 image() {
   local name="$1" builder="$2" short="$3" reference="docker.io/$3"
   shift 3
   # This script and the base's recipe go into every key: they are how the image is made.
-  cached "$name" "$(printf '%s\n' "$short" "${base_recipe[@]}" "${base_mirrors[@]}" |
+  cached "$name" "$(printf '%s\n' "$short" "${base_recipe[@]}" "${base_mirrors[@]}" "${key_extra:-}" |
     digest tools/images/build.sh "$@")" export_image
   echo "$name: $(du -h "$dir/image.oci.tar" | cut -f1) archive" >&2
   echo "$short $dir/image.oci.tar"
 }
 
 names=("$@")
-((${#names[@]})) || names=(pause operator spark-py)
+((${#names[@]})) || names=(pause operator spark-py s3)
 for name in "${names[@]}"; do
   case "$name" in
     pause) image pause build_pause ftspark/pause:1.0 images/pause/pause.c ;;
@@ -157,6 +184,10 @@ for name in "${names[@]}"; do
         images/spark-py/Dockerfile .dockerignore constraints.txt pyproject.toml README.md operator jvm \
         examples/*.py
       ;;
-    *) echo "unknown image $name (pause, operator, spark-py)" >&2 && exit 2 ;;
+    s3)
+      key_extra="$(go env GOVERSION)" image s3 build_s3 "ftspark/s3:$(sed -n 's/^ARG VERSITYGW_VERSION=//p' images/s3/Dockerfile)" \
+        images/s3/Dockerfile
+      ;;
+    *) echo "unknown image $name (pause, operator, spark-py, s3)" >&2 && exit 2 ;;
   esac
 done

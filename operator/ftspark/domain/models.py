@@ -7,6 +7,7 @@ Every field carries a description: it is what `kubectl explain` shows.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -25,6 +26,11 @@ _MIB_PER_UNIT = {"k": 1 / 1024, "m": 1, "g": 1024, "t": 1024**2, "p": 1024**3}
 # spec's error, named at apply time, not a reconcile that fails on every pass.
 SIZE_CONF = ("spark.driver.memoryOverhead", "spark.driver.minMemoryOverhead")
 FACTOR_CONF = ("spark.driver.memoryOverheadFactor", "spark.kubernetes.memoryOverheadFactor")
+# The pods' CPU requests where they differ from the cores (Spark's own settings): the operator sizes the
+# driver's pod by the first, Spark its executors' by the second; either must be a Kubernetes CPU quantity.
+DRIVER_REQUEST_CORES = "spark.kubernetes.driver.request.cores"
+REQUEST_CORES_CONF = (DRIVER_REQUEST_CORES, "spark.kubernetes.executor.request.cores")
+_CPU_QUANTITY = re.compile(r"[0-9]+m|[0-9]+(\.[0-9]{1,3})?")  # 500m, 0.5, 2
 
 
 def spark_size_mib(size: str) -> int:
@@ -398,7 +404,10 @@ class JobSpec(_Model):
         "mainApplicationFile is.",
     )
     spark_conf: dict[str, str] = Field(
-        default_factory=dict, description="Extra Spark configuration (--conf k=v)."
+        default_factory=dict,
+        description="Extra Spark configuration (--conf k=v). As with spark-submit, "
+        "spark.kubernetes.driver.request.cores and spark.kubernetes.executor.request.cores (e.g. 500m) set "
+        "the pods' CPU requests below their cores.",
     )
     env: list[EnvVar] = Field(
         default_factory=list, description="Environment variables of driver and executors."
@@ -486,6 +495,9 @@ class JobSpec(_Model):
         for key in FACTOR_CONF:
             if key in conf and not _positive_number(conf[key]):
                 raise ValueError(f"{key}: {conf[key]!r} is not a positive number (e.g. 0.1)")
+        for key in REQUEST_CORES_CONF:
+            if key in conf and not (_CPU_QUANTITY.fullmatch(conf[key]) and conf[key].strip("0.m")):
+                raise ValueError(f"{key}: {conf[key]!r} is not a CPU quantity (e.g. 500m, 0.5, 2)")
         return conf
 
     @model_validator(mode="after")

@@ -52,8 +52,8 @@ REMEDIES: dict[str, Remedy] = {
         "Degraded (waiting)",
         "no node can run the driver pod; the message is the scheduler's (Insufficient cpu or memory, a node "
         "selector or affinity no node matches, taints)",
-        "lower spec.driver.cores / memory, or add nodes; check the podTemplate's nodeSelector and "
-        "tolerations",
+        "lower spec.driver.cores / memory (or its CPU request, spark.kubernetes.driver.request.cores), or "
+        "add nodes; check the podTemplate's nodeSelector and tolerations",
     ),
     DRIVER_VOLUME_NOT_BOUND: Remedy(
         "Degraded (waiting)",

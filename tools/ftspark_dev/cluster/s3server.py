@@ -57,6 +57,29 @@ class S3Server:
     def endpoint(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    @property
+    def access_log(self) -> Path:
+        """Every request the server answered, a line each (S3's server access log format)."""
+        return self.log_dir / "access.log"
+
+    def access_log_offset(self) -> int:
+        """Where the access log ends now: object_reads(since=it) sees only later requests."""
+        return self.access_log.stat().st_size if self.access_log.exists() else 0
+
+    def object_reads(self, since: int = 0) -> list[str]:
+        """The objects read (GetObject answered 200 or 206) after an access_log_offset(), `<bucket>/<key>`
+        a read, as counted at the server, whatever the client counts."""
+        with self.access_log.open("rb") as log:
+            log.seek(since)
+            lines = log.read().decode().splitlines()
+        reads = []
+        for line in lines:
+            # owner bucket [date zone] ip requester id operation key uri status ...
+            fields = line.split(" ")
+            if len(fields) > 10 and fields[7] == "s3_GetObject" and fields[10] in {"200", "206"}:
+                reads.append(f"{fields[1]}/{fields[8]}")
+        return reads
+
     def start(self) -> S3Server:
         """Its objects are files under log_dir/objects (the gateway's POSIX backend keeps ETags and metadata
         in extended attributes, which ext4, xfs and tmpfs since Linux 6.6 have)."""
@@ -68,7 +91,8 @@ class S3Server:
             [
                 *[str(built_by(REPO_ROOT / "tools" / "versitygw" / "build.sh")), "--port", address],
                 *["--access", ACCESS_KEY, "--secret", SECRET_KEY, "--region", REGION],
-                *["--health", HEALTH_PATH, "--quiet", "posix", str(objects)],
+                *["--health", HEALTH_PATH, "--access-log", str(self.access_log), "--quiet"],
+                *["posix", str(objects)],
             ],
             self.log_dir,
         )

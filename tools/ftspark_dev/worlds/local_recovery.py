@@ -1,7 +1,7 @@
 """Task-local recovery through the whole installation: examples/keyed_totals.py (RocksDB state) as a
 FaultTolerantSparkJob on process-backed nodes, an executor and then the driver SIGKILLed, and per restart the
 time to the first batch after it and the state bytes the new executors read from S3 and from their node's disk
-(the wrapper's counters, `<hostPath>/jobs/<namespace>/<uid>/state/_stats/<pid>.json` on each node).
+(the wrapper's counters, `<hostPath>/jobs/<namespace>/<uid>/state/_stats/<host>-<pid>.json` on each node).
 
 Shared by the end-to-end test (e2e/test_local_recovery.py, small state) and `make bench` (as much state as
 fits here): `python -m ftspark_dev.worlds.local_recovery --keys 2000000 --payload 200 --files 8`.
@@ -204,21 +204,19 @@ class StateJob:
     def _counters(self) -> dict[str, int]:
         totals: dict[str, int] = {}
         for state in self._state_dirs():
-            for stats in jvm_counters(state):
+            for stats in jvm_counters(state).values():
                 for key, value in stats.items():
                     totals[key] = totals.get(key, 0) + int(value)
         return totals
 
 
-def jvm_counters(state: Path) -> list[dict[str, int]]:
-    """The local-recovery wrapper's counters in a job's state directory on a node, one entry a JVM
-    (`_stats/<pid>.json`); a file being rewritten is left out."""
-    found = []
+def jvm_counters(state: Path) -> dict[str, dict[str, int]]:
+    """The local-recovery wrapper's counters in a job's state directory on a node, by JVM
+    (`_stats/<host>-<pid>.json`, its name); a file being rewritten is left out."""
+    found = {}
     for path in (state / "_stats").glob("*.json"):
-        try:
-            found.append(json.loads(path.read_text()))
-        except ValueError:
-            continue
+        with contextlib.suppress(ValueError):
+            found[path.stem] = json.loads(path.read_text())
     return found
 
 

@@ -13,6 +13,7 @@ import contextlib
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from ftspark_dev.worlds.process_nodes import (
 )  # the jobs' at Pod Security "restricted"
 
 EXAMPLES = REPO_ROOT / "examples"
+STORAGE_CLASS = "local-folders"  # the default class: FolderProvisioner's
+PROVISIONER = "ftspark.dev/local-folders"
 DEMO_BUCKET = "ftspark-demo"  # the bucket the examples name
 
 
@@ -77,8 +80,14 @@ class RealWorld(JobsClient):
         )
 
     def helm_install(self, *values: str, pod_security: str | None = None) -> subprocess.CompletedProcess[str]:
-        """`helm install` as the quickstart has it, plus `--set` values; pod_security: the Pod Security level
-        the release's namespace enforces, labelled first (the sweeper's hostPath needs `privileged`)."""
+        """`helm install` as the quickstart has it, plus `--set` values, after its namespaces: the jobs' at
+        Pod Security `restricted`, the release's at pod_security, labelled first (the sweeper's hostPath
+        needs `privileged`); each with the Secret `s3`."""
+        self.plane.kubectl("create", "namespace", JOBS_NAMESPACE)
+        self.plane.kubectl(
+            "label", "namespace", JOBS_NAMESPACE, "pod-security.kubernetes.io/enforce=restricted"
+        )
+        self.s3_secret(JOBS_NAMESPACE)
         self.plane.kubectl("create", "namespace", OPERATOR_NAMESPACE)
         if pod_security:
             self.plane.kubectl(
@@ -133,35 +142,32 @@ class RealWorld(JobsClient):
 
     def volume(self, claim: str, folder: Path) -> None:
         """A claim in the jobs namespace bound to a folder of this machine (so every node sees the same files,
-        and so does the test): a local PersistentVolume on every node, root's and 0755 as a provisioner makes
-        one. The drivers' and executors' fsGroup (the operator's default) makes it writable by the Spark
-        image's user, as on a cluster's dynamically provisioned volumes."""
+        and so does the test), root's and 0755 as a provisioner makes one. The drivers' and executors'
+        fsGroup (the operator's default) makes it writable by the Spark image's user."""
         folder.mkdir(parents=True, exist_ok=True)
         folder.chmod(0o755)
         namespace = JOBS_NAMESPACE
-        nodes = [node.metadata.name for node in self.core.list_node().items]
-        anywhere = {"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}
-        volume = {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": f"{namespace}-{claim}"},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "local": {"path": str(folder)},
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [anywhere]}]}},
-                "claimRef": {"namespace": namespace, "name": claim},
-                "persistentVolumeReclaimPolicy": "Retain",
-            },
-        }
+        claim_ref = {"namespace": namespace, "name": claim}
         claim_body = {
             "apiVersion": "v1",
             "kind": "PersistentVolumeClaim",
             "metadata": {"name": claim, "namespace": namespace},
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "storageClassName": "",  # this volume, not one from the default class
+            },
         }
-        for manifest in (volume, claim_body):
+        for manifest in (
+            local_volume(self.api, f"{namespace}-{claim}", folder, claim_ref, "1Gi"),
+            claim_body,
+        ):
             self.plane.kubectl("apply", "-f", "-", stdin=yaml.safe_dump(manifest))
+
+    def claimed_folder(self, claim: str, namespace: str = JOBS_NAMESPACE) -> Path:
+        """The folder of this machine behind a bound claim (the default class's, or volume()'s)."""
+        bound = self.core.read_namespaced_persistent_volume_claim(claim, namespace)
+        return Path(self.core.read_persistent_volume(bound.spec.volume_name).spec.local.path)
 
     # -- jobs (ftspark_dev.scenarios.tour.TourWorld) --------------------------------------------------
 
@@ -283,6 +289,106 @@ class RealWorld(JobsClient):
         self.kill_pod(identity, OPERATOR_NAMESPACE)
 
 
+def local_volume(
+    api: client.ApiClient,
+    name: str,
+    folder: Path,
+    claim_ref: dict[str, str],
+    capacity: str,
+    storage_class: str = "",
+) -> dict[str, Any]:
+    """A `local` PersistentVolume of a folder of this machine, mountable on every node (they all are this
+    machine), pre-bound to one claim."""
+    nodes = [node.metadata.name for node in client.CoreV1Api(api).list_node().items]
+    anywhere = {"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        # Who deletes it once released: the PV controller leaves a provisioner's volumes to it.
+        "metadata": {
+            "name": name,
+            "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER} if storage_class else {},
+        },
+        "spec": {
+            "capacity": {"storage": capacity},
+            "accessModes": ["ReadWriteOnce"],
+            "local": {"path": str(folder)},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [anywhere]}]}},
+            "claimRef": claim_ref,
+            "storageClassName": storage_class,
+            "persistentVolumeReclaimPolicy": "Delete" if storage_class else "Retain",
+        },
+    }
+
+
+class FolderProvisioner:
+    """The cluster's default StorageClass, provisioned as local-path does on a cluster of one's own: each
+    claim of it gets a new folder of this machine, root's and 0755, as a `local` PersistentVolume; a
+    released volume goes with its folder. What a user's dynamic provisioner does, so that the quickstart's
+    claims are written as on theirs (root-owned, made writable by the pods' fsGroup)."""
+
+    def __init__(self, kubeconfig: Path, root: Path) -> None:
+        self._api = config.new_client_from_config(config_file=str(kubeconfig))
+        self._root = root
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="folder-provisioner", daemon=True)
+        self.errors: list[str] = []
+
+    def __enter__(self) -> FolderProvisioner:
+        storage = client.StorageV1Api(self._api)
+        storage.create_storage_class(
+            {
+                "metadata": {
+                    "name": STORAGE_CLASS,
+                    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+                },
+                "provisioner": PROVISIONER,
+                "reclaimPolicy": "Delete",
+                "volumeBindingMode": "Immediate",
+            }
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                self._provision()
+                self._reclaim()
+            except Exception as error:  # kept for the world's teardown to report
+                self.errors.append(repr(error))
+
+    def _provision(self) -> None:
+        core = client.CoreV1Api(self._api)
+        for claim in core.list_persistent_volume_claim_for_all_namespaces().items:
+            wanted = (claim.metadata.annotations or {}).get("volume.kubernetes.io/storage-provisioner")
+            if claim.status.phase != "Pending" or wanted != PROVISIONER or claim.metadata.deletion_timestamp:
+                continue
+            name = f"pvc-{claim.metadata.uid}"
+            folder = self._root / name
+            folder.mkdir(mode=0o755, parents=True, exist_ok=True)
+            claim_ref = {
+                "namespace": claim.metadata.namespace,
+                "name": claim.metadata.name,
+                "uid": claim.metadata.uid,
+            }
+            capacity = claim.spec.resources.requests["storage"]
+            volume = local_volume(self._api, name, folder, claim_ref, capacity, STORAGE_CLASS)
+            with contextlib.suppress(client.ApiException):  # made on an earlier pass: 409
+                core.create_persistent_volume(volume)
+
+    def _reclaim(self) -> None:
+        core = client.CoreV1Api(self._api)
+        for volume in core.list_persistent_volume().items:
+            if volume.spec.storage_class_name == STORAGE_CLASS and volume.status.phase == "Released":
+                core.delete_persistent_volume(volume.metadata.name)
+                shutil.rmtree(volume.spec.local.path, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def running_real_world(nodes: int = 3) -> Iterator[RealWorld]:
     images = built_images()
@@ -304,13 +410,9 @@ def running_real_world(nodes: int = 3) -> Iterator[RealWorld]:
             print(f"{nodes} real nodes Ready in {time.monotonic() - started:.1f} s (images imported)")
             s3.client().create_bucket(Bucket=DEMO_BUCKET)
             api = config.new_client_from_config(config_file=str(plane.kubeconfig))
-            world = RealWorld(plane, real, s3, api, work)
-            plane.kubectl("create", "namespace", JOBS_NAMESPACE)
-            plane.kubectl(
-                "label", "namespace", JOBS_NAMESPACE, "pod-security.kubernetes.io/enforce=restricted"
-            )
-            world.s3_secret(JOBS_NAMESPACE)
-            yield world
+            with FolderProvisioner(plane.kubeconfig, work / "volumes") as provisioner:
+                yield RealWorld(plane, real, s3, api, work)
+            assert not provisioner.errors, f"the folder provisioner failed: {provisioner.errors}"
     finally:
         real.stop()
         shutil.rmtree(work, ignore_errors=True)

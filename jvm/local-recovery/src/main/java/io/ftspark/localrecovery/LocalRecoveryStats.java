@@ -13,8 +13,10 @@ import java.util.stream.Collectors;
 /**
  * Counters of one JVM (all wrapper instances together: FileContext creates a new one per checkpoint manager).
  * Read them through py4j ({@code jvm.io.ftspark.localrecovery.LocalRecoveryStats.json()}), or from the file
- * {@code <local dir>/_stats/<pid>.json} that every JVM with a local dir rewrites at most once a second while it
- * works and when its FileSystem closes. Byte counts are of tracked state files only.
+ * {@code <local dir>/_stats/<host>-<pid>.json} that every JVM with a local dir rewrites at most once a second
+ * while it works and when its FileSystem closes. The host name is a pod's name in a container, where pids start
+ * at 1 in every pod: the name alone would let one executor's file replace another's. Byte counts are of
+ * tracked state files only.
  */
 public final class LocalRecoveryStats {
   enum Counter {
@@ -42,6 +44,7 @@ public final class LocalRecoveryStats {
   private static final long WRITE_INTERVAL_MS = 1000;
   private static final Map<Counter, AtomicLong> COUNTERS = new LinkedHashMap<>();
   private static final AtomicLong lastWrite = new AtomicLong();
+  private static final String FILE_NAME = hostName() + "-" + ProcessHandle.current().pid() + ".json";
 
   static {
     for (Counter c : Counter.values()) {
@@ -77,12 +80,21 @@ public final class LocalRecoveryStats {
     lastWrite.set(now);
     try {
       Path dir = Files.createDirectories(root.resolve("_stats"));
-      long pid = ProcessHandle.current().pid();
-      Path temp = dir.resolve("." + pid + ".json." + Thread.currentThread().getId());
+      Path temp = dir.resolve("." + FILE_NAME + "." + Thread.currentThread().getId());
       Files.write(temp, json().getBytes(StandardCharsets.UTF_8));
-      Files.move(temp, dir.resolve(pid + ".json"), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+      Files.move(temp, dir.resolve(FILE_NAME), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
     } catch (IOException | RuntimeException e) {
       // Statistics never fail an operation; a broken local dir shows in localWriteFailures already.
+    }
+  }
+
+  /** The kernel's host name (no DNS lookup, which may hang where there is no resolver), or "host". */
+  static String hostName() {
+    try {
+      String name = Files.readString(Path.of("/proc/sys/kernel/hostname"), StandardCharsets.UTF_8).trim();
+      return name.isEmpty() || name.contains("/") ? "host" : name;
+    } catch (IOException | RuntimeException e) {
+      return "host";
     }
   }
 }

@@ -369,7 +369,8 @@ class LocalRecoveryFileSystemTest {
   void statsFileIsWrittenAtClose() throws IOException {
     write(new Path(partition, "9.snapshot"), content(10, 13));
     fs.close();
-    java.nio.file.Path stats = localDir.resolve("_stats/" + ProcessHandle.current().pid() + ".json");
+    java.nio.file.Path stats = localDir.resolve(
+        "_stats/" + LocalRecoveryStats.hostName() + "-" + ProcessHandle.current().pid() + ".json");
     String json = Files.readString(stats, UTF_8);
     assertTrue(json.contains("\"localFilesWritten\": "), json);
   }
