@@ -79,6 +79,27 @@ def test_damaged_state_keeps_the_readable_offsets_so_the_batch_reruns_them(
     assert not {"commits/3", "offsets/4", "sources/0/4", "state/0/0/4.delta", "state/0/1/4.delta"} & left
 
 
+def test_the_newest_state_files_are_checked_by_their_first_bytes(
+    store: ObjectStore, s3_server: S3Server, bucket: str
+) -> None:
+    """Not read whole before every restart: task-local recovery is there so that the state is not fetched
+    from S3 again (a zip, RocksDB's, is tested whole)."""
+    location = f"s3a://{bucket}/ck/q"
+    _checkpoint(store, location, 4)
+    asked: list[tuple[str, int | None]] = []
+
+    class Recording(ObjectStore):
+        def read(self, uri: str, first: int | None = None) -> bytes | None:
+            asked.append((uri.removeprefix(f"{location}/"), first))
+            return super().read(uri, first)
+
+    assert CheckpointDir(Recording(s3_server.client()), location).problems(3) == []
+    assert {name: first for name, first in asked if name.startswith("state/")} == {
+        "state/0/0/4.delta": 8,
+        "state/0/1/4.delta": 8,
+    }
+
+
 def test_the_operators_restore_batch_bounds_the_rollback(store: ObjectStore, bucket: str) -> None:
     location = f"s3a://{bucket}/ck/q"
     _checkpoint(store, location, 5)

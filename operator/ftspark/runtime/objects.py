@@ -21,6 +21,7 @@ from ftspark.adapters.s3.stores import split_uri
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3.type_defs import GetObjectOutputTypeDef
 
 T = TypeVar("T")
 _ABSENT = frozenset({"404", "NoSuchKey", "NotFound"})
@@ -115,9 +116,17 @@ class ObjectStore:
         found = self._call(f"list {uri}", first_page)
         return f"s3://{bucket}/{found[0]}" if found else None
 
-    def read(self, uri: str) -> bytes | None:
+    def read(self, uri: str, first: int | None = None) -> bytes | None:
+        """The object's bytes, or its first `first` bytes only (a ranged GET; the object must not be empty);
+        None if there is no such object."""
         bucket, key = split_uri(uri)
-        answer = self._call(f"read {uri}", lambda: self._s3.get_object(Bucket=bucket, Key=key))
+
+        def get() -> GetObjectOutputTypeDef:
+            if first is None:
+                return self._s3.get_object(Bucket=bucket, Key=key)
+            return self._s3.get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{first - 1}")
+
+        answer = self._call(f"read {uri}", get)
         return None if answer is None else answer["Body"].read()
 
     def download(self, uri: str, target: Path) -> bool:

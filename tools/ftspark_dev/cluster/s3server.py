@@ -9,7 +9,7 @@ import signal
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import boto3
 from botocore.config import Config
@@ -43,6 +43,12 @@ def spark_s3a_conf(endpoint: str, *, credentials: bool = True) -> dict[str, str]
     }
 
 
+class ObjectRead(NamedTuple):
+    reader: str  # its address
+    object: str  # <bucket>/<key>
+    client: str  # the user agent's first word: Boto3/<version>, or Hadoop's S3A's
+
+
 @dataclass
 class S3Server:
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ftspark-s3-")))
@@ -66,18 +72,19 @@ class S3Server:
         """Where the access log ends now: object_reads(since=it) sees only later requests."""
         return self.access_log.stat().st_size if self.access_log.exists() else 0
 
-    def object_reads(self, since: int = 0) -> list[str]:
-        """The objects read (GetObject answered 200 or 206) after an access_log_offset(), `<bucket>/<key>`
-        a read, as counted at the server, whatever the client counts."""
+    def object_reads(self, since: int = 0) -> list[ObjectRead]:
+        """The objects read (GetObject answered) after an access_log_offset(), whole or in part, as counted
+        at the server, whatever the client counts."""
         with self.access_log.open("rb") as log:
             log.seek(since)
             lines = log.read().decode().splitlines()
         reads = []
         for line in lines:
-            # owner bucket [date zone] ip requester id operation key uri status ...
+            # owner bucket [date zone] ip requester id operation key uri status error sent size time time
+            # referer user-agent... (the status is 200 for a ranged read too, and the range is not logged)
             fields = line.split(" ")
-            if len(fields) > 10 and fields[7] == "s3_GetObject" and fields[10] in {"200", "206"}:
-                reads.append(f"{fields[1]}/{fields[8]}")
+            if len(fields) > 17 and fields[7] == "s3_GetObject" and fields[10] == "200":
+                reads.append(ObjectRead(fields[4], f"{fields[1]}/{fields[8]}", fields[17]))
         return reads
 
     def start(self) -> S3Server:
