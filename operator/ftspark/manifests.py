@@ -27,6 +27,7 @@ from ftspark.protocol import (
     HEALTH_PORT,
     IN_CLUSTER_MASTER,
     JOB_LABEL,
+    JOB_NAMESPACE_LABEL,
     MANAGED,
     READY_PATH,
     ROLE_LABEL,
@@ -160,7 +161,10 @@ class AttemptObjects:
 
     identity: tuple[Manifest, ...]  # the drivers' ServiceAccount and rights: made once, an existing one kept
     admission_probe: Manifest | None  # localRecovery: an executor pod, dry-run before anything is written
-    job_secret: Manifest | None  # localRecovery: the job's MAC key, made once per job, an existing one kept
+    # localRecovery, made once per job and kept when they exist: the job's node directory as a hostPath
+    # PersistentVolume (cluster-scoped) bound to the job's claim, which its executors mount; the MAC key.
+    local_state_volume: Manifest | None
+    job_objects: tuple[Manifest, ...]
     # The Secret (what the pod mounts: a missing volume would keep it from starting), the NetworkPolicy
     # (the driver is never reachable by strangers, not even for a moment), the Pod. When the API server
     # refuses one (a user's podTemplate can make the pod invalid), those before it are undone.
@@ -173,9 +177,13 @@ def attempt_objects(plan: AttemptPlan, keys: AttemptKeys) -> AttemptObjects:
     return AttemptObjects(
         identity=driver_identity(plan.namespace, plan.term_floor),
         admission_probe=_placed(plan.namespace, executor_admission_probe(plan)) if recovery else None,
-        job_secret=_placed(plan.namespace, local_recovery_secret(plan, keys.local_recovery))
+        local_state_volume=local_state_volume(plan) if recovery else None,
+        job_objects=tuple(
+            _placed(plan.namespace, manifest)
+            for manifest in (local_state_claim(plan), local_recovery_secret(plan, keys.local_recovery))
+        )
         if recovery
-        else None,
+        else (),
         attempt=tuple(_placed(plan.namespace, manifest) for manifest in attempt),
     )
 
@@ -342,6 +350,74 @@ def local_recovery_node_dir(plan: AttemptPlan) -> str:
     return f"{plan.spec.local_recovery.host_path.rstrip('/')}/jobs/{plan.namespace}/{plan.job_uid}"
 
 
+# A hostPath volume has no size: the PersistentVolume's is nominal (the claim must ask no more); the chart's
+# local-state sweeper bounds a job's directory.
+LOCAL_STATE_NOMINAL_SIZE = "1Gi"
+
+
+LOCAL_STATE_VOLUME_PREFIX = "ftspark-local-state-"  # + the job's uid
+LOCAL_STATE_VOLUME_SELECTOR = f"{JOB_NAMESPACE_LABEL},{JOB_LABEL}"
+
+
+def local_state_volume_name(job_uid: str) -> str:
+    return f"{LOCAL_STATE_VOLUME_PREFIX}{job_uid}"
+
+
+def local_state_claim_name(plan: AttemptPlan) -> str:
+    return f"{plan.job_name}-local-state-{plan.job_uid[:8]}"
+
+
+def local_state_volume(plan: AttemptPlan) -> Manifest:
+    """The job's node directory as a PersistentVolume, so that its executors mount it through a claim: Pod
+    Security admits a pod's hostPath volume only at "privileged", a claim at every level. The kubelet makes
+    the directory on whichever node an executor lands (DirectoryOrCreate), so one volume serves every node.
+    Pre-bound to the job's claim alone (claimRef): no other claim, in any namespace, can bind it. Retained
+    when the claim goes (with the job): the operator deletes a released one (Drivers.delete_released_volumes)
+    and the directories stay for the sweeper."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {
+            "name": local_state_volume_name(plan.job_uid),
+            "labels": {**MANAGED, JOB_LABEL: plan.job_name, JOB_NAMESPACE_LABEL: plan.namespace},
+        },
+        "spec": {
+            "capacity": {"storage": LOCAL_STATE_NOMINAL_SIZE},
+            # Every executor of the job, on every node (each node has its own directory).
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "claimRef": {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "namespace": plan.namespace,
+                "name": local_state_claim_name(plan),
+            },
+            "hostPath": {"path": local_recovery_node_dir(plan), "type": "DirectoryOrCreate"},
+        },
+    }
+
+
+def local_state_claim(plan: AttemptPlan) -> Manifest:
+    """The job's claim on its local-state volume, owned by the job (it goes with the job, which releases the
+    volume)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": local_state_claim_name(plan),
+            "labels": {JOB_LABEL: plan.job_name},
+            "ownerReferences": [_owner(plan)],
+        },
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "",
+            "volumeName": local_state_volume_name(plan.job_uid),
+            "resources": {"requests": {"storage": LOCAL_STATE_NOMINAL_SIZE}},
+        },
+    }
+
+
 def local_recovery_secret_name(plan: AttemptPlan) -> str:
     # With the uid: a re-created job never mounts its predecessor's Secret, which garbage collection removes.
     return f"{plan.job_name}-local-recovery-{plan.job_uid[:8]}"
@@ -368,9 +444,9 @@ def _secret(plan: AttemptPlan, name: str, labels: dict[str, str], data: dict[str
 
 def executor_pod_template(plan: AttemptPlan) -> Manifest:
     """The executors' pod template (Spark takes its first container for the executor): our security defaults
-    with their scratch volumes, what localRecovery needs (the node-local directory as Spark's local dir —
-    Spark uses volumes named spark-local-dir-* — and node affinity to where the state already is), then the
-    user's template."""
+    with their scratch volumes, what localRecovery needs (the job's node directory, through its claim, as
+    Spark's local dir — Spark uses volumes named spark-local-dir-* — and node affinity to where the state
+    already is), then the user's template."""
     spec = plan.spec
     recovery = spec.local_recovery
     volumes, mounts = _scratch_volumes()
@@ -392,7 +468,10 @@ def executor_pod_template(plan: AttemptPlan) -> Manifest:
         node_dir = local_recovery_node_dir(plan)
         volumes.extend(
             [
-                {"name": LOCAL_STATE_VOLUME, "hostPath": {"path": node_dir, "type": "DirectoryOrCreate"}},
+                {
+                    "name": LOCAL_STATE_VOLUME,
+                    "persistentVolumeClaim": {"claimName": local_state_claim_name(plan)},
+                },
                 # A file, not an environment variable: Python workers and other child processes do not
                 # inherit it.
                 {
@@ -429,11 +508,12 @@ def executor_pod_template(plan: AttemptPlan) -> Manifest:
 
 
 def local_state_dir_opener(plan: AttemptPlan) -> Manifest:
-    """The kubelet makes a missing hostPath directory root's, mode 0755, and no fsGroup applies to hostPath:
-    the executor's user could not write its node directory. Before the executor starts, this makes the job's
-    directory (only that one) writable by every user, sticky: it is mounted by the job's own pods only, and
-    its parents stay root's 0755. As root, the directory's owner, with no capability and nothing else
-    mounted (a chmod by the owner needs none)."""
+    """The kubelet makes a missing hostPath directory root's, mode 0755, and no fsGroup applies to a hostPath
+    volume (a PersistentVolume's neither): the executor's user could not write its node directory. Before
+    the executor starts, this makes the job's directory (only that one) writable by every user, sticky: it
+    is mounted by the job's own pods only, and its parents stay root's 0755. As root, the directory's owner,
+    with no capability and nothing else mounted (a chmod by the owner needs none): Pod Security "baseline"
+    admits it, "restricted" (runAsNonRoot) does not."""
     node_dir = local_recovery_node_dir(plan)
     return {
         "name": LOCAL_STATE_OPENER,
@@ -452,7 +532,8 @@ def local_state_dir_opener(plan: AttemptPlan) -> Manifest:
 def executor_admission_probe(plan: AttemptPlan) -> Manifest:
     """An executor pod as admission sees it, for a server-side dry run before the attempt: Spark, not the
     operator, creates the executors, and a namespace whose Pod Security level refuses them (localRecovery's
-    hostPath needs "privileged") would leave the driver waiting for executors that never come."""
+    init step runs as root, which "restricted" refuses) would leave the driver waiting for executors that
+    never come."""
     pod: Manifest = {"apiVersion": "v1", "kind": "Pod", **executor_pod_template(plan)}
     metadata = pod.get("metadata", {})
     # Labelled as the operator's: its admission policy lets it write (even dry) only objects it labels.

@@ -51,7 +51,8 @@ API_REQUESTS = Counter(
 )
 HOUSEKEEPING = Counter(
     "ftspark_housekeeping_steps_total",
-    "The leader's periodic housekeeping steps run (finish_dirty_results, forget_orphans, expire_results: "
+    "The leader's periodic housekeeping steps run (finish_dirty_results, forget_orphans, "
+    "delete_orphan_volumes, expire_results: "
     "every --result-sweep-seconds), by outcome (ok, error).",
     ["step", "outcome"],
 )

@@ -26,6 +26,8 @@ from ftspark import API_GROUP, API_VERSION, KIND
 JOB_LABEL = "ftspark.io/job"
 ATTEMPT_LABEL = "ftspark.io/attempt"
 ROLE_LABEL = "ftspark.io/role"
+# On a cluster-scoped object of a job (localRecovery's PersistentVolume): the job's namespace.
+JOB_NAMESPACE_LABEL = "ftspark.io/namespace"
 MANAGED = {"app.kubernetes.io/managed-by": "ftspark"}  # the label ftspark's own objects carry
 # A hot standby driver (docs/hot-standby.md) carries both while it stands by: it is not the job's driver until
 # the operator's promotion removes the first, and the second says which spec it was made for.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +12,7 @@ import pytest
 import yaml
 
 from ftspark.app.config import OperatorConfig, parse
-from ftspark.domain.models import LocalRecoverySpec
-from ftspark.manifests import DRIVER_RULES
+from ftspark.manifests import DRIVER_RULES, LOCAL_STATE_VOLUME_PREFIX, local_state_volume_name
 from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, driver_lease_name, driver_pod_name
 from ftspark_dev.cluster.processes import REPO_ROOT, built_by
 from ftspark_dev.generate.bundle import render_bundle
@@ -78,8 +79,9 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
         assert {"list", "watch"} <= granted[watched], watched
     # Secrets it creates and deletes, never reads: localRecovery's per-job keys, the attempts' RPC Secrets.
     assert granted[("", "secrets")] == {"create", "delete"}
-    # No Services: executors reach their driver at its pod IP.
-    assert not {"nodes", "persistentvolumeclaims", "services"} & {resource for _, resource in granted}
+    # No Services: executors reach their driver at its pod IP. Claims it makes (localRecovery's), never reads.
+    assert not {"nodes", "persistentvolumes", "services"} & {resource for _, resource in granted}
+    assert granted[("", "persistentvolumeclaims")] == {"create"}
     assert all("deletecollection" not in verbs for verbs in granted.values())
     assert all("*" not in verbs for verbs in granted.values())
     # It grants the drivers their Role, so it holds every right of it (Kubernetes forbids granting more).
@@ -87,6 +89,22 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 assert set(rule["verbs"]) <= granted[(group, resource)], (group, resource)
+
+
+def test_local_recovery_adds_only_the_rights_on_its_volumes(render: Render) -> None:
+    """PersistentVolumes are cluster-scoped: the namespaced mode's one ClusterRole, only when asked for."""
+    kinds = _kinds(render("localRecovery.enabled=true"))
+    [role] = kinds["ClusterRole"]
+    assert role["metadata"]["name"] == "ftspark-operator-local-state-volumes"
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["persistentvolumes"],
+            "verbs": ["get", "list", "create", "patch", "delete"],
+        }
+    ]
+    [binding] = kinds["ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
 
 
 def test_namespaced_mode_grants_roles_only_where_jobs_live(render: Render) -> None:
@@ -339,14 +357,22 @@ def test_the_only_secret_the_operator_reads_is_its_record_key_in_its_own_namespa
 
 
 def test_the_driver_policy_names_what_the_operator_names() -> None:
-    """The policy on the drivers' requests is written by hand: the ServiceAccount, the local-recovery root and
-    the names of a driver's pod, records and Lease it checks are the operator's own."""
+    """The policies on the drivers' requests and the operator's volumes are written by hand: the
+    ServiceAccount, the names of a driver's pod, records and Lease, and localRecovery's volume name and
+    directory layout they check are the operator's own."""
     policy = (CHART / "templates" / "admission-driver.yaml").read_text()
     shared = (CHART / "templates" / "_helpers.tpl").read_text()  # its pod checks, the operator's pods' too
     assert f"':{DRIVER_SERVICE_ACCOUNT}'" in policy
     assert f"object.spec.serviceAccountName == '{DRIVER_SERVICE_ACCOUNT}'" in shared
-    assert f'$root := "{LocalRecoverySpec().host_path}"' in shared
-    assert "'^{{ $root }}/jobs/' + request.namespace" in shared
+    volumes = (CHART / "templates" / "admission-operator.yaml").read_text()
+    uid = str(uuid.uuid4())
+    name = local_state_volume_name(uid)
+    assert f"'^{LOCAL_STATE_VOLUME_PREFIX}[0-9a-f-]{{36}}$'" in volumes and re.fullmatch(
+        f"{LOCAL_STATE_VOLUME_PREFIX}[0-9a-f-]{{36}}", name
+    )
+    assert f"object.metadata.name.substring({len(LOCAL_STATE_VOLUME_PREFIX)})" in volumes
+    assert name[len(LOCAL_STATE_VOLUME_PREFIX) :] == uid
+    assert "'/jobs/' + object.spec.claimRef.namespace + '/'" in volumes  # local_recovery_node_dir's layout
     job = "counts"
     assert driver_pod_name(job, 7).removeprefix(job) == "-7-driver"  # what '-[0-9]+-driver$' finds
     assert driver_lease_name(job) == f"{job}-driver" and "variables.job + '-driver'" in policy

@@ -21,6 +21,7 @@ from ftspark.manifests import (
     driver_pod,
     executor_admission_probe,
     local_recovery_node_dir,
+    local_state_volume,
 )
 from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, JOB_LABEL, record_key_name, term_floor_name
 from ftspark_dev.cluster.controlplane import ControlPlane
@@ -48,6 +49,7 @@ def installed(
         "--create-namespace",
         "--set=rbac.clusterWide=false",
         f"--set=watchNamespaces={{{jobs_ns}}}",
+        "--set=localRecovery.enabled=true",
     )
     assert result.returncode == 0, result.stderr
     yield operator_ns, jobs_ns
@@ -230,6 +232,7 @@ def test_the_operators_token_writes_only_objects_labelled_as_its_own(
     assert "the drivers' rights and no more" in refused(partial(rbac.create_namespaced_role, jobs_ns, wider))
 
     _only_pods_like_its_own(as_operator, jobs_ns)
+    _only_volumes_like_its_own(as_operator, jobs_ns)
 
 
 def _only_pods_like_its_own(as_operator: client.CoreV1Api, namespace: str) -> None:
@@ -253,18 +256,54 @@ def _only_pods_like_its_own(as_operator: client.CoreV1Api, namespace: str) -> No
 
     root = {"name": "root", "hostPath": {"path": "/"}}
     eventually(another_account_refused, timeout=20, what="the operator's pod policy in force")
+    own_dir = {"name": "own", "hostPath": {"path": local_recovery_node_dir(plan)}}
     for spec, rule in (
         ({"hostPID": True}, "node's namespaces"),
-        ({"volumes": [*driver_pod(plan)["spec"]["volumes"], root]}, "local-recovery"),
+        ({"volumes": [*driver_pod(plan)["spec"]["volumes"], root]}, "no directory of the node"),
+        # Not even its job's own: localRecovery reaches it through a claim.
+        ({"volumes": [*driver_pod(plan)["spec"]["volumes"], own_dir]}, "no directory of the node"),
     ):
         with pytest.raises(client.ApiException) as error:
             create_pod(hostile(**spec))
         assert error.value.status == 403 and rule in str(error.value.body), error.value.body
-    # What it makes: the driver pod, and localRecovery's executor probe with the job's node directory.
+    # What it makes: the driver pod, and localRecovery's executor probe (its directory through the claim).
     create_pod(driver_pod(plan))
-    probe = executor_admission_probe(plan)
-    assert local_recovery_node_dir(plan) in str(probe["spec"]["volumes"])
-    create_pod(probe)
+    create_pod(executor_admission_probe(plan))
+
+
+def _only_volumes_like_its_own(as_operator: client.CoreV1Api, namespace: str) -> None:
+    """With the operator's token (which may create PersistentVolumes, cluster-scoped), only localRecovery's
+    volume of a job: its node directory, bound to a claim in its namespace. Dry runs: nothing is made."""
+    plan = _local_recovery_plan(namespace)
+    create = partial(as_operator.create_persistent_volume, dry_run="All")
+
+    def hostile(path: str = "", claim_namespace: str = namespace, **spec: object) -> dict[str, Any]:
+        volume = local_state_volume(plan)
+        volume["spec"].update(spec)
+        volume["spec"]["claimRef"]["namespace"] = claim_namespace
+        if path:
+            volume["spec"]["hostPath"]["path"] = path
+        return volume
+
+    other_uid = str(uuid.uuid4())
+    for volume in (
+        hostile(path="/"),  # the node's root
+        hostile(path="/etc/kubernetes"),
+        hostile(path=local_recovery_node_dir(plan).replace(plan.job_uid, other_uid)),  # another job's
+        hostile(path=local_recovery_node_dir(plan).replace(f"/{namespace}/", "/tenant-b/")),
+        hostile(claim_namespace="tenant-b"),  # its directory, for a claim of another namespace
+        hostile(hostPath={"path": local_recovery_node_dir(plan), "type": "Socket"}),
+    ):
+        with pytest.raises(client.ApiException) as error:
+            create(volume)
+        body = str(error.value.body)
+        assert error.value.status == 403 and "only localRecovery's volumes" in body, body
+    unlabelled = local_state_volume(plan)
+    unlabelled["metadata"]["labels"] = {}
+    with pytest.raises(client.ApiException) as error:
+        create(unlabelled)
+    assert error.value.status == 403 and "labelled as its own" in str(error.value.body)
+    create(local_state_volume(plan))
 
 
 def _local_recovery_plan(namespace: str) -> AttemptPlan:
@@ -297,8 +336,8 @@ def test_a_drivers_token_creates_only_its_own_executors_and_writes_only_its_jobs
     installed: tuple[str, str], control_plane: ControlPlane, api_client: client.ApiClient
 ) -> None:
     """The chart's policy on the drivers' ServiceAccount, beyond its Role (pods create, ConfigMaps and Leases
-    update): in a privileged namespace (as local recovery's hostPath needs), a job's code holding its driver's
-    token gets no privileged pod, no node's root, no other job's record or Lease; Spark's executors pass."""
+    update): in a privileged namespace (Pod Security refuses nothing there), a job's code holding its driver's
+    token gets no privileged pod, no node directory, no other job's record or Lease; its executors pass."""
     _, jobs_ns = installed
     core = client.CoreV1Api(api_client)
     core.patch_namespace(
@@ -338,15 +377,13 @@ def test_a_drivers_token_creates_only_its_own_executors_and_writes_only_its_jobs
         return False
 
     eventually(privileged_refused, timeout=20, what="the driver admission policy in force")
-    assert "local-recovery" in refused(_pod("rooted", owner=owner, host_path="/"))
-    assert "local-recovery" in refused(
-        _pod("elsewhere", owner=owner, host_path=local_state.replace(jobs_ns, "x"))
-    )
+    assert "no directory of the node" in refused(_pod("rooted", owner=owner, host_path="/"))
+    assert "no directory of the node" in refused(_pod("own-dir", owner=owner, host_path=local_state))
     assert "node's namespaces" in refused(_pod("host-pid", owner=owner, host_pid=True))
     assert "its own executors" in refused(_pod("stray", spark_role="executor"))  # no owner: outlives the job
     assert "ftspark-driver" in refused(_pod("other-sa", owner=owner, service_account="default"))
-    # What Spark's executor pods are: admitted, local-recovery directory included.
-    driver_core.create_namespaced_pod(jobs_ns, _pod("counts-exec-1", owner=owner, host_path=local_state))
+    # What Spark's executor pods are: admitted, localRecovery's claim included.
+    driver_core.create_namespaced_pod(jobs_ns, _pod("counts-exec-1", owner=owner, claim="counts-local-state"))
 
     for name, allowed in (("counts-checkpoints", True), ("other-checkpoints", False)):
         record = driver_core.read_namespaced_config_map(name, jobs_ns)
@@ -402,10 +439,16 @@ def _pod(
     privileged: bool = False,
     host_pid: bool = False,
     host_path: str = "",
+    claim: str = "",
 ) -> client.V1Pod:
     """A pod as Spark makes an executor (labels, owner reference to its driver, ServiceAccount), or with one
     hostile change."""
-    volumes = [client.V1Volume(name="local", host_path=client.V1HostPathVolumeSource(path=host_path))]
+    volumes = []
+    if host_path:
+        volumes.append(client.V1Volume(name="local", host_path=client.V1HostPathVolumeSource(path=host_path)))
+    if claim:
+        source = client.V1PersistentVolumeClaimVolumeSource(claim_name=claim)
+        volumes.append(client.V1Volume(name="local", persistent_volume_claim=source))
     return client.V1Pod(
         metadata=client.V1ObjectMeta(
             name=name,
@@ -422,6 +465,6 @@ def _pod(
                     security_context=client.V1SecurityContext(privileged=True) if privileged else None,
                 )
             ],
-            volumes=volumes if host_path else None,
+            volumes=volumes or None,
         ),
     )

@@ -23,6 +23,7 @@ from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
 from ftspark.domain.savepoints import job_savepoint_id
 from ftspark.protocol import (
     JOB_LABEL,
+    JOB_NAMESPACE_LABEL,
     SPARK_APP_SELECTOR_LABEL,
     SPARK_ROLE_LABEL,
     ControlRequest,
@@ -1010,21 +1011,42 @@ def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
         "preferredDuringSchedulingIgnoredDuringExecution"
     ][0]
     assert preference["preference"]["matchExpressions"][0]["values"] == ["node-a", "node-b"]
-    [host_path] = [v["hostPath"]["path"] for v in template["spec"]["volumes"] if "hostPath" in v]
-    assert host_path == f"/mnt/ftspark/jobs/{ns}/{uid}"
+    # The job's node directory, through its claim on the volume made for it (no hostPath in the pod).
+    volumes = template["spec"]["volumes"]
+    assert not [v for v in volumes if "hostPath" in v]
+    [claim_name] = [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
+    claim = core.read_namespaced_persistent_volume_claim(claim_name, ns)
+    assert [o.uid for o in claim.metadata.owner_references] == [uid]
+    volume = core.read_persistent_volume(claim.spec.volume_name)
+    assert volume.spec.host_path.path == f"/mnt/ftspark/jobs/{ns}/{uid}"
+    assert (volume.spec.claim_ref.namespace, volume.spec.claim_ref.name) == (ns, claim_name)
     # One key per job, made with its first attempt and owned by the job; every attempt mounts it.
-    [secret] = [v["secret"]["secretName"] for v in template["spec"]["volumes"] if "secret" in v]
+    [secret] = [v["secret"]["secretName"] for v in volumes if "secret" in v]
     key = core.read_namespaced_secret(secret, ns)
     assert [o.uid for o in key.metadata.owner_references] == [uid]
     assert len(base64.b64decode(key.data["key"])) == 32
+
+    # Cluster-scoped, the volume does not go with the job: the leader's sweep deletes it once the job is gone.
+    client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
+        API_GROUP, API_VERSION, ns, PLURAL, "local"
+    )
+
+    def volume_deleted() -> bool:
+        try:
+            return bool(core.read_persistent_volume(volume.metadata.name).metadata.deletion_timestamp)
+        except client.ApiException as error:
+            return bool(error.status == 404)
+
+    eventually(volume_deleted, timeout=30, what=lambda: f"the job's volume deleted\n{fleet.logs()}")
 
 
 def test_local_recovery_refused_by_pod_security_says_which_level_it_needs(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:
-    """Spark creates the executors, not the operator: their hostPath is tried (dry run) before the attempt."""
+    """Spark creates the executors, not the operator: one is tried (dry run) before the attempt. Its init
+    step runs as root, which "restricted" refuses."""
     ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
-    core.patch_namespace(ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "baseline"}}})
+    core.patch_namespace(ns, {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}})
     fleet.start()
     create_job(api_client, ns, job_manifest("hostpath", bucket, localRecovery={"enabled": True}))
 
@@ -1034,9 +1056,13 @@ def test_local_recovery_refused_by_pod_security_says_which_level_it_needs(
         what=lambda: f"InvalidSpec condition\n{fleet.logs()}",
     )
     assert "violates PodSecurity" in ready["message"]
-    assert "pod-security.kubernetes.io/enforce=privileged" in ready["message"]
+    assert "pod-security.kubernetes.io/enforce=baseline" in ready["message"]
     assert "InvalidSpec" in event_reasons(api_client, ns, "hostpath")
     assert pod_names(api_client, ns, "hostpath") == []
+    # Nothing of it was made: no volume, no claim.
+    selector = f"{JOB_LABEL}=hostpath,{JOB_NAMESPACE_LABEL}={ns}"
+    assert core.list_persistent_volume(label_selector=selector).items == []
+    assert core.list_namespaced_persistent_volume_claim(ns).items == []
 
 
 def test_a_full_resource_quota_is_said_in_the_status_and_the_attempt_starts_once_it_has_room(

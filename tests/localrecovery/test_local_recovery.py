@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 
 from ftspark.domain.models import JobSpec as FtsparkJobSpec
-from ftspark.manifests import AttemptPlan, executor_pod_template, spark_conf
+from ftspark.manifests import (
+    AttemptPlan,
+    executor_pod_template,
+    local_state_claim,
+    local_state_volume,
+    spark_conf,
+)
 from ftspark_dev.cluster.s3server import S3Server
 from ftspark_dev.subjects.localrecovery import (
     JobSpec,
@@ -233,7 +239,9 @@ def test_another_job_cannot_see_or_forge_a_jobs_copies(node: Node, tmp_path: Pat
     }
     for name, job in jobs.items():
         volumes = executor_pod_template(job)["spec"]["volumes"]
-        [mounted] = [Path(v["hostPath"]["path"]) for v in volumes if "hostPath" in v]
+        [claim] = [v["persistentVolumeClaim"]["claimName"] for v in volumes if "persistentVolumeClaim" in v]
+        assert claim == local_state_claim(job)["metadata"]["name"]  # bound to the job's volume alone
+        mounted = Path(local_state_volume(job)["spec"]["hostPath"]["path"])
         # Each executor's only view of the node is its own job's directory, which holds its copies.
         assert local_dirs[name].parent == mounted
         others = [d for other, d in local_dirs.items() if other != name]

@@ -82,6 +82,7 @@ def sweeper_root(world: RealWorld) -> Path:
 def operator_installed(world: RealWorld) -> RealWorld:
     started = time.monotonic()
     result = world.helm_install(
+        "localRecovery.enabled=true",
         "localRecovery.sweeper.enabled=true",
         f"localRecovery.sweeper.root={sweeper_root(world)}",
         f"localRecovery.sweeper.intervalSeconds={SWEEP_INTERVAL}",
@@ -545,9 +546,10 @@ def _event_messages(world: RealWorld, name: str) -> list[str]:
 def test_the_example_job_survives_faults_on_real_containers_exactly_once(
     operator_installed: RealWorld, tmp_path: Path
 ) -> None:
-    """With task-local recovery on (its hostPath in this world's directory: the namespace at Pod Security
-    privileged and allowed hostPath for it): the executors write their copies into a directory the kubelet
-    made, and a restarted executor reads its state from them, none from S3."""
+    """With task-local recovery on, in a namespace at Pod Security baseline (its root in this world's
+    directory, so the namespace has the job policy's hostPath allowance): the executors mount the job's
+    directory through its claim, write their copies into it (the kubelet made it), and a restarted executor
+    reads its state from them, none from S3."""
     world = operator_installed
     # The kubelet probes every 5 s and kills after 2 unanswered probes (10-15 s), as a user may tune it in the
     # driver's pod template (docs/driver-runtime.md); the defaults (10 s, 3) take 30-40 s.
@@ -556,10 +558,11 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
     local = {"enabled": True, "hostPath": str(sweeper_root(world))}
     spec = {"driver": {"standby": 1, "podTemplate": template}, "localRecovery": local}
     tour = RealFaultTour(world, tmp_path, spec=spec)
-    _allow_host_paths(world, True)
+    _local_recovery_namespace(world, True)
     try:
         tour.start()
         state = sweeper_root(world) / "jobs" / JOBS_NAMESPACE / world.uid(tour.name) / "state"
+        _mount_the_directory_through_the_claim(world)
         since = world.s3.access_log_offset()
         tour.kill_executor()
         assert state.parent.stat().st_mode & 0o7777 == 0o1777, "opened to the executor's user (the kubelet's)"
@@ -602,15 +605,24 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
         # when one was ready by then (which of the two is a matter of timing).
         assert events.count("Restarted") + events.count("StandbyPromoted") >= 3, events
     finally:
-        _allow_host_paths(world, False)
+        _local_recovery_namespace(world, False)
 
 
-def _allow_host_paths(world: RealWorld, allowed: bool) -> None:
-    """The jobs' namespace at Pod Security privileged, with the job policy's hostPath allowance (a root
-    other than the default's), or back at restricted without it."""
+def _mount_the_directory_through_the_claim(world: RealWorld) -> None:
+    """The executors have no hostPath (Pod Security baseline admits them): the job's directory is its
+    claim's volume."""
+    executors = world.core.list_namespaced_pod(JOBS_NAMESPACE, label_selector="spark-role=executor").items
+    volumes = [v for pod in executors for v in pod.spec.volumes]
+    assert executors and not [v for v in volumes if v.host_path], volumes
+    assert [v for v in volumes if v.persistent_volume_claim], volumes
+
+
+def _local_recovery_namespace(world: RealWorld, on: bool) -> None:
+    """The jobs' namespace at Pod Security baseline (localRecovery's init step runs as root), with the job
+    policy's hostPath allowance (a root other than the default's); or back at restricted without it."""
     labels = (
-        ["pod-security.kubernetes.io/enforce=privileged", "allow.ftspark.io/hostPath=true"]
-        if allowed
+        ["pod-security.kubernetes.io/enforce=baseline", "allow.ftspark.io/hostPath=true"]
+        if on
         else ["pod-security.kubernetes.io/enforce=restricted", "allow.ftspark.io/hostPath-"]
     )
     world.plane.kubectl("label", "--overwrite", "namespace", JOBS_NAMESPACE, *labels)
@@ -672,7 +684,10 @@ FTSPARK_SELECTORS = (
     "ftspark.io/store",
     "ftspark.io/result",
 )
-FTSPARK_KINDS = "pods,configmaps,secrets,leases,serviceaccounts,roles,rolebindings,networkpolicies"
+FTSPARK_KINDS = (
+    "pods,configmaps,secrets,leases,serviceaccounts,roles,rolebindings,networkpolicies,"
+    "persistentvolumeclaims,persistentvolumes"
+)
 
 
 def _ftspark_objects(world: RealWorld) -> list[str]:

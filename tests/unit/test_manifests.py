@@ -23,6 +23,8 @@ from ftspark.manifests import (
     executor_admission_probe,
     executor_pod_template,
     local_recovery_secret,
+    local_state_claim,
+    local_state_volume,
     spark_conf,
 )
 from ftspark.protocol import HEALTH_PORT, READY_PATH, SPEC_HASH_LABEL, STANDBY_LABEL, DriverEnv
@@ -66,8 +68,11 @@ def test_an_attempt_is_one_ordered_value_each_object_in_its_namespace() -> None:
     drivers = [{"kind": "ServiceAccount", "name": "ftspark-driver", "namespace": "ns"}]
     assert all(m["subjects"] == drivers for m in objects.identity if m["kind"] == "RoleBinding")
     assert objects.admission_probe is not None and objects.admission_probe["metadata"]["namespace"] == "ns"
-    assert objects.job_secret is not None
-    assert base64.b64decode(objects.job_secret["data"]["key"]) == b"mac"
+    claim, job_secret = objects.job_objects
+    assert claim["kind"] == "PersistentVolumeClaim" and claim["metadata"]["namespace"] == "ns"
+    assert base64.b64decode(job_secret["data"]["key"]) == b"mac"
+    assert objects.local_state_volume is not None
+    assert "namespace" not in objects.local_state_volume["metadata"], "a PersistentVolume is cluster-scoped"
     secret = objects.attempt[0]["data"]
     assert (
         base64.b64decode(secret["secret"]) == b"rpc"
@@ -75,7 +80,9 @@ def test_an_attempt_is_one_ordered_value_each_object_in_its_namespace() -> None:
     )
 
     without = attempt_objects(plan(), keys)
-    assert without.admission_probe is None and without.job_secret is None, "only localRecovery needs them"
+    assert (without.admission_probe, without.local_state_volume, without.job_objects) == (None, None, ()), (
+        "only localRecovery needs them"
+    )
 
 
 def test_spark_runs_in_client_mode_against_the_cluster_with_stable_names() -> None:
@@ -211,9 +218,14 @@ def test_local_recovery_template_mounts_the_node_dir_and_prefers_the_old_nodes()
         plan(localRecovery={"enabled": True, "hostPath": "/mnt/state"}), local_state_nodes=("n1", "n2")
     )
     template = executor_pod_template(attempt)
-    [volume] = [v for v in template["spec"]["volumes"] if "hostPath" in v]
+    [volume] = [v for v in template["spec"]["volumes"] if "persistentVolumeClaim" in v]
     assert volume["name"].startswith("spark-local-dir-"), "Spark uses it as the executor's local dir"
-    assert volume["hostPath"] == {"path": "/mnt/state/jobs/ns/0123456789ab", "type": "DirectoryOrCreate"}
+    assert volume["persistentVolumeClaim"] == {"claimName": "job-local-state-01234567"}
+    # No hostPath in the pod (Pod Security admits one only at "privileged"): the claim's volume has it.
+    assert _host_paths(template) == [] and _node_dirs(attempt, template) == [
+        "/mnt/state/jobs/ns/0123456789ab"
+    ]
+    assert local_state_volume(attempt)["spec"]["hostPath"]["type"] == "DirectoryOrCreate"
     mounts = {m["name"]: m["mountPath"] for m in template["spec"]["containers"][0]["volumeMounts"]}
     assert mounts[volume["name"]] == "/mnt/state/jobs/ns/0123456789ab"
     # The kubelet makes the directory root's 0755: an init step opens it (only it) to the executor's user.
@@ -259,6 +271,40 @@ def _host_paths(template: dict[str, Any]) -> list[str]:
     return [v["hostPath"]["path"] for v in template["spec"]["volumes"] if "hostPath" in v]
 
 
+def _node_dirs(attempt: AttemptPlan, template: dict[str, Any]) -> list[str]:
+    """The node directories the template's claims reach: the job's local-state claim, through the volume
+    pre-bound to it and to it alone."""
+    volume, claim = local_state_volume(attempt), local_state_claim(attempt)
+    assert claim["spec"]["volumeName"] == volume["metadata"]["name"]
+    bound = volume["spec"]["claimRef"]
+    assert (bound["namespace"], bound["name"]) == (attempt.namespace, claim["metadata"]["name"])
+    claims = [
+        v["persistentVolumeClaim"]["claimName"]
+        for v in template["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    ]
+    assert claims == [claim["metadata"]["name"]]
+    return [volume["spec"]["hostPath"]["path"]]
+
+
+def test_local_state_volume_is_retained_cluster_scoped_and_labelled_with_its_job() -> None:
+    """What the operator's sweep needs to find a deleted job's volume (no owner reference can reach a
+    cluster-scoped object from a namespaced one), and the claim that goes with the job."""
+    attempt = plan(localRecovery={"enabled": True, "hostPath": "/mnt/state"})
+    volume, claim = local_state_volume(attempt), local_state_claim(attempt)
+    assert volume["metadata"]["name"] == "ftspark-local-state-0123456789ab"
+    assert volume["metadata"]["labels"] == {
+        "app.kubernetes.io/managed-by": "ftspark",
+        "ftspark.io/job": "job",
+        "ftspark.io/namespace": "ns",
+    }
+    assert "ownerReferences" not in volume["metadata"]
+    assert volume["spec"]["persistentVolumeReclaimPolicy"] == "Retain"
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == "0123456789ab"
+    # No StorageClass on either side: the default class's provisioner never takes the claim.
+    assert volume["spec"]["storageClassName"] == claim["spec"]["storageClassName"] == ""
+
+
 def test_local_recovery_gives_each_job_only_its_own_node_directory() -> None:
     """Job B's executors on the node mount B's directory, never the root or A's: A's copies are invisible."""
     job_a = plan(localRecovery={"enabled": True, "hostPath": "/mnt/state"})
@@ -266,7 +312,7 @@ def test_local_recovery_gives_each_job_only_its_own_node_directory() -> None:
     mounted = {}
     for attempt in (job_a, job_b):
         template = executor_pod_template(attempt)
-        [host_path] = _host_paths(template)
+        [host_path] = _node_dirs(attempt, template)
         mounts = {m["name"]: m["mountPath"] for m in template["spec"]["containers"][0]["volumeMounts"]}
         local_dir = spark_conf(attempt)["spark.hadoop.fs.ftspark.local-recovery.dir"]
         assert host_path == f"/mnt/state/jobs/{attempt.namespace}/{attempt.job_uid}"
@@ -310,13 +356,17 @@ def test_local_recovery_key_is_a_per_job_secret_mounted_as_a_file_in_executors_o
     key_file = spark_conf(attempt)["spark.hadoop.fs.ftspark.local-recovery.key.file"]
     assert posixpath.dirname(key_file) == key_mount["mountPath"]
     assert "env" not in container
-    # The driver keeps no copies (it has no node directory): it gets neither the key nor the hostPath.
+    # The driver keeps no copies (it has no node directory): it gets neither the key nor the claim.
     driver = driver_pod(attempt)
     key_secret = {"secretName": "job-local-recovery-01234567"}
-    assert not any(v.get("secret") == key_secret or "hostPath" in v for v in driver["spec"]["volumes"])
+    assert not any(
+        v.get("secret") == key_secret or "persistentVolumeClaim" in v for v in driver["spec"]["volumes"]
+    )
     # A job without localRecovery mounts nothing of it.
     assert not [
-        v for v in executor_pod_template(plan())["spec"]["volumes"] if "secret" in v or "hostPath" in v
+        v
+        for v in executor_pod_template(plan())["spec"]["volumes"]
+        if "secret" in v or "persistentVolumeClaim" in v
     ]
 
 
@@ -325,7 +375,7 @@ def test_executor_admission_probe_is_a_complete_executor_pod() -> None:
     probe = executor_admission_probe(attempt)
     assert probe["kind"] == "Pod" and probe["metadata"]["name"] == "job-3-driver-executor-probe"
     assert [c["image"] for c in probe["spec"]["containers"]] == ["img:1"]
-    assert _host_paths(probe) == _host_paths(executor_pod_template(attempt))
+    assert probe["spec"]["volumes"] == executor_pod_template(attempt)["spec"]["volumes"]
 
 
 @pytest.mark.parametrize(

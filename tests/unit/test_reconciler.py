@@ -584,6 +584,21 @@ def test_one_job_whose_records_cannot_be_forgotten_does_not_stop_the_sweep(
     assert cluster.stores.job_graphs.jobs() == [broken]
 
 
+def test_local_state_volumes_go_once_their_job_is_gone(cluster: Cluster) -> None:
+    """Cluster-scoped, no owner reference takes them with the job: the sweep deletes a deleted job's and a
+    re-created job's predecessor's, never a live job's."""
+    cluster.jobs.apply(KEY, {**SPEC, "localRecovery": {"enabled": True}}, uid=UID)
+    cluster.reconcile()
+    deleted, recreated = JobKey(namespace="team-a", name="gone"), JobKey(namespace="team-b", name="again")
+    cluster.drivers.local_state.update({"uid-gone": deleted, "uid-before": recreated})
+    cluster.jobs.apply(recreated, SPEC, uid="uid-after")
+    assert cluster.reconciler.sweeper.delete_orphan_volumes() == 2
+    assert cluster.drivers.local_state_volumes() == [(KEY, UID)]
+    cluster.jobs.delete(KEY)
+    assert cluster.reconciler.sweeper.delete_orphan_volumes() == 1
+    assert cluster.drivers.local_state_volumes() == []
+
+
 def test_drivers_are_told_the_installations_ha_store() -> None:
     on_s3 = Cluster(ha_store=HaStoreConfig(kind="s3", s3_root="s3://ha-bucket/ftspark"))
     on_s3.jobs.apply(KEY, SPEC, uid=UID)

@@ -75,6 +75,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [create, delete]
+# localRecovery's claim on the job's local-state volume, made once per job, owned by it (never read).
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [create]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
   verbs: [get, create]
@@ -98,8 +102,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
      newPod: the request creates a pod; containers: its containers and init containers) and the validations on
      them. Each field is refused unless its allowance is granted, as the job policy (ftspark.domain.policy)
      grants them to a job's podTemplate. dict: "root" the chart's context, "subject" what the pod is called in
-     messages ("an executor"). The local-recovery root is localRecovery.hostPath's default (a job with another
-     root needs the hostPath allowance, which waives the check). */}}
+     messages ("an executor"). */}}
 {{- define "ftspark.podContentVariables" -}}
 - name: allowed
   expression: >-
@@ -116,7 +119,6 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{- define "ftspark.podContentValidations" -}}
 {{- $subject := .subject -}}
-{{- $root := "/var/lib/ftspark/local-state" -}}
 - expression: >-
     !variables.newPod || 'serviceAccount' in variables.allowed ||
     (has(object.spec.serviceAccountName) && object.spec.serviceAccountName == 'ftspark-driver')
@@ -143,10 +145,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   reason: Forbidden
 - expression: >-
     !variables.newPod || 'hostPath' in variables.allowed || !has(object.spec.volumes) ||
-    object.spec.volumes.all(v, !has(v.hostPath) || v.hostPath.path.matches(
-    '^{{ $root }}/jobs/' + request.namespace + '/[0-9a-f-]+$'))
-  messageExpression: >-
-    "{{ $subject }} mounts no directory of the node but its job's local-recovery one, " +
-    '{{ $root }}/jobs/' + request.namespace + '/<job uid> (allowance hostPath)'
+    object.spec.volumes.all(v, !has(v.hostPath))
+  message: {{ $subject }} mounts no directory of the node (allowance hostPath; localRecovery's directory is a claim's volume)
   reason: Forbidden
 {{- end -}}

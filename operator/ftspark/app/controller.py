@@ -135,6 +135,10 @@ class Controller:
                 self._reconciler.sweeper.forget_orphans,
                 "deleted the HA data of %d job(s) deleted while no leader watched",
             )
+            _sweep(
+                self._reconciler.sweeper.delete_orphan_volumes,
+                "deleted the local-state volumes of %d deleted job(s)",
+            )
             _sweep(self._reconciler.sweeper.expire_results, "expired %d job result(s) past their retention")
 
     def _checkpoint_reported(self, job: JobKey) -> None:

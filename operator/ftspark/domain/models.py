@@ -258,8 +258,10 @@ class LocalRecoverySpec(_Model):
         default="/var/lib/ftspark/local-state",
         pattern=r"^/",
         description="Node-local root directory: a job's executors mount only its subdirectory "
-        "jobs/<namespace>/<uid> (Spark's local dir and the job's state copies), a hostPath volume that only "
-        "the namespace Pod Security level privileged admits.",
+        "jobs/<namespace>/<uid> (Spark's local dir and the job's state copies), through a claim on a "
+        "hostPath PersistentVolume the operator makes for the job; an init container (root, no "
+        "capabilities) opens that directory to the executor's user, so the namespace's Pod Security level "
+        "must be baseline or privileged.",
     )
 
 

@@ -10,7 +10,7 @@ lists them for admins.
 
 The rules are data: `violations` checks a spec against them, and ftspark.admission compiles the same rules to
 the CEL of the chart's ValidatingAdmissionPolicy, so that the API server refuses the same fields at apply
-time. Only what the user writes is checked: what the operator adds (localRecovery's hostPath volume at its
+time. Only what the user writes is checked: what the operator adds (localRecovery's volume of its
 default directory, the driver's ServiceAccount) is not the user's.
 """
 

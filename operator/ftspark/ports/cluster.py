@@ -71,10 +71,17 @@ class Drivers(Protocol):
         """Create the attempt's objects (ftspark.manifests: its Secret with the RPC and checkpoint keys and
         the executor template, its NetworkPolicy and Pod), and the driver's ServiceAccount and Role if
         missing; with localRecovery first a dry run of an executor pod (the namespace's Pod Security level
-        must admit its hostPath) and the job's key Secret if missing.
+        must admit its init step), then the job's local-state volume, its claim and its key Secret if
+        missing.
 
         Objects that already exist are left as they are. ObjectRejectedError if the API server refuses one
         of them; then none of the attempt's was created."""
+
+    def local_state_volumes(self) -> list[tuple[JobKey, str]]:
+        """localRecovery's PersistentVolumes (cluster-scoped: the job does not own them), by job and uid."""
+
+    def delete_local_state_volume(self, job_uid: str) -> None:
+        """Delete the job's local-state volume; the node directories it names stay, for the sweeper."""
 
     def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
         """Delete the attempt's objects. force: remove the pod now (grace 0), for a pod whose node will never

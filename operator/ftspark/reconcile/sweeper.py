@@ -1,6 +1,6 @@
 """The leader's housekeeping of the job result store and the HA records (the controller runs it
-periodically): cleanups left half done, records of jobs deleted while no leader watched, results past their
-retention."""
+periodically): cleanups left half done, records of jobs deleted while no leader watched, localRecovery's
+volumes of deleted jobs, results past their retention."""
 
 from __future__ import annotations
 
@@ -60,6 +60,24 @@ class ResultSweeper:
                 # Records sit where tenants write: one that cannot be forgotten must not keep the others.
                 log.exception("%s: its HA data could not be deleted; trying again at the next sweep", key)
         return forgotten
+
+    def delete_orphan_volumes(self) -> int:
+        """Delete localRecovery's volumes whose job is gone (deleted, or re-created with another uid); returns
+        how many. Cluster-scoped, so no owner reference takes them with the job. Stale-safe: a uid never
+        comes back, and a job's volume in use cannot be deleted before its claim is (the API server's
+        pv-protection)."""
+        deleted = 0
+        for key, uid in self._drivers.local_state_volumes():
+            try:
+                job = self._jobs.get(key)
+                if job is None or job.uid != uid:
+                    self._drivers.delete_local_state_volume(uid)
+                    deleted += 1
+            except Exception:
+                log.exception(
+                    "%s: its local-state volume could not be deleted; trying again at the next sweep", key
+                )
+        return deleted
 
     def expire_results(self) -> int:
         """Delete clean results past their retention (the job's ttlSeconds, at most the operator's maximum)

@@ -80,6 +80,7 @@ class MemoryDrivers:
     executor_listings: int = 0  # count_executors calls
     refusals: list[str] = field(default_factory=list)  # kinds to refuse, one each
     lease_holders: dict[JobKey, str] = field(default_factory=dict)  # each job's driver Lease ("": free)
+    local_state: dict[str, JobKey] = field(default_factory=dict)  # localRecovery's volumes: job uid → job
 
     def refuse(self, kind: Literal["Secret", "NetworkPolicy", "Pod"]) -> None:
         self.refusals.append(kind)
@@ -105,6 +106,14 @@ class MemoryDrivers:
             ),
         )
         self.plans.append(plan)
+        if plan.spec.local_recovery.enabled:
+            self.local_state[plan.job_uid] = key
+
+    def local_state_volumes(self) -> list[tuple[JobKey, str]]:
+        return [(key, uid) for uid, key in self.local_state.items()]
+
+    def delete_local_state_volume(self, job_uid: str) -> None:
+        self.local_state.pop(job_uid, None)
 
     def delete(self, key: JobKey, pod_name: str, *, force: bool = False) -> None:
         self.deleted.append((pod_name, force))

@@ -1,10 +1,10 @@
 """A pod's volumes as directories under its node's root, and the downward API.
 
-Volumes live in `<node root>/pods/<namespace>_<name>_<uid>/volumes/<volume>/`; hostPath volumes map to
-`<node root>/host/<path>` (never the machine's own path). Each container process gets its own mount namespace
-where these directories are bind-mounted at their mountPath (see pods.py), so the host's view never changes
-except for empty mountpoint directories that have to exist on the host; those are tracked here and removed
-once no mount namespace uses them.
+Volumes live in `<node root>/pods/<namespace>_<name>_<uid>/volumes/<volume>/`; hostPath volumes (inline, or a
+claim's PersistentVolume) map to `<node root>/host/<path>` (never the machine's own path). Each container
+process gets its own mount namespace where these directories are bind-mounted at their mountPath (see
+pods.py), so the host's view never changes except for empty mountpoint directories that have to exist on the
+host; those are tracked here and removed once no mount namespace uses them.
 """
 
 from __future__ import annotations
@@ -143,17 +143,11 @@ def materialize(
     for volume in pod["spec"].get("volumes") or []:
         name = volume["name"]
         directory = pod_dir / "volumes" / name
+        if "persistentVolumeClaim" in volume:
+            paths[name] = _host_path(_claimed_host_path(core, namespace, volume), host_root)
+            continue
         if "hostPath" in volume:
-            source = volume["hostPath"]
-            target = host_root / source["path"].lstrip("/")
-            if source.get("type") == "FileOrCreate":
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.touch()
-            elif source.get("type") in (None, "", "DirectoryOrCreate", "Directory"):
-                target.mkdir(parents=True, exist_ok=True)
-            elif not target.exists():
-                raise VolumeNotReadyError(f"hostPath {source['path']} does not exist on this node")
-            paths[name] = target
+            paths[name] = _host_path(volume["hostPath"], host_root)
             continue
         directory.mkdir(parents=True, exist_ok=True)
         paths[name] = directory
@@ -172,9 +166,40 @@ def materialize(
             _projected(core, pod, volume["projected"], directory, pod_ip)
         else:
             raise ValueError(
-                f"volume {name}: only emptyDir, hostPath, configMap, secret, downwardAPI, projected"
+                f"volume {name}: only emptyDir, hostPath, persistentVolumeClaim, configMap, secret, "
+                "downwardAPI, projected"
             )
     return paths
+
+
+def _host_path(source: Manifest, host_root: Path) -> Path:
+    target: Path = host_root / str(source["path"]).lstrip("/")
+    if source.get("type") == "FileOrCreate":
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch()
+    elif source.get("type") in (None, "", "DirectoryOrCreate", "Directory"):
+        target.mkdir(parents=True, exist_ok=True)
+    elif not target.exists():
+        raise VolumeNotReadyError(f"hostPath {source['path']} does not exist on this node")
+    return target
+
+
+def _claimed_host_path(core: client.CoreV1Api, namespace: str, volume: Manifest) -> Manifest:
+    """The hostPath of the PersistentVolume bound to the volume's claim (the only kind these nodes have);
+    an unbound claim waits, as on a kubelet."""
+    claim_name = volume["persistentVolumeClaim"]["claimName"]
+    try:
+        claim = core.read_namespaced_persistent_volume_claim(claim_name, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            raise VolumeNotReadyError(f'persistentvolumeclaim "{claim_name}" not found') from error
+        raise
+    if claim.status is None or claim.status.phase != "Bound":
+        raise VolumeNotReadyError(f'persistentvolumeclaim "{claim_name}" is not bound')
+    bound = core.read_persistent_volume(claim.spec.volume_name)
+    if bound.spec.host_path is None:
+        raise ValueError(f"volume {volume['name']}: only hostPath PersistentVolumes on process-backed nodes")
+    return {"path": bound.spec.host_path.path, "type": bound.spec.host_path.type}
 
 
 def _projected(

@@ -27,10 +27,14 @@ from ftspark.domain.lifecycle import DriverObservation
 from ftspark.leader.elector import release_for_ended_holder
 from ftspark.manifests import (
     LOCAL_RECOVERY_KEY_BYTES,
+    LOCAL_STATE_OPENER,
+    LOCAL_STATE_VOLUME_PREFIX,
+    LOCAL_STATE_VOLUME_SELECTOR,
     AttemptKeys,
     AttemptPlan,
     Manifest,
     attempt_objects,
+    local_state_volume_name,
 )
 from ftspark.ports.cluster import (
     JobResource,
@@ -43,6 +47,7 @@ from ftspark.ports.leadership import LockUnavailableError
 from ftspark.protocol import (
     CONTROL_ANNOTATION,
     JOB_LABEL,
+    JOB_NAMESPACE_LABEL,
     ROLE_LABEL,
     SPARK_APP_SELECTOR_LABEL,
     SPARK_ROLE_LABEL,
@@ -69,10 +74,23 @@ def _ignore(status: int, call: Any, *args: Any, **kwargs: Any) -> None:
             raise
 
 
-# What a refusal of a pod with localRecovery's volume says besides the server's words.
-HOST_PATH_NEEDS_PRIVILEGED = (
-    "; localRecovery mounts a hostPath volume, which only the Pod Security level privileged admits: "
-    "label the namespace pod-security.kubernetes.io/enforce=privileged or turn spec.localRecovery off"
+# What a refusal of a pod with localRecovery's init step says besides the server's words.
+LOCAL_STATE_NEEDS_BASELINE = (
+    f"; localRecovery's init container {LOCAL_STATE_OPENER} runs as root to open the job's node directory "
+    "to the executor's user, which the Pod Security level restricted refuses: label the namespace "
+    "pod-security.kubernetes.io/enforce=baseline or turn spec.localRecovery off"
+)
+
+
+class MissingRightsError(Exception):
+    """The operator's RBAC lacks what a job asks for: its reconciles fail (tried again with a growing delay)
+    and, after a few, its status says this, until an admin grants the right."""
+
+
+LOCAL_STATE_VOLUMES_NOT_GRANTED = (
+    "the operator may not create PersistentVolumes, which localRecovery needs (the job's node directory, "
+    "mounted by its executors through a claim): install the chart with localRecovery.enabled=true, or turn "
+    "spec.localRecovery off"
 )
 
 
@@ -83,8 +101,8 @@ _RBAC_REFUSAL = re.compile(r'is forbidden: User ".*" cannot ')
 
 def _refused_as_rejected(kind: str, body: Manifest, call: Any, *args: Any, **kwargs: Any) -> None:
     """An object the API server calls invalid (400, 422) or that an admission refuses (403: the namespace's
-    Pod Security level, e.g. localRecovery's hostPath under "baseline"; a LimitRange; a policy) becomes
-    ObjectRejectedError with the server's own words (and what to do about a hostPath); one a ResourceQuota
+    Pod Security level, e.g. localRecovery's init step under "restricted"; a LimitRange; a policy) becomes
+    ObjectRejectedError with the server's own words (and what to do about localRecovery); one a ResourceQuota
     has no room for, ObjectDeferredError; 409 (already exists) is fine, other errors (RBAC, outages) are
     raised as they are."""
     try:
@@ -100,10 +118,9 @@ def _refused_as_rejected(kind: str, body: Manifest, call: Any, *args: Any, **kwa
         # what the spec made: Pod Security, a LimitRange, the cluster's own policies.
         admission = error.status == 403 and not _RBAC_REFUSAL.search(message)
         if error.status in {400, 422} or admission:
+            opener = f'container "{LOCAL_STATE_OPENER}"'
             hint = (
-                HOST_PATH_NEEDS_PRIVILEGED
-                if "violates PodSecurity" in message and "hostPath" in message
-                else ""
+                LOCAL_STATE_NEEDS_BASELINE if "violates PodSecurity" in message and opener in message else ""
             )
             raise ObjectRejectedError(f"{refused}: {message}{hint}") from error
         raise
@@ -185,6 +202,10 @@ class KubeDrivers:
             "Role": (rbac.create_namespaced_role, rbac.delete_namespaced_role),
             "RoleBinding": (rbac.create_namespaced_role_binding, rbac.delete_namespaced_role_binding),
             "Secret": (core.create_namespaced_secret, core.delete_namespaced_secret),
+            "PersistentVolumeClaim": (
+                core.create_namespaced_persistent_volume_claim,
+                core.delete_namespaced_persistent_volume_claim,
+            ),
             "NetworkPolicy": (
                 networking.create_namespaced_network_policy,
                 networking.delete_namespaced_network_policy,
@@ -216,9 +237,11 @@ class KubeDrivers:
             probe = objects.admission_probe
             create = self._create(probe)
             _refused_as_rejected("executor Pod", probe, create, plan.namespace, probe, dry_run="All")
-        if objects.job_secret is not None:
-            # An existing one is not read (the operator needs no right to read Secrets): its name has the uid.
-            _ignore(409, self._create(objects.job_secret), plan.namespace, objects.job_secret)
+        if objects.local_state_volume is not None:
+            self._ensure_local_state_volume(objects.local_state_volume)
+        for body in objects.job_objects:
+            # An existing one is not read (the operator needs no right to read Secrets): names have the uid.
+            _ignore(409, self._create(body), plan.namespace, body)
         created: list[Manifest] = []
         try:
             for body in objects.attempt:
@@ -228,6 +251,37 @@ class KubeDrivers:
             for body in reversed(created):
                 _ignore(404, self._delete(body), body["metadata"]["name"], plan.namespace)
             raise
+
+    def _ensure_local_state_volume(self, volume: Manifest) -> None:
+        """Create the job's local-state volume if missing. One whose claim was deleted while the job lives
+        (by hand: it goes with the job) is Released and binds no claim again until the old claim's uid is
+        taken off its claimRef: then it binds the claim this attempt makes anew."""
+        name = volume["metadata"]["name"]
+        try:
+            without_answer(self._core.create_persistent_volume, volume)
+            return
+        except ApiException as error:
+            if error.status == 403 and _RBAC_REFUSAL.search(server_message(error)):
+                raise MissingRightsError(LOCAL_STATE_VOLUMES_NOT_GRANTED) from error
+            if error.status != 409:
+                raise
+        existing = self._core.read_persistent_volume(name)
+        if existing.status is not None and existing.status.phase == "Released":
+            log.info("local-state volume %s was released by a deleted claim; freeing it for the next", name)
+            unbound = {"spec": {"claimRef": {"uid": None, "resourceVersion": None}}}
+            without_answer(self._core.patch_persistent_volume, name, unbound)
+
+    def local_state_volumes(self) -> list[tuple[JobKey, str]]:
+        listed = self._core.list_persistent_volume(label_selector=LOCAL_STATE_VOLUME_SELECTOR).items
+        volumes = []
+        for volume in listed:
+            labels = volume.metadata.labels or {}
+            uid = volume.metadata.name.removeprefix(LOCAL_STATE_VOLUME_PREFIX)
+            volumes.append((JobKey(namespace=labels[JOB_NAMESPACE_LABEL], name=labels[JOB_LABEL]), uid))
+        return volumes
+
+    def delete_local_state_volume(self, job_uid: str) -> None:
+        _ignore(404, self._core.delete_persistent_volume, local_state_volume_name(job_uid))
 
     def _create(self, body: Manifest) -> Callable[..., Any]:
         return self._writers[body["kind"]][0]
