@@ -144,6 +144,17 @@ class ControlWatcher:
         return parse_term((found.data or {}).get("term", ""))
 
 
+def _terminated(execution: Any) -> Any:
+    """Spark's TERMINATED state object, found next to the query's current state: Spark 4.1 moved the
+    streaming execution classes from org.apache.spark.sql.execution.streaming to its .runtime package."""
+    state_class = execution.state().get().getClass()
+    package = state_class.getPackage().getName()
+    jvm = SparkContext._jvm
+    assert jvm is not None, "queries run, so the JVM is up"
+    terminated = jvm.java.lang.Class.forName(f"{package}.TERMINATED$", True, state_class.getClassLoader())
+    return terminated.getField("MODULE$").get(None)
+
+
 def stop_at_boundary(queries: Sequence[Any], timeout: float) -> bool:
     """Stop each query (pyspark StreamingQuery) between two micro-batches; True if every one stopped so.
 
@@ -154,12 +165,10 @@ def stop_at_boundary(queries: Sequence[Any], timeout: float) -> bool:
     the thread to end (not for "no trigger active", which a thread that checked its state just before the
     set has not reported yet) makes this hold under any load. Past the timeout the stop escalates to a
     cancel (the running batch is interrupted)."""
-    jvm = SparkContext._jvm
-    assert jvm is not None, "queries run, so the JVM is up"
-    terminated = getattr(getattr(jvm.org.apache.spark.sql.execution.streaming, "TERMINATED$"), "MODULE$")
-    threads = [query._jsq.streamingQuery().queryExecutionThread() for query in queries]
-    for query in queries:
-        query._jsq.streamingQuery().state().set(terminated)
+    executions = [query._jsq.streamingQuery() for query in queries]
+    threads = [execution.queryExecutionThread() for execution in executions]
+    for execution in executions:
+        execution.state().set(_terminated(execution))
     deadline = time.monotonic() + timeout
     graceful = True
     for query, thread in zip(queries, threads, strict=True):
