@@ -8,7 +8,10 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pom="$here/jvm/s3a-deps/pom.xml"
 cache="${FTSPARK_CACHE:-$HOME/.cache/ftspark}"
-dir="$cache/jars/hadoop-aws-3.4.1-awssdk-2.24.6"
+# Named by the versions the pom pins (one place): a cache of another Spark line stays beside this one.
+hadoop="$(sed -n 's|.*<hadoop.version>\(.*\)</hadoop.version>.*|\1|p' "$pom")"
+aws_sdk="$(sed -n 's|.*<aws.sdk.version>\(.*\)</aws.sdk.version>.*|\1|p' "$pom")"
+dir="$cache/jars/hadoop-aws-$hadoop-awssdk-$aws_sdk"
 pom_sum="$(sha256sum "$pom" | cut -d' ' -f1)"
 
 if [[ "$(cat "$dir/.complete" 2>/dev/null)" != "$pom_sum" ]]; then

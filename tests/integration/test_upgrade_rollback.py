@@ -18,6 +18,7 @@ from ftspark_dev.cluster.operators import (
     set_driver_exited,
     set_driver_running,
 )
+from ftspark_dev.cluster.versions import SPARK_IMAGE
 from tests.waiting import eventually
 
 JOB = "rollme"
@@ -53,7 +54,7 @@ def test_a_failing_upgrade_is_rolled_back_and_the_spec_stays_as_written(
     objects = client.CustomObjectsApi(api_client)
     fleet.start()
     rollback = {"enabled": True, "windowSeconds": WINDOW}
-    body = job_manifest(JOB, bucket, image="ftspark/spark-py:4.0.5", upgradeRollback=rollback)
+    body = job_manifest(JOB, bucket, image=SPARK_IMAGE, upgradeRollback=rollback)
     objects.create_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, body)
     set_driver_running(core, ns, _driver_appears(api_client, ns, 1))
     stable = eventually(
@@ -72,7 +73,7 @@ def test_a_failing_upgrade_is_rolled_back_and_the_spec_stays_as_written(
     set_driver_running(core, ns, upgraded)
     set_driver_exited(core, ns, upgraded, 1, "ModuleNotFoundError: No module named 'newdep'")
     back = _driver_appears(api_client, ns, 3)
-    assert _image(core, ns, back) == "ftspark/spark-py:4.0.5", "the stable spec runs"
+    assert _image(core, ns, back) == SPARK_IMAGE, "the stable spec runs"
     status = job_status(api_client, ns, JOB)
     assert status["upgradeRollback"]["generation"] == 2
     assert status["upgradeRollback"]["reason"] == "UpgradeFailed"

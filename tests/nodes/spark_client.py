@@ -1,6 +1,6 @@
 """A PySpark driver in client mode whose executors are pods: prints what the test checks.
 
-Usage: spark_client.py <API server URL> <CA file> <token file> <namespace> <executor pod template>
+Usage: spark_client.py <API server URL> <CA file> <token file> <namespace> <executor pod template> <image>
 (a service-account token: the fabric8 client Spark uses cannot read the control plane's EC client keys).
 """
 
@@ -14,12 +14,12 @@ from pyspark.sql import SparkSession
 
 
 def main() -> None:
-    server, ca_file, token_file, namespace, template = sys.argv[1:6]
+    server, ca_file, token_file, namespace, template, image = sys.argv[1:7]
     started = time.monotonic()
     spark = (
         SparkSession.builder.master(f"k8s://{server}")
         .appName("nodes-test")
-        .config("spark.kubernetes.container.image", "ftspark/spark-py:4.0.5")
+        .config("spark.kubernetes.container.image", image)
         .config("spark.kubernetes.namespace", namespace)
         .config("spark.kubernetes.authenticate.caCertFile", ca_file)
         .config("spark.kubernetes.authenticate.oauthTokenFile", token_file)

@@ -13,6 +13,7 @@ import yaml
 from kubernetes import client
 
 from ftspark_dev.cluster.controlplane import ControlPlane
+from ftspark_dev.cluster.versions import SPARK_IMAGE
 from ftspark_dev.nodes import NodeAgent
 from tests.waiting import eventually
 
@@ -95,6 +96,7 @@ def test_spark_executors_run_as_pods_on_the_node_their_template_names(
                 str(token),
                 namespace,
                 str(template),
+                SPARK_IMAGE,
             ],
             env={k: v for k, v in os.environ.items() if k != "KUBECONFIG"},
             stdout=stdout,

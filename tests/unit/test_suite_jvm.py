@@ -8,11 +8,10 @@ import subprocess
 
 import pytest
 
+from ftspark_dev.cluster.versions import SPARK_IMAGE
 from ftspark_dev.nodes import images
 from ftspark_dev.nodes.images import JVM_OPTIONS
 from ftspark_dev.pytest_plugins.jvm import SUITE_JVM_OPTIONS
-
-SPARK_IMAGE = "ftspark/spark-py:4.0.5"
 
 
 def _final_flag(env: dict[str, str], flag: str) -> str:

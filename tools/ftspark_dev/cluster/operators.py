@@ -30,6 +30,7 @@ from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND
 from ftspark_dev.cluster.controlplane import ControlPlane
 from ftspark_dev.cluster.processes import REPO_ROOT, ManagedProcess, free_port
 from ftspark_dev.cluster.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from ftspark_dev.cluster.versions import SPARK_IMAGE
 
 OPERATOR_LEASE = "ftspark-operator"  # the operator's default --lease-name
 
@@ -174,7 +175,7 @@ def job_manifest(name: str, bucket: str, **spec: Any) -> dict[str, Any]:
         "kind": "FaultTolerantSparkJob",
         "metadata": {"name": name},
         "spec": {
-            "image": "ftspark/spark-py:4.0.5",
+            "image": SPARK_IMAGE,
             "mainApplicationFile": "local:///opt/app/job.py",
             "checkpoint": {"storage": f"s3://{bucket}/jobs/{name}"},
             "restartStrategy": {"type": "fixed-delay", "fixedDelay": {"attempts": 3, "delaySeconds": 1}},
@@ -221,7 +222,7 @@ def set_driver_running(
                 "containerStatuses": [
                     {
                         "name": "driver",
-                        "image": "ftspark/spark-py:4.0.5",
+                        "image": SPARK_IMAGE,
                         "imageID": "",
                         "ready": ready,
                         "restartCount": 0,
@@ -244,7 +245,7 @@ def set_driver_exited(core: client.CoreV1Api, namespace: str, pod: str, exit_cod
                 "containerStatuses": [
                     {
                         "name": "driver",
-                        "image": "ftspark/spark-py:4.0.5",
+                        "image": SPARK_IMAGE,
                         "imageID": "",
                         "ready": False,
                         "restartCount": 0,

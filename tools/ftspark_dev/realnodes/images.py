@@ -8,7 +8,6 @@ from pathlib import Path
 from ftspark_dev.cluster.processes import REPO_ROOT
 
 OPERATOR_IMAGE = "ftspark/operator:0.1.0"
-SPARK_IMAGE = "ftspark/spark-py:4.0.5"
 
 
 def built_images() -> dict[str, Path]:

@@ -29,9 +29,10 @@ from ftspark_dev.cluster.controlplane import ControlPlane
 from ftspark_dev.cluster.operators import leading, lease_holder, probe
 from ftspark_dev.cluster.processes import REPO_ROOT
 from ftspark_dev.cluster.s3server import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from ftspark_dev.cluster.versions import SPARK_IMAGE
 from ftspark_dev.generate.bundle import CHART
 from ftspark_dev.realnodes import RealNodes, network
-from ftspark_dev.realnodes.images import SPARK_IMAGE, built_images
+from ftspark_dev.realnodes.images import built_images
 from ftspark_dev.subjects.windowed_counts import EXAMPLE
 from ftspark_dev.worlds.process_nodes import (
     JOBS_NAMESPACE,
