@@ -34,7 +34,12 @@ def test_the_s3a_jars_are_for_the_hadoop_pyspark_bundles() -> None:
     pom = (REPO_ROOT / "jvm" / "s3a-deps" / "pom.xml").read_text()
     [hadoop] = re.findall(r"<hadoop.version>([^<]+)</hadoop.version>", pom)
     [aws_sdk] = re.findall(r"<aws.sdk.version>([^<]+)</aws.sdk.version>", pom)
-    bundled = Path(pyspark.__file__).parent / "jars" / f"hadoop-client-api-{hadoop}.jar"
-    assert bundled.is_file(), f"pyspark {pyspark.__version__} bundles no Hadoop {hadoop}"
+    jars = Path(pyspark.__file__).parent / "jars"
+    assert (jars / f"hadoop-client-api-{hadoop}.jar").is_file(), f"pyspark bundles no Hadoop {hadoop}"
+    # The local-recovery jar is compiled against the same Hadoop and slf4j (provided: pyspark's at run time).
+    local_recovery = (REPO_ROOT / "jvm" / "local-recovery" / "pom.xml").read_text()
+    assert re.findall(r"<hadoop.version>([^<]+)</hadoop.version>", local_recovery) == [hadoop]
+    [slf4j] = re.findall(r"<slf4j.version>([^<]+)</slf4j.version>", local_recovery)
+    assert (jars / f"slf4j-api-{slf4j}.jar").is_file(), f"pyspark bundles no slf4j {slf4j}"
     # Where a development driver looks for them: the directory tools/spark_jars.sh names after the pom.
     assert f"hadoop-aws-{hadoop}-awssdk-{aws_sdk}" == DEV_JARS_DIR_NAME
