@@ -29,6 +29,7 @@ from ftspark.protocol import (
     JOB_LABEL,
     JOB_NAMESPACE_LABEL,
     MANAGED,
+    PROTOCOL_VERSION,
     READY_PATH,
     ROLE_LABEL,
     SPARK_APP_SELECTOR_LABEL,
@@ -628,6 +629,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
     probed = spec.liveness.progress_timeout_seconds > 0  # 0 turns the job's liveness checks off, both
     served = probed or plan.standby  # the runtime's health endpoint: liveness, a standby's readiness
     env: list[dict[str, Any]] = [
+        {"name": DriverEnv.PROTOCOL, "value": str(PROTOCOL_VERSION)},
         {"name": DriverEnv.JOB, "value": f"{plan.namespace}/{plan.job_name}"},
         {"name": DriverEnv.JOB_UID, "value": plan.job_uid},
         {"name": DriverEnv.ATTEMPT, "value": str(plan.attempt)},

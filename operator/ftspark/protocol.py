@@ -57,7 +57,13 @@ UI_PORT = 4040
 HEALTH_PORT = 7070
 HEALTH_PATH = "/healthz"
 READY_PATH = "/readyz"  # 200 once the SparkSession is up: a standby's readiness probe
-IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"  # the runtime prefers KUBERNETES_SERVICE_HOST/PORT
+IN_CLUSTER_MASTER = "k8s://https://kubernetes.default.svc"
+# What the operator and the driver runtime agree on: the driver's environment (DriverEnv), its pod's labels
+# and annotations, the control requests, the termination message, the HA records. The operator sets it in
+# the driver's environment and the runtime in the job's image starts only on its own number, so an image
+# built with another release of ftspark fails at once and says so (reason RuntimeMismatch), rather than
+# running on names it reads otherwise. Raised with any change either side would misread.
+PROTOCOL_VERSION = 1  # the runtime prefers KUBERNETES_SERVICE_HOST/PORT
 
 RestoreFrom = Literal["nothing", "latest-checkpoint", "initial-savepoint"]
 
@@ -65,6 +71,7 @@ RestoreFrom = Literal["nothing", "latest-checkpoint", "initial-savepoint"]
 class DriverEnv(StrEnum):
     """The driver's environment as the operator sets it (runtime/config.py says what each one means)."""
 
+    PROTOCOL = "FTSPARK_PROTOCOL"  # PROTOCOL_VERSION, the operator's
     JOB = "FTSPARK_JOB"
     JOB_UID = "FTSPARK_JOB_UID"
     ATTEMPT = "FTSPARK_ATTEMPT"

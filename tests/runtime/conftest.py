@@ -28,6 +28,7 @@ from ftspark.domain.ha import JobKey
 from ftspark.ports.stores import HaStores
 from ftspark.protocol import (
     CONTROL_ANNOTATION,
+    PROTOCOL_VERSION,
     ControlAction,
     ControlRequest,
     DriverEnv,
@@ -158,6 +159,7 @@ class RuntimeJob:
             "JAVA_TOOL_OPTIONS": f"-Djava.io.tmpdir={scratch}",
             "KUBECONFIG": str(self.kubeconfig),
             "PYSPARK_PYTHON": sys.executable,
+            DriverEnv.PROTOCOL: str(PROTOCOL_VERSION),
             DriverEnv.JOB: f"{self.namespace}/{self.name}",
             DriverEnv.JOB_UID: self.uid,
             DriverEnv.ATTEMPT: str(self.attempt),

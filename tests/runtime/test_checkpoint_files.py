@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ftspark.protocol import Exit
+from ftspark.domain.restart import CONFIGURATION_CAUSES
+from ftspark.protocol import PROTOCOL_VERSION, DriverEnv, Exit, RuntimeEnv
 from ftspark.runtime import savepoint
 from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
-from ftspark.runtime.config import ConfigError, RuntimeConfig
+from ftspark.runtime.config import ConfigError, ProtocolMismatchError, RuntimeConfig
+from ftspark.runtime.driver import main as driver_main
 from ftspark.runtime.objects import ObjectStore
 from ftspark.runtime.savepoint import SavepointError
 from ftspark.runtime.termination import MAX_MESSAGE_BYTES, Ending
@@ -203,8 +205,24 @@ def test_the_termination_message_is_written_once_and_then_final(tmp_path: Path) 
     assert (ending.code, ending.reason) == (Exit.FINISHED, "")
 
 
+def test_an_image_of_another_release_ends_the_driver_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before Spark starts: the pod's termination message, which the operator reads into the job's status,
+    names the mismatch (a cause no restart fixes)."""
+    for name in [*DriverEnv]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(DriverEnv.PROTOCOL, str(PROTOCOL_VERSION + 1))
+    monkeypatch.setenv(RuntimeEnv.TERMINATION_LOG, str(tmp_path / "termination"))
+    assert driver_main(["driver", "local:///job.py"]) == Exit.BAD_INPUT
+    message = json.loads((tmp_path / "termination").read_text())
+    assert message["reason"] == "RuntimeMismatch" and "ftspark" in message["message"], message
+    assert "RuntimeMismatch" in CONFIGURATION_CAUSES
+
+
 def test_config_from_the_operators_environment() -> None:
     env = {
+        "FTSPARK_PROTOCOL": str(PROTOCOL_VERSION),
         "FTSPARK_JOB": "team/orders",
         "FTSPARK_ATTEMPT": "4",
         "FTSPARK_POD_NAME": "orders-4-driver",
@@ -227,3 +245,10 @@ def test_config_from_the_operators_environment() -> None:
     for floor in ("", "ftspark-operator-term", "a/b/c"):
         with pytest.raises(ConfigError, match="FTSPARK_TERM_FLOOR"):
             RuntimeConfig.from_env({**env, "FTSPARK_TERM_FLOOR": floor})
+    # An operator of another release (or one before protocol versions) made the pod: said, never guessed.
+    for spoken, said in (
+        (str(PROTOCOL_VERSION + 1), f"protocol {PROTOCOL_VERSION + 1}"),
+        ("", "no protocol"),
+    ):
+        with pytest.raises(ProtocolMismatchError, match=f"speaks {said}.*image protocol {PROTOCOL_VERSION}"):
+            RuntimeConfig.from_env({**env, "FTSPARK_PROTOCOL": spoken})

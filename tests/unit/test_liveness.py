@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from ftspark.domain.liveness import Stuck, shortest_timeout, spark_duration_seconds, stuck
 from ftspark.domain.models import JobSpec
 from ftspark.manifests import AttemptPlan, driver_pod
-from ftspark.protocol import HEALTH_PATH, HEALTH_PORT, READY_PATH, DriverEnv
+from ftspark.protocol import HEALTH_PATH, HEALTH_PORT, PROTOCOL_VERSION, READY_PATH, DriverEnv
 from ftspark.runtime.config import RuntimeConfig
 from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog
 
@@ -116,6 +116,7 @@ def test_the_timeout_reaches_the_driver_runtime() -> None:
     env = {e["name"]: e.get("value") for e in driver_pod(plan)["spec"]["containers"][0]["env"]}
     assert env[DriverEnv.PROGRESS_TIMEOUT] == "45"
     required: dict[str, str] = {
+        DriverEnv.PROTOCOL: str(PROTOCOL_VERSION),
         DriverEnv.JOB: "ns/job",
         DriverEnv.POD_NAME: "job-1-driver",
         DriverEnv.CHECKPOINT_LOCATION: "/c",

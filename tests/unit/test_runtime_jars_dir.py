@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ftspark.protocol import PROTOCOL_VERSION
 from ftspark.runtime.config import DEV_JARS_DIR_NAME, IMAGE_JARS_DIR, RuntimeConfig, s3a_jars_dir
 
 
@@ -33,6 +34,7 @@ def test_the_development_cache_outside_the_image(tmp_path: Path, monkeypatch: py
 
 def test_runtime_config_uses_it() -> None:
     env = {
+        "FTSPARK_PROTOCOL": str(PROTOCOL_VERSION),
         "FTSPARK_JOB": "ns/job",
         "FTSPARK_POD_NAME": "job-1",
         "FTSPARK_CHECKPOINT_LOCATION": "s3://b/c/d",

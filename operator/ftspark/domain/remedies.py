@@ -177,6 +177,13 @@ REMEDIES: dict[str, Remedy] = {
         "the driver's environment does not describe a runnable driver (a pod template that overrides it)",
         "remove FTSPARK_* variables from the pod templates",
     ),
+    "RuntimeMismatch": Remedy(
+        "lastFailure",
+        "the job's image carries an ftspark driver runtime of another release than the operator's (another "
+        "protocol version)",
+        "build the image with the operator's release of ftspark, or set spec.image to the operator's Spark "
+        "image",
+    ),
     "SparkNotStarted": Remedy(
         "lastFailure",
         "the Spark JVM exited before it started: a setting it refuses, or too little memory",

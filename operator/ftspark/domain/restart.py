@@ -67,6 +67,7 @@ CONFIGURATION_CAUSES = frozenset(
         "ApplicationFile",
         "MainFileMissing",
         "BadConfig",
+        "RuntimeMismatch",
         "SparkNotStarted",
         "Savepoint",
         "CreateContainerConfigError",

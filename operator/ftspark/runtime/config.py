@@ -43,7 +43,14 @@ from pathlib import Path
 from typing import cast
 
 from ftspark.domain.ha import JobKey
-from ftspark.protocol import DriverEnv, HaStoreConfig, HaStoreKind, RuntimeEnv, driver_lease_holder
+from ftspark.protocol import (
+    PROTOCOL_VERSION,
+    DriverEnv,
+    HaStoreConfig,
+    HaStoreKind,
+    RuntimeEnv,
+    driver_lease_holder,
+)
 
 IMAGE_JARS_DIR = Path("/opt/ftspark/jars/s3a")  # images/spark-py/Dockerfile
 DEV_JARS_DIR_NAME = "hadoop-aws-3.4.1-awssdk-2.24.6"  # tools/spark_jars.sh's cache directory
@@ -61,6 +68,10 @@ def s3a_jars_dir(env: Mapping[str, str], image_dir: Path = IMAGE_JARS_DIR) -> Pa
 
 class ConfigError(Exception):
     """The environment does not describe a runnable driver."""
+
+
+class ProtocolMismatchError(ConfigError):
+    """The operator that made the pod speaks another protocol than this runtime (the job's image)."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +124,14 @@ class RuntimeConfig:
             except ValueError:
                 raise ConfigError(f"{name}={raw!r} is not a number") from None
 
+        spoken = env.get(DriverEnv.PROTOCOL, "")
+        if spoken != str(PROTOCOL_VERSION):
+            operator = f"protocol {spoken}" if spoken else "no protocol version (a release before them)"
+            raise ProtocolMismatchError(
+                f"the operator that made this pod speaks {operator}, the ftspark driver runtime in the job's "
+                f"image protocol {PROTOCOL_VERSION}: build the image with the operator's release of ftspark "
+                "(docs/operations.md, Upgrading) or use the operator's own Spark image"
+            )
         namespace, _, name = required(DriverEnv.JOB).partition("/")
         if not name:
             raise ConfigError(f"FTSPARK_JOB must be namespace/name, not {env[DriverEnv.JOB]!r}")

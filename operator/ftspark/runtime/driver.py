@@ -48,7 +48,7 @@ from ftspark.protocol import (
 from ftspark.runtime import appfiles, savepoint, standby
 from ftspark.runtime.appfiles import Application, ApplicationFileError
 from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
-from ftspark.runtime.config import ConfigError, RuntimeConfig
+from ftspark.runtime.config import ConfigError, ProtocolMismatchError, RuntimeConfig
 from ftspark.runtime.control import ControlWatcher, stop_at_boundary
 from ftspark.runtime.fencing import DriverLease
 from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog, executors_waiting, start_watchdog
@@ -420,7 +420,8 @@ def main(argv: list[str]) -> int:
     try:
         cfg = RuntimeConfig.from_env()
     except ConfigError as error:
-        ending.set(Exit.BAD_INPUT, "BadConfig", str(error))
+        reason = "RuntimeMismatch" if isinstance(error, ProtocolMismatchError) else "BadConfig"
+        ending.set(Exit.BAD_INPUT, reason, str(error))
         ending.write_once(Path(os.environ.get(RuntimeEnv.TERMINATION_LOG) or "/dev/termination-log"), {})
         return int(ending.code)
     driver = Driver(cfg, ending)
