@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ftspark.protocol import PROTOCOL_VERSION
+from ftspark.runtime.classdata import missing_s3a_jars, s3a_in_spark_jars
 from ftspark.runtime.config import DEV_JARS_DIR_NAME, IMAGE_JARS_DIR, RuntimeConfig, s3a_jars_dir
 
 
@@ -43,3 +44,17 @@ def test_runtime_config_uses_it() -> None:
     }
     assert RuntimeConfig.from_env({**env, "FTSPARK_SPARK_JARS_DIR": "/j"}).jars_dir == Path("/j")
     assert RuntimeConfig.from_env(env).jars_dir == s3a_jars_dir(env, IMAGE_JARS_DIR)
+
+
+def test_s3a_in_sparks_own_jars_is_enough_and_a_missing_one_is_said_in_full(tmp_path: Path) -> None:
+    """A user's own Spark image may carry S3A among Spark's jars (its classpath); one with it nowhere gets a
+    message naming both places and the jars for the Hadoop its Spark bundles."""
+    home = tmp_path / "spark"
+    (home / "jars").mkdir(parents=True)
+    (home / "jars" / "hadoop-client-api-3.9.1.jar").touch()
+    assert not s3a_in_spark_jars(home)
+    said = missing_s3a_jars(tmp_path / "s3a", home)
+    for named in (str(tmp_path / "s3a"), str(IMAGE_JARS_DIR), f"{home}/jars", "hadoop-aws-3.9.1.jar"):
+        assert named in said, (named, said)
+    (home / "jars" / "hadoop-aws-3.9.1.jar").touch()
+    assert s3a_in_spark_jars(home)

@@ -48,6 +48,7 @@ from ftspark.protocol import (
 from ftspark.runtime import appfiles, savepoint, standby
 from ftspark.runtime.appfiles import Application, ApplicationFileError
 from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
+from ftspark.runtime.classdata import missing_s3a_jars, s3a_in_spark_jars, spark_home
 from ftspark.runtime.config import ConfigError, ProtocolMismatchError, RuntimeConfig
 from ftspark.runtime.control import ControlWatcher, stop_at_boundary
 from ftspark.runtime.fencing import DriverLease
@@ -223,10 +224,11 @@ class Driver:
 
     def _jars(self) -> Path:
         jars = self.config.jars_dir
-        if spark_uri(self.config.checkpoint_root).startswith("s3a://") and not any(jars.glob("*.jar")):
-            raise StorageError(
-                f"no S3A jars in {jars}: run tools/spark_jars.sh or set FTSPARK_SPARK_JARS_DIR"
-            )
+        on_s3 = spark_uri(self.config.checkpoint_root).startswith("s3a://")
+        if on_s3 and not any(jars.glob("*.jar")):
+            home = Path(spark_home())
+            if not s3a_in_spark_jars(home):  # Spark's classpath: a user's own image may carry S3A there
+                raise StorageError(missing_s3a_jars(jars, home))
         return jars
 
     # -- checkpoints -------------------------------------------------------------------------------------
