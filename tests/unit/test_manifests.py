@@ -287,6 +287,14 @@ def _node_dirs(attempt: AttemptPlan, template: dict[str, Any]) -> list[str]:
     return [volume["spec"]["hostPath"]["path"]]
 
 
+@pytest.mark.parametrize("root", ["/mnt/../etc", "/mnt//state", "/mnt/./state"])
+def test_a_root_that_names_a_directory_two_ways_is_refused(root: str) -> None:
+    """Before any volume is made of it: the API server refuses ".." in a PersistentVolume's path, and "." or
+    an empty segment would give two jobs' roots one directory."""
+    with pytest.raises(ValidationError, match="or empty segments"):
+        plan(localRecovery={"enabled": True, "hostPath": root})
+
+
 def test_local_state_volume_is_retained_cluster_scoped_and_labelled_with_its_job() -> None:
     """What the operator's sweep needs to find a deleted job's volume (no owner reference can reach a
     cluster-scoped object from a namespaced one), and the claim that goes with the job."""

@@ -265,6 +265,15 @@ class LocalRecoverySpec(_Model):
         "must be baseline or privileged.",
     )
 
+    @field_validator("host_path")
+    @classmethod
+    def _plain(cls, path: str) -> str:
+        # A node directory the operator makes a volume of: the API server refuses ".." there, and "." or an
+        # empty segment would name one directory by two paths (two jobs' roots, one directory).
+        if any(part in {"", ".", ".."} for part in path.rstrip("/").split("/")[1:]):
+            raise ValueError(f"{path!r}: an absolute path without '.', '..' or empty segments")
+        return path
+
 
 class ResultStoreSpec(_Model):
     ttl_seconds: int = Field(

@@ -258,13 +258,12 @@ class KubeDrivers:
         taken off its claimRef: then it binds the claim this attempt makes anew."""
         name = volume["metadata"]["name"]
         try:
-            without_answer(self._core.create_persistent_volume, volume)
-            return
+            # One the API server calls invalid or an admission refuses is the spec's (InvalidSpec).
+            _refused_as_rejected("PersistentVolume", volume, self._core.create_persistent_volume, volume)
         except ApiException as error:
-            if error.status == 403 and _RBAC_REFUSAL.search(server_message(error)):
+            if error.status == 403:  # RBAC's: an admission's refusal came out as ObjectRejectedError
                 raise MissingRightsError(LOCAL_STATE_VOLUMES_NOT_GRANTED) from error
-            if error.status != 409:
-                raise
+            raise
         existing = self._core.read_persistent_volume(name)
         if existing.status is not None and existing.status.phase == "Released":
             log.info("local-state volume %s was released by a deleted claim; freeing it for the next", name)
