@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
+from ftspark.runtime import classdata
 from ftspark.runtime.classdata import CLASS_DATA_DIR, archive_for, driver_java_options
 from ftspark.runtime.session import DRIVER_JAVA_OPTIONS, spark_settings
 
@@ -54,3 +56,12 @@ def test_the_session_settings_carry_it_for_the_drivers_classpath(tmp_path: Path)
     own = {DRIVER_JAVA_OPTIONS: "-Dmine=1"}
     settings = spark_settings(own, "/checkpoints", tmp_path / "s3a", env)
     assert settings[DRIVER_JAVA_OPTIONS] == f"-XX:SharedArchiveFile={archive} -Dmine=1"
+
+
+def test_the_module_needs_nothing_but_pyspark() -> None:
+    """The Spark image runs it by path before ftspark is installed (images/spark-py/Dockerfile): a
+    module-level import of ftspark fails the image build (its --check imports the installed runtime later)."""
+    tree = ast.parse(Path(classdata.__file__).read_text())
+    imported = {alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in tree.body if isinstance(node, ast.ImportFrom)}
+    assert "pyspark" in imported and not {name for name in imported if name.split(".")[0] == "ftspark"}

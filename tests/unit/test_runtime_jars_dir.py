@@ -7,8 +7,14 @@ from pathlib import Path
 import pytest
 
 from ftspark.protocol import PROTOCOL_VERSION
-from ftspark.runtime.classdata import missing_s3a_jars, s3a_in_spark_jars
-from ftspark.runtime.config import DEV_JARS_DIR_NAME, IMAGE_JARS_DIR, RuntimeConfig, s3a_jars_dir
+from ftspark.runtime.config import (
+    DEV_JARS_DIR_NAME,
+    IMAGE_JARS_DIR,
+    RuntimeConfig,
+    missing_s3a_jars,
+    s3a_in_spark_jars,
+    s3a_jars_dir,
+)
 
 
 @pytest.fixture

@@ -66,6 +66,25 @@ def s3a_jars_dir(env: Mapping[str, str], image_dir: Path = IMAGE_JARS_DIR) -> Pa
     return cache / "jars" / DEV_JARS_DIR_NAME
 
 
+def s3a_in_spark_jars(home: Path) -> bool:
+    """Whether Spark's own jars (a user's image may put hadoop-aws there) hold S3A already."""
+    return any((home / "jars").glob("hadoop-aws-*.jar"))
+
+
+def missing_s3a_jars(jars_dir: Path, home: Path) -> str:
+    """What to do when neither the S3A directory nor Spark's jars hold S3A: which jars, for which Hadoop."""
+    bundled = sorted((home / "jars").glob("hadoop-client-api-*.jar"))
+    hadoop = (
+        bundled[0].name.removeprefix("hadoop-client-api-").removesuffix(".jar") if bundled else "<Spark's>"
+    )
+    return (
+        f"no S3A jars in {jars_dir} (FTSPARK_SPARK_JARS_DIR; {IMAGE_JARS_DIR} in ftspark's Spark image) "
+        f"nor in Spark's own {home}/jars: add hadoop-aws-{hadoop}.jar and the AWS SDK bundle that Hadoop "
+        f"{hadoop} was built with to either (jvm/s3a-deps/pom.xml lists them; images/spark-py/Dockerfile "
+        "copies them); on a development machine, run tools/spark_jars.sh"
+    )
+
+
 class ConfigError(Exception):
     """The environment does not describe a runnable driver."""
 

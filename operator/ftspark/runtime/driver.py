@@ -48,8 +48,14 @@ from ftspark.protocol import (
 from ftspark.runtime import appfiles, savepoint, standby
 from ftspark.runtime.appfiles import Application, ApplicationFileError
 from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
-from ftspark.runtime.classdata import missing_s3a_jars, s3a_in_spark_jars, spark_home
-from ftspark.runtime.config import ConfigError, ProtocolMismatchError, RuntimeConfig
+from ftspark.runtime.classdata import spark_home
+from ftspark.runtime.config import (
+    ConfigError,
+    ProtocolMismatchError,
+    RuntimeConfig,
+    missing_s3a_jars,
+    s3a_in_spark_jars,
+)
 from ftspark.runtime.control import ControlWatcher, stop_at_boundary
 from ftspark.runtime.fencing import DriverLease
 from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog, executors_waiting, start_watchdog
