@@ -962,9 +962,24 @@ def test_savepoint_nonce_round_trip_through_the_driver_pod(
     assert job_status(api_client, ns, "snap")["handledSavepointNonce"] == 1
 
 
+def _bound_claim_uid(core: client.CoreV1Api, namespace: str, claim: str, volume: str) -> str:
+    """The claim's uid once it is bound to that volume; "" before (or while it does not exist)."""
+    try:
+        found = core.read_namespaced_persistent_volume_claim(claim, namespace)
+    except client.ApiException as error:
+        if error.status == 404:
+            return ""
+        raise
+    bound = found.status.phase == "Bound" and found.spec.volume_name == volume
+    return str(found.metadata.uid) if bound else ""
+
+
 def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
-    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+    cluster: ControlPlane, fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:
+    """Placement, the job's volume and key; and a claim deleted by hand while the job lives (which releases
+    the pre-bound volume: it would bind no claim again) made anew by the next attempt on the same volume,
+    bound by the PersistentVolume controller."""
     ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
     # A directory other than localRecovery's default is the job's own hostPath: the namespace must allow it.
     core.patch_namespace(ns, {"metadata": {"labels": {f"{NAMESPACE_LABEL_PREFIX}hostPath": "true"}}})
@@ -1003,9 +1018,25 @@ def test_local_recovery_sends_the_next_attempts_executors_back_to_their_nodes(
     eventually(
         lambda: placement() == ["node-a", "node-b"], timeout=30, what=lambda: f"placement: {placement()}"
     )
+    claim_name, volume_name = f"local-local-state-{uid[:8]}", f"ftspark-local-state-{uid}"
+    claim_bound = partial(_bound_claim_uid, core, ns, claim_name, volume_name)
+
+    def volume_phase() -> str:
+        return str(core.read_persistent_volume(volume_name).status.phase)
+
+    first_claim = eventually(claim_bound, timeout=60, what=lambda: f"the claim bound ({volume_phase()})")
+    core.delete_namespaced_persistent_volume_claim(claim_name, ns)
+    eventually(lambda: volume_phase() == "Released", timeout=60, what=lambda: f"released: {volume_phase()}")
 
     set_driver_exited(core, ns, "local-1-driver", 137, "killed")
     eventually(partial(_only_driver, api_client, ns, "local", 2), timeout=30, what="attempt 2")
+    second_claim = eventually(claim_bound, timeout=60, what=lambda: f"bound again ({volume_phase()})")
+    assert second_claim != first_claim, "a new claim, on the same volume"
+    assert core.read_persistent_volume(volume_name).spec.claim_ref.uid == second_claim
+    selector = f"{JOB_LABEL}=local,{JOB_NAMESPACE_LABEL}={ns}"
+    assert [v.metadata.name for v in core.list_persistent_volume(label_selector=selector).items] == [
+        volume_name
+    ], "no second volume"
     template = _executor_template(core, ns, "local-2-driver")
     preference = template["spec"]["affinity"]["nodeAffinity"][
         "preferredDuringSchedulingIgnoredDuringExecution"
