@@ -51,7 +51,10 @@ def probe(url: str) -> tuple[int, str]:
         with urllib.request.urlopen(url, timeout=5) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
+        try:
+            return error.code, error.read().decode()
+        except (OSError, http.client.HTTPException) as cut:  # killed while sending the body (a sampler
+            return 0, str(cut)  # thread that died of it would stop counting leaders for the rest of a tour)
     except urllib.error.URLError as error:  # not listening (yet)
         return 0, str(error.reason)
     except (OSError, http.client.HTTPException) as error:  # killed (or stopped) while answering
