@@ -99,17 +99,17 @@ _QUOTA = re.compile(r"exceeded quota|status unknown for quota")
 _RBAC_REFUSAL = re.compile(r'is forbidden: User ".*" cannot ')
 
 
-def _refused_as_rejected(kind: str, body: Manifest, call: Any, *args: Any, **kwargs: Any) -> None:
+def _refused_as_rejected(kind: str, body: Manifest, call: Any, *args: Any, **kwargs: Any) -> bool:
     """An object the API server calls invalid (400, 422) or that an admission refuses (403: the namespace's
     Pod Security level, e.g. localRecovery's init step under "restricted"; a LimitRange; a policy) becomes
     ObjectRejectedError with the server's own words (and what to do about localRecovery); one a ResourceQuota
     has no room for, ObjectDeferredError; 409 (already exists) is fine, other errors (RBAC, outages) are
-    raised as they are."""
+    raised as they are. True if it was created, False if it existed."""
     try:
         without_answer(call, *args, **kwargs)
     except ApiException as error:
         if error.status == 409:
-            return
+            return False
         message = server_message(error)
         refused = f"the API server refused the driver's {kind} {body['metadata']['name']}"
         if error.status == 403 and _QUOTA.search(message):
@@ -124,6 +124,7 @@ def _refused_as_rejected(kind: str, body: Manifest, call: Any, *args: Any, **kwa
             )
             raise ObjectRejectedError(f"{refused}: {message}{hint}") from error
         raise
+    return True
 
 
 def _owned_by(item: Any, uid: str) -> bool:
@@ -259,7 +260,9 @@ class KubeDrivers:
         name = volume["metadata"]["name"]
         try:
             # One the API server calls invalid or an admission refuses is the spec's (InvalidSpec).
-            _refused_as_rejected("PersistentVolume", volume, self._core.create_persistent_volume, volume)
+            create = self._core.create_persistent_volume
+            if _refused_as_rejected("PersistentVolume", volume, create, volume):
+                return  # new: nothing to free
         except ApiException as error:
             if error.status == 403:  # RBAC's: an admission's refusal came out as ObjectRejectedError
                 raise MissingRightsError(LOCAL_STATE_VOLUMES_NOT_GRANTED) from error
