@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip==25.3
 	# pyspark 4.0.x comes as an sdist; pip keeps the built wheel in its cache for the next install.
-	$(VENV)/bin/pip install --quiet --constraint constraints.txt --editable '.[operator,driver,dev]'
+	$(VENV)/bin/pip install --quiet --constraint constraints.txt --editable '.[operator,driver,spark,dev]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -60,7 +60,7 @@ class-data: $(VENV)/.installed spark-jars local-recovery-jar
 
 # The images as OCI archives in ~/.cache/ftspark/images, built with buildah on a Debian base from mmdebstrap;
 # prints `<reference> <archive>` per image (for `ctr -n k8s.io images import`).
-images: spark-jars local-recovery-jar
+images: $(VENV)/.installed spark-jars local-recovery-jar
 	tools/images/build.sh
 
 lint: $(VENV)/.installed

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ftspark_dev.realnodes.images import built_images
+from ftspark_dev.realnodes.images import INSTALLATION, OWN_IMAGE_BUILD, built_images
 
 
 @pytest.fixture(scope="session")
 def images() -> dict[str, Path]:
     assert os.geteuid() == 0, "the real-node tier needs root: links, cgroups and mounts of its own"
-    return built_images()
+    return built_images(*INSTALLATION, OWN_IMAGE_BUILD)

@@ -39,9 +39,10 @@ from ftspark.domain.models import DRIVER_REQUEST_CORES
 from ftspark.domain.remedies import REMEDIES
 from ftspark.protocol import JOB_LABEL, SPARK_EXEC_ID_LABEL
 from ftspark_dev.cluster.processes import REPO_ROOT
+from ftspark_dev.cluster.versions import OTHER_LINE, OWN_IMAGE
 from ftspark_dev.generate.bundle import BUNDLE
 from ftspark_dev.realnodes import HostState
-from ftspark_dev.realnodes.images import OPERATOR_IMAGE
+from ftspark_dev.realnodes.images import INSTALLATION, OPERATOR_IMAGE, OWN_IMAGE_BUILD
 from ftspark_dev.scenarios.tour import RealFaultTour
 from ftspark_dev.subjects.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
 from ftspark_dev.worlds.local_recovery import jvm_counters
@@ -56,7 +57,7 @@ def world(images: dict[str, Path]) -> Iterator[RealWorld]:
     iptables, cgroups, mounts, sysctls and processes compared before it and after its teardown (a failure
     here is an error at the teardown of the module's last test)."""
     before = HostState.read()
-    with running_real_world(nodes=3) as running:
+    with running_real_world(nodes=3, image_names=(*INSTALLATION, OWN_IMAGE_BUILD)) as running:
         during = HostState.read()
         yield running
     changed = {change.split(":")[0] for change in before.changes(during)}
@@ -606,6 +607,36 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
         assert events.count("Restarted") + events.count("StandbyPromoted") >= 3, events
     finally:
         _local_recovery_namespace(world, False)
+
+
+@pytest.mark.timeout(900)
+def test_a_users_own_image_of_the_other_spark_line_runs_the_job_exactly_once(
+    operator_installed: RealWorld, tmp_path: Path
+) -> None:
+    """docs/own-image.md as a user follows it, on the other Spark line (4.0): examples/own-image/Dockerfile
+    applied to a plain Spark image of that line (tools/images/build.sh own-image). The runtime runs on that
+    Spark with S3A from Spark's own jars, through a driver kill and a stop and resume."""
+    world = operator_installed
+    spec = {"image": OWN_IMAGE, "mainApplicationFile": "local:///opt/app/windowed_counts.py"}
+    tour = RealFaultTour(world, tmp_path, spec=spec)
+    tour.start()
+    driver = tour.current_driver()
+    assert driver.spec.containers[0].image == OWN_IMAGE
+    check = (
+        "import os, pyspark; print(pyspark.__version__, os.path.isdir('/opt/ftspark/jars'), "
+        "sorted(f.split('-')[0] for f in os.listdir(os.environ['SPARK_HOME'] + '/jars') if 'aws' in f))"
+    )
+    seen = world.plane.kubectl(
+        "-n", JOBS_NAMESPACE, "exec", driver.metadata.name, "--", "python", "-c", check
+    )
+    assert seen.stdout.split(maxsplit=2) == [OTHER_LINE.pyspark, "False", "['hadoop']"], seen.stdout
+    tour.kill_driver()
+    tour.stop_and_resume()
+    figures = tour.finish()
+    print(f"\nSpark {OTHER_LINE.pyspark} in a user-style image:\n{tour.report(figures)}")
+    assert (figures["lost"], figures["duplicated"]) == (0, 0)
+    assert figures["most drivers alive at once"] == 1
+    assert {"Restarted", "Stopped", "Resumed"} <= set(tour.events()), tour.events()
 
 
 def _mount_the_directory_through_the_claim(world: RealWorld) -> None:

@@ -205,19 +205,32 @@ def test_the_termination_message_is_written_once_and_then_final(tmp_path: Path) 
     assert (ending.code, ending.reason) == (Exit.FINISHED, "")
 
 
-def test_an_image_of_another_release_ends_the_driver_saying_so(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("env", "reason", "named"),
+    [
+        ({DriverEnv.PROTOCOL: str(PROTOCOL_VERSION + 1)}, "RuntimeMismatch", "ftspark"),
+        (
+            {DriverEnv.PROTOCOL: str(PROTOCOL_VERSION), DriverEnv.LOCAL_RECOVERY_JAR: "/nowhere/lr.jar"},
+            "ImageIncomplete",
+            "/nowhere/lr.jar",
+        ),
+    ],
+    ids=["another release", "no local-recovery jar"],
+)
+def test_an_image_that_cannot_run_the_spec_ends_the_driver_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], reason: str, named: str
 ) -> None:
     """Before Spark starts: the pod's termination message, which the operator reads into the job's status,
-    names the mismatch (a cause no restart fixes)."""
+    names what the image lacks (a cause no restart fixes)."""
     for name in [*DriverEnv]:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv(DriverEnv.PROTOCOL, str(PROTOCOL_VERSION + 1))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv(RuntimeEnv.TERMINATION_LOG, str(tmp_path / "termination"))
     assert driver_main(["driver", "local:///job.py"]) == Exit.BAD_INPUT
     message = json.loads((tmp_path / "termination").read_text())
-    assert message["reason"] == "RuntimeMismatch" and "ftspark" in message["message"], message
-    assert "RuntimeMismatch" in CONFIGURATION_CAUSES
+    assert message["reason"] == reason and named in message["message"], message
+    assert reason in CONFIGURATION_CAUSES
 
 
 def test_config_from_the_operators_environment() -> None:

@@ -58,7 +58,7 @@ def test_the_cli_runs_with_the_base_install_alone() -> None:
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     extras = {
         re.split(r"[<>=\[ ]", requirement)[0]
-        for name in ("operator", "driver")
+        for name in ("operator", "driver", "spark")
         for requirement in project["optional-dependencies"][name]
     }
     modules = {package.replace("-", "_") for package in extras}

@@ -65,7 +65,7 @@ def test_every_name_is_one_variable() -> None:
     assert len(values) == len(set(values))
 
 
-def test_what_the_pod_sets_the_runtime_reads_back_as_the_operator_meant_it() -> None:
+def test_what_the_pod_sets_the_runtime_reads_back_as_the_operator_meant_it(tmp_path: Path) -> None:
     """manifests.driver_pod writes the driver's environment, RuntimeConfig.from_env reads it: every value
     the operator sets arrives with its meaning (a round trip), and the runtime reads each of them."""
     spec = JobSpec.model_validate(
@@ -101,7 +101,10 @@ def test_what_the_pod_sets_the_runtime_reads_back_as_the_operator_meant_it() -> 
     assert by_reference == {DriverEnv.POD_NAME: "metadata.name", DriverEnv.BIND_ADDRESS: "status.podIP"}
     kubelet = {DriverEnv.POD_NAME: "job-3-driver", DriverEnv.BIND_ADDRESS: "10.0.0.7"}
     env = {e["name"]: e["value"] for e in container["env"] if "value" in e} | kubelet
-    config = RuntimeConfig.from_env(env)
+    assert env[DriverEnv.LOCAL_RECOVERY_JAR] == LOCAL_RECOVERY_JAR  # read where the JVM starts (session.py)
+    jar = tmp_path / "ftspark-local-recovery.jar"  # the image's, which this machine lacks
+    jar.touch()
+    config = RuntimeConfig.from_env(env | {DriverEnv.LOCAL_RECOVERY_JAR: str(jar)})
     assert (config.job, config.job_uid, config.attempt) == (
         JobKey(namespace="ns", name="job"),
         "0123456789ab",
@@ -115,7 +118,6 @@ def test_what_the_pod_sets_the_runtime_reads_back_as_the_operator_meant_it() -> 
     assert config.ha_store == plan.ha_store and config.term_floor == ("ops", "ftspark-term-floor")
     assert config.checkpoint_key_file == Path("/etc/ftspark/checkpoint-key/checkpoint-key")
     assert (config.health_port, config.standby, config.standby_executors) == (HEALTH_PORT, True, 2)
-    assert env[DriverEnv.LOCAL_RECOVERY_JAR] == LOCAL_RECOVERY_JAR  # read where the JVM starts (session.py)
     # The restore decision is there for whoever reads the pod; the runtime restores from what exists.
     assert env[DriverEnv.RESTORE_FROM] == "latest-checkpoint"
     assert set(env) == {*DriverEnv}, "every name the operator sets, and no other"

@@ -1,19 +1,21 @@
-"""The Spark line is pinned once (constraints.txt's pyspark): every place a user reads or a build uses names
-that one, and the S3A jars are those of the Hadoop that pyspark bundles."""
+"""The Spark lines are pinned once (spark-lines.txt, the default first): every place a user reads or a build
+uses names the default line's Spark, the development venv runs it, and its S3A and local-recovery jars are
+for the Hadoop and slf4j that its pyspark bundles."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 import pyspark
 
 from ftspark.runtime.config import DEV_JARS_DIR_NAME
 from ftspark_dev.cluster.processes import REPO_ROOT
-from ftspark_dev.cluster.versions import SPARK_IMAGE, SPARK_VERSION
+from ftspark_dev.cluster.versions import DEFAULT_LINE, SPARK_IMAGE, SPARK_VERSION, pinned, spark_lines
 
 
-def test_every_spark_image_named_is_the_pinned_one() -> None:
+def test_every_spark_image_named_is_the_default_lines() -> None:
     pages = [
         *REPO_ROOT.glob("examples/*.yaml"),
         *REPO_ROOT.glob("docs/*.md"),
@@ -25,21 +27,42 @@ def test_every_spark_image_named_is_the_pinned_one() -> None:
         for page in pages
         for tag in re.findall(r"ftspark/spark-py:([0-9][\w.-]*)", page.read_text())
     }
+    lines = {line.pyspark for line in spark_lines()}
     assert named, "the examples name the Spark image"
-    assert {tag for _, tag in named} == {SPARK_VERSION}, sorted(named)
-    assert f"ftspark/spark-py:{pyspark.__version__}" == SPARK_IMAGE, "the venv runs the pinned Spark"
+    # The examples and most pages name the default line; a page may show how to build another line's.
+    assert SPARK_VERSION in {tag for _, tag in named} <= lines, sorted(named)
+    examples = {tag for page, tag in named if page.startswith("examples/")}
+    assert examples == {SPARK_VERSION}, sorted(named)
+    assert pinned("pyspark") == SPARK_VERSION, "constraints.txt pins the default line's pyspark"
+    assert f"ftspark/spark-py:{pyspark.__version__}" == SPARK_IMAGE, "the venv runs the default line's Spark"
 
 
-def test_the_s3a_jars_are_for_the_hadoop_pyspark_bundles() -> None:
-    pom = (REPO_ROOT / "jvm" / "s3a-deps" / "pom.xml").read_text()
-    [hadoop] = re.findall(r"<hadoop.version>([^<]+)</hadoop.version>", pom)
-    [aws_sdk] = re.findall(r"<aws.sdk.version>([^<]+)</aws.sdk.version>", pom)
+def test_the_default_lines_jars_are_for_the_hadoop_and_slf4j_pyspark_bundles() -> None:
     jars = Path(pyspark.__file__).parent / "jars"
-    assert (jars / f"hadoop-client-api-{hadoop}.jar").is_file(), f"pyspark bundles no Hadoop {hadoop}"
-    # The local-recovery jar is compiled against the same Hadoop and slf4j (provided: pyspark's at run time).
-    local_recovery = (REPO_ROOT / "jvm" / "local-recovery" / "pom.xml").read_text()
-    assert re.findall(r"<hadoop.version>([^<]+)</hadoop.version>", local_recovery) == [hadoop]
-    [slf4j] = re.findall(r"<slf4j.version>([^<]+)</slf4j.version>", local_recovery)
-    assert (jars / f"slf4j-api-{slf4j}.jar").is_file(), f"pyspark bundles no slf4j {slf4j}"
-    # Where a development driver looks for them: the directory tools/spark_jars.sh names after the pom.
-    assert f"hadoop-aws-{hadoop}-awssdk-{aws_sdk}" == DEV_JARS_DIR_NAME
+    assert (jars / f"hadoop-client-api-{DEFAULT_LINE.hadoop}.jar").is_file(), (
+        f"pyspark bundles no Hadoop {DEFAULT_LINE.hadoop}"
+    )
+    assert (jars / f"slf4j-api-{DEFAULT_LINE.slf4j}.jar").is_file(), (
+        f"pyspark bundles no slf4j {DEFAULT_LINE.slf4j}"
+    )
+    # Where a development driver looks for the S3A jars: the directory tools/spark_jars.sh names.
+    assert f"hadoop-aws-{DEFAULT_LINE.hadoop}-awssdk-{DEFAULT_LINE.aws_sdk}" == DEV_JARS_DIR_NAME
+
+
+def test_the_builds_read_each_lines_pins_from_the_same_rows() -> None:
+    script = str(REPO_ROOT / "tools" / "spark_line.sh")
+
+    def ask(*args: str) -> str:
+        return subprocess.run([script, *args], check=True, capture_output=True, text=True).stdout.strip()
+
+    assert ask("lines").split() == [line.line for line in spark_lines()]
+    for line in spark_lines():
+        assert ask("pyspark", line.line) == line.pyspark
+        flags = (
+            f"-Dhadoop.version={line.hadoop} -Daws.sdk.version={line.aws_sdk} -Dslf4j.version={line.slf4j}"
+        )
+        analytics = f" -Danalytics.version={line.analytics}" if line.analytics else ""
+        assert ask("maven", line.line) == flags + analytics
+    assert ask("pyspark") == SPARK_VERSION, "no line given: the default"
+    unknown = subprocess.run([script, "pyspark", "3.9"], capture_output=True, text=True, check=False)
+    assert unknown.returncode == 2 and "no Spark line '3.9'" in unknown.stderr

@@ -5,14 +5,16 @@
 # hash of everything that goes into it; a complete directory is reused as is. Prints one line per image on
 # stdout, `<reference> <archive>` (`ctr -n k8s.io images import <archive>` names it docker.io/<reference>,
 # the name the kubelet asks for), and build time and size on stderr.
-# Usage: tools/images/build.sh [pause|operator|spark-py|s3 ...]   (default: all four)
+# Usage: tools/images/build.sh [pause|operator|spark-py|own-image|s3 ...]   (default: all five)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 cache="${FTSPARK_CACHE:-$HOME/.cache/ftspark}/images"
 mirror="${FTSPARK_DEBIAN_MIRROR:-http://deb.debian.org}"
 pip_cache="${PIP_CACHE_DIR:-$HOME/.cache/pip}"
-spark_version="$(sed -n 's/^pyspark==//p' constraints.txt)"
+spark_version="$(tools/spark_line.sh pyspark)"
+# The other Spark line (spark-lines.txt's last), which the user-style image runs.
+other_line="$(tools/spark_line.sh lines | tail -n 1)"
 operator_version="$(sed -n 's/^appVersion: "\(.*\)"$/\1/p' helm/ftspark-operator/Chart.yaml)"
 
 # The base both Dockerfiles get instead of python:3.11-slim-bookworm: what it has that they use (python3,
@@ -99,7 +101,7 @@ bud() {
   if [[ -n "${PIP_CERT:-}" ]]; then
     args+=(--secret "id=ca,src=$PIP_CERT" --build-arg PIP_CERT=/run/secrets/ca)
   fi
-  buildah "${store[@]}" bud "${args[@]}" "$@" . >"$cache/$name.log" 2>&1 ||
+  buildah "${store[@]}" bud "${args[@]}" "$@" "${context:-.}" >"$cache/$name.log" 2>&1 ||
     { tail -n 40 "$cache/$name.log" >&2 && echo "$name: the build failed, log: $cache/$name.log" >&2 && return 1; }
 }
 
@@ -110,6 +112,24 @@ build_spark() {
   tools/spark_jars.sh >/dev/null
   tools/local_recovery_jar.sh >/dev/null
   bud --file images/spark-py/Dockerfile --build-arg MAVEN_FLAGS=--offline
+}
+
+# The user-style image of docs/own-image.md, on the other Spark line: images/spark-py/Dockerfile's `spark`
+# stage of that line stands for the user's Spark image (Java, Spark, Python; nothing of ftspark's), and
+# examples/own-image/Dockerfile adds the runtime to it from a context as the page lays it out.
+build_own_image() {
+  local spark_image="localhost/ftspark/spark:$(tools/spark_line.sh pyspark "$other_line")"
+  reference="$spark_image" bud --file images/spark-py/Dockerfile --target spark \
+    --build-arg "SPARK_LINE=$other_line"
+  local context="$work/own-image" sources="$work/own-image-sources"
+  mkdir -p "$context/s3a" "$context/app" "$sources"
+  cp "$(tools/spark_jars.sh "$other_line")"/*.jar "$context/s3a/"
+  cp constraints.txt "$context/"
+  cp examples/windowed_counts.py "$context/app/"
+  # The wheel from a copy of the sources: setuptools leaves its build directory beside them.
+  cp -r pyproject.toml README.md operator "$sources/"
+  .venv/bin/python -m pip wheel --quiet --no-deps --wheel-dir "$context" "$sources" >&2
+  context="$context" bud --file "$PWD/examples/own-image/Dockerfile" --build-arg "SPARK_IMAGE=$spark_image"
 }
 
 # The s3 image's build stage gets the host's Go toolchain on the Debian base (no Go image is reachable here):
@@ -169,7 +189,7 @@ image() {
 }
 
 names=("$@")
-((${#names[@]})) || names=(pause operator spark-py s3)
+((${#names[@]})) || names=(pause operator spark-py own-image s3)
 for name in "${names[@]}"; do
   case "$name" in
     pause) image pause build_pause ftspark/pause:1.0 images/pause/pause.c ;;
@@ -180,12 +200,17 @@ for name in "${names[@]}"; do
     spark-py)
       image spark-py build_spark "ftspark/spark-py:$spark_version" \
         images/spark-py/Dockerfile .dockerignore constraints.txt pyproject.toml README.md operator jvm \
-        examples/*.py
+        examples/*.py spark-lines.txt tools/spark_line.sh
+      ;;
+    own-image)
+      image own-image build_own_image "ftspark/own-image:$(tools/spark_line.sh pyspark "$other_line")" \
+        images/spark-py/Dockerfile examples/own-image/Dockerfile .dockerignore constraints.txt pyproject.toml \
+        README.md operator jvm/s3a-deps examples/windowed_counts.py spark-lines.txt tools/spark_line.sh
       ;;
     s3)
       key_extra="$(go env GOVERSION)" image s3 build_s3 "ftspark/s3:$(sed -n 's/^ARG VERSITYGW_VERSION=//p' images/s3/Dockerfile)" \
         images/s3/Dockerfile
       ;;
-    *) echo "unknown image $name (pause, operator, spark-py, s3)" >&2 && exit 2 ;;
+    *) echo "unknown image $name (pause, operator, spark-py, own-image, s3)" >&2 && exit 2 ;;
   esac
 done

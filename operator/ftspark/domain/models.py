@@ -237,7 +237,8 @@ class RestartStrategy(_Model):
         le=1000,
         description="Attempts in a row that fail for a cause no restart fixes (a missing application file: "
         "ApplicationFile, MainFileMissing; a driver environment or Spark setting refused: BadConfig, "
-        "SparkNotStarted; an image whose ftspark runtime is of another release: RuntimeMismatch; an unusable "
+        "SparkNotStarted; an image whose ftspark runtime is of another release: RuntimeMismatch; an image "
+        "without what the spec asks (the local-recovery jar): ImageIncomplete; an unusable "
         "initialSavepoint: Savepoint; a pod that cannot be made as the spec "
         "says: CreateContainerConfigError, InvalidImageName) after which the job is not restarted, whatever "
         "the strategy allows: it ends Failed, its result (and Ready's message) naming the cause, and the "

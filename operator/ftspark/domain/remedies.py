@@ -184,6 +184,12 @@ REMEDIES: dict[str, Remedy] = {
         "build the image with the operator's release of ftspark, or set spec.image to the operator's Spark "
         "image",
     ),
+    "ImageIncomplete": Remedy(
+        "lastFailure",
+        "the job's image lacks what its spec asks for: spec.localRecovery needs ftspark's local-recovery jar",
+        "add the jar to your image (docs/own-image.md), turn spec.localRecovery off, or set spec.image to "
+        "the operator's Spark image",
+    ),
     "SparkNotStarted": Remedy(
         "lastFailure",
         "the Spark JVM exited before it started: a setting it refuses, or too little memory",

@@ -68,6 +68,7 @@ CONFIGURATION_CAUSES = frozenset(
         "MainFileMissing",
         "BadConfig",
         "RuntimeMismatch",
+        "ImageIncomplete",
         "SparkNotStarted",
         "Savepoint",
         "CreateContainerConfigError",

@@ -53,7 +53,7 @@ from ftspark.protocol import (
 )
 
 IMAGE_JARS_DIR = Path("/opt/ftspark/jars/s3a")  # images/spark-py/Dockerfile
-DEV_JARS_DIR_NAME = "hadoop-aws-3.4.1-awssdk-2.24.6"  # tools/spark_jars.sh's cache directory
+DEV_JARS_DIR_NAME = "hadoop-aws-3.5.0-awssdk-2.35.4"  # tools/spark_jars.sh's cache directory
 
 
 def s3a_jars_dir(env: Mapping[str, str], image_dir: Path = IMAGE_JARS_DIR) -> Path:
@@ -88,9 +88,19 @@ def missing_s3a_jars(jars_dir: Path, home: Path) -> str:
 class ConfigError(Exception):
     """The environment does not describe a runnable driver."""
 
+    reason = "BadConfig"  # the attempt's end reason (domain/remedies.py)
+
 
 class ProtocolMismatchError(ConfigError):
     """The operator that made the pod speaks another protocol than this runtime (the job's image)."""
+
+    reason = "RuntimeMismatch"
+
+
+class ImageIncompleteError(ConfigError):
+    """The job's image lacks what its spec asks for (a user's own image: docs/own-image.md)."""
+
+    reason = "ImageIncomplete"
 
 
 @dataclass(frozen=True)
@@ -150,6 +160,13 @@ class RuntimeConfig:
                 f"the operator that made this pod speaks {operator}, the ftspark driver runtime in the job's "
                 f"image protocol {PROTOCOL_VERSION}: build the image with the operator's release of ftspark "
                 "(docs/operations.md, Upgrading) or use the operator's own Spark image"
+            )
+        local_recovery_jar = env.get(DriverEnv.LOCAL_RECOVERY_JAR, "")
+        if local_recovery_jar and not Path(local_recovery_jar).is_file():
+            # Else the executors fail at their first state file with a ClassNotFoundException.
+            raise ImageIncompleteError(
+                f"spec.localRecovery needs ftspark's local-recovery jar at {local_recovery_jar}, which the "
+                "job's image lacks: add it (docs/own-image.md) or use the operator's Spark image"
             )
         namespace, _, name = required(DriverEnv.JOB).partition("/")
         if not name:

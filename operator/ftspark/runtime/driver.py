@@ -51,7 +51,6 @@ from ftspark.runtime.checkpoint import CheckpointDir, CheckpointError
 from ftspark.runtime.classdata import spark_home
 from ftspark.runtime.config import (
     ConfigError,
-    ProtocolMismatchError,
     RuntimeConfig,
     missing_s3a_jars,
     s3a_in_spark_jars,
@@ -428,8 +427,7 @@ def main(argv: list[str]) -> int:
     try:
         cfg = RuntimeConfig.from_env()
     except ConfigError as error:
-        reason = "RuntimeMismatch" if isinstance(error, ProtocolMismatchError) else "BadConfig"
-        ending.set(Exit.BAD_INPUT, reason, str(error))
+        ending.set(Exit.BAD_INPUT, error.reason, str(error))
         ending.write_once(Path(os.environ.get(RuntimeEnv.TERMINATION_LOG) or "/dev/termination-log"), {})
         return int(ending.code)
     driver = Driver(cfg, ending)

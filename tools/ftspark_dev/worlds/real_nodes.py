@@ -391,8 +391,9 @@ class FolderProvisioner:
 
 
 @contextlib.contextmanager
-def running_real_world(nodes: int = 3) -> Iterator[RealWorld]:
-    images = built_images()
+def running_real_world(nodes: int = 3, image_names: tuple[str, ...] = ()) -> Iterator[RealWorld]:
+    """image_names: tools/images/build.sh's names of what the nodes get (default: an installation's)."""
+    images = built_images(*image_names)
     real = RealNodes(nodes=nodes, images=images, prefix="node").open()
     work = Path(tempfile.mkdtemp(prefix="ftspark-realworld-"))
     work.chmod(0o755)
