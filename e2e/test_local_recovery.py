@@ -1,5 +1,7 @@
-"""Task-local recovery through the whole installation: after a driver kill the new attempt's executors run on
-the node the state is on and read it from that node's disk, not from S3; the results stay right."""
+"""Task-local recovery through the whole installation, with RocksDB and its changelog checkpointing
+(spec.stateStore): after a driver kill the new attempt's executors run on the node the state is on and read
+it from that node's disk, not from S3; after an executor kill too; and the totals stay right (nothing lost,
+nothing counted twice)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ def test_restarted_executors_read_their_state_from_their_node(world: World, tmp_
         local_recovery=True,
         jar=local_recovery_jar(),
         totals=True,
+        changelog=True,
     )
     job.load(ids=40_000, files=4)
     # The driver kill first: attempt 1's executor has not moved, so all its state is on one node. (An executor

@@ -327,7 +327,8 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         if spec.local_recovery.enabled
         else {}
     )
-    return {**conf, **spec.spark_conf, **ours}
+    state_store = spec.state_store.spark_conf() if spec.state_store else {}
+    return {**conf, **spec.spark_conf, **state_store, **ours}
 
 
 def local_recovery_conf(local_dir: str | None, key_file: str | None = None) -> dict[str, str]:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ftspark.domain.models import JobSpec
+from ftspark.domain.models import CHANGELOG_CHECKPOINTING_KEY, STATE_STORE_PROVIDER_KEY, JobSpec
 from ftspark.manifests import (
     DRIVER_RULES,
     AttemptKeys,
@@ -447,6 +447,26 @@ def test_rpc_is_authenticated_with_the_attempts_secret_which_no_pod_spec_holds()
 def test_the_ui_is_off_unless_the_job_turns_it_on() -> None:
     assert spark_conf(plan())["spark.ui.enabled"] == "false"
     assert spark_conf(plan(sparkConf={"spark.ui.enabled": "true"}))["spark.ui.enabled"] == "true"
+
+
+def test_the_state_store_is_sparks_default_unless_the_job_chooses_one() -> None:
+    provider, changelog = STATE_STORE_PROVIDER_KEY, CHANGELOG_CHECKPOINTING_KEY
+    assert provider not in spark_conf(plan()), "Spark's own default: no setting"
+    rocksdb = spark_conf(plan(stateStore={"provider": "rocksdb"}))
+    assert rocksdb[provider].endswith(".RocksDBStateStoreProvider") and rocksdb[changelog] == "true"
+    plain = spark_conf(plan(stateStore={"provider": "rocksdb", "changelogCheckpointing": False}))
+    assert plain[changelog] == "false"
+    hdfs = spark_conf(plan(stateStore={"provider": "hdfs"}))
+    assert hdfs[provider].endswith(".HDFSBackedStateStoreProvider") and changelog not in hdfs
+    # Set in sparkConf alone, as before the field: the user's.
+    own = spark_conf(plan(sparkConf={provider: "com.example.Store"}))
+    assert own[provider] == "com.example.Store"
+    with pytest.raises(
+        ValidationError, match=r"sparkConf\[spark.sql.streaming.stateStore.providerClass\] and "
+    ):
+        plan(stateStore={"provider": "rocksdb"}, sparkConf={provider: "com.example.Store"})
+    with pytest.raises(ValidationError, match="provider"):
+        plan(stateStore={"provider": "memory"})
 
 
 def test_only_the_attempts_executors_and_driver_reach_the_driver() -> None:

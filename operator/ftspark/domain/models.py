@@ -276,6 +276,38 @@ class LocalRecoverySpec(_Model):
         return path
 
 
+STATE_STORE_PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
+CHANGELOG_CHECKPOINTING_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+STATE_STORE_PROVIDERS = {
+    "hdfs": "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider",
+    "rocksdb": "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+}
+
+
+class StateStoreSpec(_Model):
+    """Where Spark keeps a stateful query's state between batches (docs/concepts.md, "State stores")."""
+
+    provider: Literal["hdfs", "rocksdb"] = Field(
+        default="hdfs",
+        description="hdfs: Spark's default, state in the executors' JVM heap, a delta file per partition and "
+        "batch; rocksdb: state in RocksDB on the executors' local disk, off the heap (large state, many "
+        "keys). Fixed by the query's first checkpoint: Spark keeps using the provider the checkpoint was "
+        "made with, so a change needs a fresh checkpoint (upgradeMode stateless).",
+    )
+    changelog_checkpointing: bool = Field(
+        default=True,
+        description="rocksdb only: each batch uploads the changes it made (a changelog) instead of the "
+        "RocksDB files it changed, and a background snapshot folds them in: a shorter commit, a longer "
+        "restore (at most spark.sql.streaming.stateStore.minDeltasForSnapshot changelogs replayed).",
+    )
+
+    def spark_conf(self) -> dict[str, str]:
+        conf = {STATE_STORE_PROVIDER_KEY: STATE_STORE_PROVIDERS[self.provider]}
+        if self.provider == "rocksdb":
+            conf[CHANGELOG_CHECKPOINTING_KEY] = str(self.changelog_checkpointing).lower()
+        return conf
+
+
 class ResultStoreSpec(_Model):
     ttl_seconds: int = Field(
         default=7 * 24 * 3600,
@@ -467,6 +499,11 @@ class JobSpec(_Model):
         pattern=S3_URI,
         description="Start from this savepoint (s3:// path of savepoints/<id>).",
     )
+    state_store: StateStoreSpec | None = Field(
+        default=None,
+        description="The state store of the job's stateful queries (Spark's default, hdfs, when absent); "
+        "its sparkConf keys are then ftspark's to set.",
+    )
     local_recovery: LocalRecoverySpec = Field(
         default_factory=LocalRecoverySpec, description="Task-local state recovery."
     )
@@ -512,6 +549,16 @@ class JobSpec(_Model):
             if key in conf and not (_CPU_QUANTITY.fullmatch(conf[key]) and conf[key].strip("0.m")):
                 raise ValueError(f"{key}: {conf[key]!r} is not a CPU quantity (e.g. 500m, 0.5, 2)")
         return conf
+
+    @model_validator(mode="after")
+    def _one_place_for_the_state_store(self) -> JobSpec:
+        if self.state_store is not None:
+            both = sorted(self.state_store.spark_conf().keys() & self.spark_conf.keys())
+            if both:
+                raise ValueError(
+                    f"spec.sparkConf[{both[0]}] and spec.stateStore both set the state store: keep one"
+                )
+        return self
 
     @model_validator(mode="after")
     def _fits_the_drivers_environment(self) -> JobSpec:

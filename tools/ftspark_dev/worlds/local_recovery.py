@@ -28,7 +28,6 @@ from ftspark.protocol import SPARK_APP_SELECTOR_LABEL, executor_selector, spark_
 from ftspark_dev.cluster.netproxy import TcpProxy
 from ftspark_dev.cluster.processes import REPO_ROOT
 from ftspark_dev.subjects.localrecovery import (
-    ROCKSDB,
     expected_totals,
     state_size_parser,
     totals,
@@ -72,17 +71,18 @@ class StateJob:
         local_recovery: bool,
         jar: str,
         totals: bool = False,
+        changelog: bool = False,
         executor_memory: str = "1g",
         s3a_endpoint: str | None = None,
     ) -> None:
-        """totals: the job writes every changed group's totals (checkable, for small state), else counts."""
+        """totals: the job writes every changed group's totals (checkable, for small state), else counts;
+        changelog: RocksDB's changelog checkpointing (spec.stateStore)."""
         self.world, self.name, self.keys, self.payload = world, name, keys, payload
         self.source, self.output = work / name / "in", work / name / "out"
         self.files = 0
         self.ranges: list[tuple[int, int]] = []
         env = [{"name": "FTSPARK_LOCAL_RECOVERY_JAR", "value": jar}]
         spark_conf = {
-            "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
             **({} if local_recovery else local_recovery_conf(None)),
             **({"spark.hadoop.fs.s3a.endpoint": s3a_endpoint} if s3a_endpoint else {}),
         }
@@ -98,6 +98,7 @@ class StateJob:
         ]
         spec["env"] = [*spec["env"], *env]
         spec["sparkConf"] = {**spec["sparkConf"], **spark_conf}
+        spec["stateStore"] = {"provider": "rocksdb", "changelogCheckpointing": changelog}
         spec["executor"] = {"instances": 1, "memory": executor_memory}
         spec["driver"] = {"memory": "1g"}
         if local_recovery:
