@@ -1,5 +1,6 @@
 """What a user does to a running job, with real Spark: change its spec in each upgradeMode, take a savepoint
-and start a new job from it; and a job that ends, which no new operator leader may start again."""
+and start a new job from it; a job that ends, which no new operator leader may start again; and a job whose
+code imports what only the virtualenv it ships has."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from tests.waiting import eventually
 
 from ftspark.domain.lifecycle import upgrade_savepoint_id
 from ftspark_dev.cluster.processes import REPO_ROOT
+from ftspark_dev.subjects.shipped_venv import MARK, PACKAGE, PYTHON, venv_archive
 from ftspark_dev.subjects.windowed_counts import Output, expected_counts, write_input
 from ftspark_dev.worlds.process_nodes import OPERATOR_NAMESPACE, World
 
@@ -148,3 +150,55 @@ def test_a_finished_job_is_never_run_again_by_a_new_leader(world: World, tmp_pat
     assert (after["phase"], after["attempt"]) == ("Succeeded", status["attempt"])
     print(f"\nbatch job ran to Succeeded in {ran:.1f} s; leader {leader} -> {successor}, not run again")
     world.delete("report")
+
+
+# Run on the executors: each task imports the package from the venv Spark unpacked into its working directory.
+VENV_SCRIPT = """
+import sys
+from pathlib import Path
+from pyspark.sql import SparkSession
+
+import shipped_only  # the driver: from the venv the runtime unpacked
+
+def where(n):
+    import shipped_only
+    return f"{n}{shipped_only.MARK}@{shipped_only.__file__}"
+
+spark = SparkSession.builder.getOrCreate()
+found = spark.sparkContext.parallelize(range(4), 2).map(where).collect()
+Path(sys.argv[1], "found.txt").write_text("\\n".join([shipped_only.MARK, *found]))
+spark.stop()
+"""
+
+
+@pytest.mark.timeout(600)
+def test_a_job_imports_on_its_driver_and_executors_what_only_its_venv_archive_has(
+    world: World, tmp_path: Path
+) -> None:
+    """spec.deps.archives, the script and the packed venv on S3: docs/dependencies.md, as a user ships one."""
+    s3 = world.s3.client()
+    s3.put_object(Bucket=world.bucket, Key="apps/venv_job.py", Body=VENV_SCRIPT.encode())
+    s3.put_object(Bucket=world.bucket, Key="envs/job-venv.tar.gz", Body=venv_archive())
+    tmp_path.chmod(0o777)  # the driver writes its finding here
+    job = world.job(
+        "venv",
+        tmp_path,
+        tmp_path,
+        mainApplicationFile=f"s3://{world.bucket}/apps/venv_job.py",
+        arguments=[str(tmp_path)],
+        deps={"archives": [f"s3://{world.bucket}/envs/job-venv.tar.gz#environment"]},
+    )
+    started = time.monotonic()
+    world.create(job)
+    eventually(lambda: world.status("venv").get("phase") in {"Succeeded", "Failed"}, timeout=300)
+    status = world.status("venv")
+    assert status["phase"] == "Succeeded", status
+    driver_mark, *found = (tmp_path / "found.txt").read_text().splitlines()
+    assert driver_mark == MARK
+    site = f"environment/lib/{PYTHON}/site-packages/{PACKAGE}/__init__.py"
+    assert [line.split("@")[0] for line in found] == [f"{n}{MARK}" for n in range(4)]
+    assert all(line.endswith(site) for line in found), found
+    print(
+        f"\na job importing only from its venv archive ran to Succeeded in {time.monotonic() - started:.1f} s"
+    )
+    world.delete("venv")

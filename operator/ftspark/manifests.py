@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
+from ftspark.domain.deps import PY_FILES
 from ftspark.domain.models import DRIVER_REQUEST_CORES, EnvVar, JobSpec, spark_size_mib
 from ftspark.protocol import (
     ATTEMPT_LABEL,
@@ -315,8 +316,9 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
             if (ref := e.secret_key_ref) is not None
         },
     }
-    if spec.py_files:
-        conf["spark.submit.pyFiles"] = ",".join(spec.py_files)
+    shipped = spec.deps.by_conf_key()
+    shipped[PY_FILES.conf_key] = [*spec.py_files, *shipped[PY_FILES.conf_key]]
+    conf |= {key: ",".join(entries) for key, entries in shipped.items() if entries}
     conf["spark.kubernetes.executor.podTemplateFile"] = f"{EXECUTOR_TEMPLATE_DIR}/{EXECUTOR_TEMPLATE_FILE}"
     # localRecovery's settings win over the user's: where a job's copies live and which key vouches for them
     # is the operator's to say (the mounts make other directories invisible anyway).
@@ -644,6 +646,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         # The driver runtime's own settings (ftspark/runtime/config.py documents them all).
         {"name": DriverEnv.STORAGE, "value": spec.checkpoint.storage},
         {"name": DriverEnv.RETAINED_CHECKPOINTS, "value": str(spec.checkpoint.retained)},
+        {"name": DriverEnv.DEPS_MAX_FILE_MIB, "value": str(spec.deps.max_file_mib)},
         {"name": DriverEnv.STOP_TIMEOUT, "value": str(spec.stop_timeout_seconds)},
         {"name": DriverEnv.PROGRESS_TIMEOUT, "value": str(spec.liveness.progress_timeout_seconds)},
         {"name": DriverEnv.SPARK_CONF, "value": json.dumps(conf, sort_keys=True)},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import posixpath
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -447,6 +448,57 @@ def test_rpc_is_authenticated_with_the_attempts_secret_which_no_pod_spec_holds()
 def test_the_ui_is_off_unless_the_job_turns_it_on() -> None:
     assert spark_conf(plan())["spark.ui.enabled"] == "false"
     assert spark_conf(plan(sparkConf={"spark.ui.enabled": "true"}))["spark.ui.enabled"] == "true"
+
+
+def test_deps_reach_spark_as_spark_submit_would_pass_them() -> None:
+    conf = spark_conf(
+        plan(
+            pyFiles=["s3://bkt/old.zip"],
+            deps={
+                "pyFiles": ["s3://bkt/lib.zip", "local:///opt/app/util.py"],
+                "files": ["s3://bkt/lookup.csv"],
+                "jars": ["s3a://bkt/udf.jar", "/opt/jars/x.jar"],
+                "archives": ["s3://bkt/env.tar.gz#environment"],
+            },
+        )
+    )
+    assert conf["spark.submit.pyFiles"] == "s3://bkt/old.zip,s3://bkt/lib.zip,local:///opt/app/util.py"
+    assert conf["spark.files"] == "s3://bkt/lookup.csv"
+    assert conf["spark.jars"] == "s3a://bkt/udf.jar,/opt/jars/x.jar"
+    assert conf["spark.archives"] == "s3://bkt/env.tar.gz#environment"
+    assert not {"spark.files", "spark.jars", "spark.archives"} & spark_conf(plan()).keys()
+    env = {
+        e["name"]: e.get("value")
+        for e in driver_pod(plan(deps={"maxFileMiB": 64}))["spec"]["containers"][0]["env"]
+    }
+    assert env[DriverEnv.DEPS_MAX_FILE_MIB] == "64"
+
+
+@pytest.mark.parametrize(
+    ("deps", "named"),
+    [
+        ({"jars": ["s3://bkt/udf.zip"]}, "spec.deps.jars[0]: 's3://bkt/udf.zip': a jar must be a .jar file"),
+        ({"files": ["http://host/a.csv"]}, "spec.deps.files[0]: 'http://host/a.csv': neither an S3 object"),
+        ({"files": ["relative/a.csv"]}, "spec.deps.files[0]: 'relative/a.csv': neither"),
+        ({"files": ["/opt/../etc/passwd"]}, "spec.deps.files[0]: '/opt/../etc/passwd': neither"),
+        ({"pyFiles": ["s3://bkt/lib.zip#x"]}, "spec.deps.pyFiles[0]: 's3://bkt/lib.zip#x': only archives"),
+        (
+            {"archives": ["s3://bkt/e.zip#.."]},
+            "spec.deps.archives[0]: 's3://bkt/e.zip#..': #.. is not a directory",
+        ),
+        ({"archives": ["s3://bkt/envs/"]}, "spec.deps.archives[0]: 's3://bkt/envs/': not an S3 object URI"),
+        ({"maxFileMiB": 0}, "maxFileMiB"),
+    ],
+)
+def test_a_dependency_spark_cannot_take_is_refused_naming_its_field(deps: dict[str, Any], named: str) -> None:
+    with pytest.raises(ValidationError, match=re.escape(named)):
+        plan(deps=deps)
+
+
+def test_a_dependency_kind_is_shipped_in_one_place() -> None:
+    with pytest.raises(ValidationError, match=r"spec.sparkConf\[spark.jars\] and spec.deps both ship"):
+        plan(deps={"jars": ["s3://bkt/a.jar"]}, sparkConf={"spark.jars": "s3://bkt/b.jar"})
+    assert spark_conf(plan(sparkConf={"spark.jars": "s3://bkt/b.jar"}))["spark.jars"] == "s3://bkt/b.jar"
 
 
 def test_the_state_store_is_sparks_default_unless_the_job_chooses_one() -> None:

@@ -12,8 +12,9 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic.alias_generators import to_camel, to_snake
 
+from ftspark.domain.deps import DEP_KINDS, check
 from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, shortest_timeout
 
 # A bucket, then segments none of which is empty, "." or "..": Hadoop normalizes s3://b/a/../c to another
@@ -276,6 +277,58 @@ class LocalRecoverySpec(_Model):
         return path
 
 
+class DepsSpec(_Model):
+    """What the job ships with it, each entry an S3 object (s3://, s3a://; the driver fetches it before
+    Spark starts, with the job's S3 settings) or a file in the image (local:///path): docs/dependencies.md."""
+
+    py_files: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Python files and archives (.py, .zip, .egg) on the driver's and the executors' Python "
+        "path (spark.submit.pyFiles, as --py-files); the same as the older spec.pyFiles.",
+    )
+    files: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Files in each executor's working directory and the driver's SparkFiles directory "
+        "(spark.files, as --files; SparkFiles.get(name) finds them).",
+    )
+    jars: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description=".jar files on the driver's and the executors' classpath (spark.jars, as --jars).",
+    )
+    archives: list[str] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Archives (.zip, .jar, .tar.gz, .tgz, .tar), each unpacked into the executors' working "
+        "directory as <name>#<dir> says (spark.archives, as --archives). A packed virtualenv (one holding "
+        "lib/python3.X/site-packages, X the image's Python) goes on the driver's and the executors' Python "
+        "path: its packages import in the job's script and in its UDFs.",
+    )
+    max_file_mib: int = Field(
+        default=2048,
+        alias="maxFileMiB",
+        ge=1,
+        le=65536,
+        description="The largest object the driver fetches from S3, MiB: a larger one ends the attempt "
+        "(reason ApplicationFile) before Spark starts.",
+    )
+
+    @model_validator(mode="after")
+    def _each_entry_a_place_spark_takes(self) -> DepsSpec:
+        for kind in DEP_KINDS:
+            for index, entry in enumerate(getattr(self, to_snake(kind.field))):
+                try:
+                    check(kind, entry)
+                except ValueError as error:
+                    raise ValueError(f"spec.deps.{kind.field}[{index}]: {error}") from None
+        return self
+
+    def by_conf_key(self) -> dict[str, list[str]]:
+        return {kind.conf_key: getattr(self, to_snake(kind.field)) for kind in DEP_KINDS}
+
+
 STATE_STORE_PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 CHANGELOG_CHECKPOINTING_KEY = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 STATE_STORE_PROVIDERS = {
@@ -446,7 +499,11 @@ class JobSpec(_Model):
         default_factory=list,
         description="Extra Python files or archives (.py, .zip, .egg) for the driver and the executors "
         "(spark.submit.pyFiles, as --py-files): paths in the image, or S3 objects fetched by the driver as "
-        "mainApplicationFile is.",
+        "mainApplicationFile is. The older spelling of deps.pyFiles: entries of both are shipped.",
+    )
+    deps: DepsSpec = Field(
+        default_factory=DepsSpec,
+        description="Files, jars, archives and Python files the job ships with it.",
     )
     spark_conf: dict[str, str] = Field(
         default_factory=dict,
@@ -549,6 +606,13 @@ class JobSpec(_Model):
             if key in conf and not (_CPU_QUANTITY.fullmatch(conf[key]) and conf[key].strip("0.m")):
                 raise ValueError(f"{key}: {conf[key]!r} is not a CPU quantity (e.g. 500m, 0.5, 2)")
         return conf
+
+    @model_validator(mode="after")
+    def _one_place_for_the_deps(self) -> JobSpec:
+        shipped = {key for key, entries in self.deps.by_conf_key().items() if entries}
+        if both := sorted(shipped & self.spark_conf.keys()):
+            raise ValueError(f"spec.sparkConf[{both[0]}] and spec.deps both ship dependencies: keep one")
+        return self
 
     @model_validator(mode="after")
     def _one_place_for_the_state_store(self) -> JobSpec:

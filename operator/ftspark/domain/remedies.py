@@ -149,9 +149,10 @@ REMEDIES: dict[str, Remedy] = {
     ),
     "ApplicationFile": Remedy(
         "lastFailure",
-        "an application file on S3 (mainApplicationFile, pyFiles) is missing, unreadable, empty or not a "
-        "Python file or archive",
-        "upload it where the spec says, with the job's S3 settings able to read it",
+        "an application file on S3 (mainApplicationFile, pyFiles, spec.deps) is missing, unreadable, empty, "
+        "larger than spec.deps.maxFileMiB, or not a file of its kind (a virtualenv archive for another "
+        "Python, or with pyspark in it)",
+        "upload it where the spec says, with the job's S3 settings able to read it (docs/dependencies.md)",
     ),
     "MainFileMissing": Remedy(
         "lastFailure", "mainApplicationFile names no file in the image", "fix the path, or the image"

@@ -16,6 +16,7 @@
 | FTSPARK_CLASS_DATA_DIR | the driver JVM's class-data archives (runtime/classdata.py); default the Spark
   image's /opt/ftspark/class-data if there is one, else `${FTSPARK_CACHE:-~/.cache/ftspark}/class-data` |
 | FTSPARK_RETAINED_CHECKPOINTS | checkpoint pointers kept in the store (default 5) |
+| FTSPARK_DEPS_MAX_FILE_MIB | the largest application file or dependency fetched from S3, MiB (default 2048) |
 | FTSPARK_HA_STORE | where pointers are reported: `configmaps` (default) or `s3`, as the operator's setting |
 | FTSPARK_HA_S3_ROOT | with `s3`: the installation's `s3://<bucket>/<prefix>`, with the job's S3 settings |
 | FTSPARK_TERM_FLOOR | `<namespace>/<name>` of the operator's term floor: older control requests are refused |
@@ -117,6 +118,7 @@ class RuntimeConfig:
     restore_batch: int | None = None
     initial_savepoint: str | None = None
     retained_checkpoints: int = 5
+    deps_max_bytes: int = 2048 << 20
     ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
     term_floor: tuple[str, str] = ("", "")  # namespace, name
     results_namespace: str = ""
@@ -201,6 +203,7 @@ class RuntimeConfig:
             restore_batch=int(restore_batch) if restore_batch else None,
             initial_savepoint=env.get(DriverEnv.INITIAL_SAVEPOINT) or None,
             retained_checkpoints=int(number(DriverEnv.RETAINED_CHECKPOINTS, 5)),
+            deps_max_bytes=int(number(DriverEnv.DEPS_MAX_FILE_MIB, 2048)) << 20,
             ha_store=ha_store,
             term_floor=(floor_namespace, floor_name),
             results_namespace=env.get(RuntimeEnv.RESULTS_NAMESPACE) or namespace,

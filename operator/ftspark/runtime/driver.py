@@ -108,7 +108,9 @@ class Driver:
     def run(self, main_file: str, args: list[str]) -> None:
         cfg = self.config
         try:
-            app = appfiles.fetch(self.objects, main_file, appfiles.py_files(cfg.spark_conf))
+            app = appfiles.fetch(
+                self.objects, main_file, appfiles.shipped(cfg.spark_conf), max_bytes=cfg.deps_max_bytes
+            )
         except ApplicationFileError as error:
             self.ending.set(Exit.BAD_INPUT, "ApplicationFile", str(error))
             return
@@ -209,6 +211,8 @@ class Driver:
         self._watchdog = start_watchdog(signs, self.config.progress_timeout, idle_interval, self.no_progress)
         self._watcher.start()
         sys.argv = [app.main_file, *args]
+        # The shipped virtualenvs' packages, for the script (the runtime's own modules are loaded by now).
+        sys.path[1:1] = app.python_paths
         sys.stderr = stderr = StderrTail(sys.stderr)
         try:
             runpy.run_path(app.main_file, run_name="__main__")

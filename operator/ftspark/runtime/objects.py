@@ -31,6 +31,10 @@ class StorageError(Exception):
     """S3 could not be reached or refused a request."""
 
 
+class TooLargeError(Exception):
+    """An object larger than the caller takes."""
+
+
 def endpoint_url(endpoint: str | None, ssl_enabled: str | None) -> str | None:
     """fs.s3a.endpoint as boto3 needs it: S3A also takes a bare host[:port], over HTTPS unless
     fs.s3a.connection.ssl.enabled is false."""
@@ -129,14 +133,18 @@ class ObjectStore:
         answer = self._call(f"read {uri}", get)
         return None if answer is None else answer["Body"].read()
 
-    def download(self, uri: str, target: Path) -> bool:
-        """Stream the object into target (no whole file in memory); False if there is no such object."""
+    def download(self, uri: str, target: Path, max_bytes: int | None = None) -> bool:
+        """Stream the object into target (no whole file in memory); False if there is no such object;
+        TooLargeError, with nothing written, if it has more than max_bytes."""
         bucket, key = split_uri(uri)
 
         def fetch() -> bool:
-            body = self._s3.get_object(Bucket=bucket, Key=key)["Body"]
+            answer = self._s3.get_object(Bucket=bucket, Key=key)
+            if max_bytes is not None and answer["ContentLength"] > max_bytes:
+                answer["Body"].close()
+                raise TooLargeError(f"{uri}: {answer['ContentLength']} bytes, more than {max_bytes}")
             with target.open("wb") as file:
-                shutil.copyfileobj(body, file)
+                shutil.copyfileobj(answer["Body"], file)
             return True
 
         return self._call(f"read {uri}", fetch) or False
