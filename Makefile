@@ -60,7 +60,7 @@ class-data: $(VENV)/.installed spark-jars local-recovery-jar
 
 # The images as OCI archives in ~/.cache/ftspark/images, built with buildah on a Debian base from mmdebstrap;
 # prints `<reference> <archive>` per image (for `ctr -n k8s.io images import`).
-images: $(VENV)/.installed spark-jars local-recovery-jar
+images: spark-jars local-recovery-jar
 	tools/images/build.sh
 
 lint: $(VENV)/.installed

@@ -44,7 +44,13 @@ from ftspark_dev.generate.bundle import BUNDLE
 from ftspark_dev.realnodes import HostState
 from ftspark_dev.realnodes.images import INSTALLATION, OPERATOR_IMAGE, OWN_IMAGE_BUILD
 from ftspark_dev.scenarios.tour import RealFaultTour
-from ftspark_dev.subjects.windowed_counts import RECORDS_PER_FILE, Output, expected_counts, write_input
+from ftspark_dev.subjects.windowed_counts import (
+    RECORDS_PER_FILE,
+    Output,
+    WindowedCounts,
+    expected_counts,
+    write_input,
+)
 from ftspark_dev.worlds.local_recovery import jvm_counters
 from ftspark_dev.worlds.process_nodes import JOBS_NAMESPACE, OPERATOR_NAMESPACE
 from ftspark_dev.worlds.real_nodes import DEMO_BUCKET, RealWorld, helm_binary, running_real_world
@@ -618,7 +624,7 @@ def test_a_users_own_image_of_the_other_spark_line_runs_the_job_exactly_once(
     Spark with S3A from Spark's own jars, through a driver kill and a stop and resume."""
     world = operator_installed
     spec = {"image": OWN_IMAGE, "mainApplicationFile": "local:///opt/app/windowed_counts.py"}
-    tour = RealFaultTour(world, tmp_path, spec=spec)
+    tour = RealFaultTour(world, tmp_path, subject=WindowedCounts(name="counts-own"), spec=spec)
     tour.start()
     driver = tour.current_driver()
     assert driver.spec.containers[0].image == OWN_IMAGE

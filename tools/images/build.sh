@@ -121,14 +121,18 @@ build_own_image() {
   local spark_image="localhost/ftspark/spark:$(tools/spark_line.sh pyspark "$other_line")"
   reference="$spark_image" bud --file images/spark-py/Dockerfile --target spark \
     --build-arg "SPARK_LINE=$other_line"
-  local context="$work/own-image" sources="$work/own-image-sources"
-  mkdir -p "$context/s3a" "$context/app" "$sources"
+  local context="$work/own-image" container mounted
+  mkdir -p "$context/s3a" "$context/app"
   cp "$(tools/spark_jars.sh "$other_line")"/*.jar "$context/s3a/"
   cp constraints.txt "$context/"
   cp examples/windowed_counts.py "$context/app/"
-  # The wheel from a copy of the sources: setuptools leaves its build directory beside them.
-  cp -r pyproject.toml README.md operator "$sources/"
-  .venv/bin/python -m pip wheel --quiet --no-deps --wheel-dir "$context" "$sources" >&2
+  # ftspark's wheel, from the Spark image's own wheel stage (no Python of the host's needed).
+  context=. reference=localhost/ftspark/wheel:latest bud --file images/spark-py/Dockerfile --target wheel
+  container="$(buildah "${store[@]}" from --pull-never localhost/ftspark/wheel:latest)"
+  mounted="$(buildah "${store[@]}" mount "$container")"
+  cp "$mounted"/wheels/ftspark-*.whl "$context/"
+  buildah "${store[@]}" umount "$container" >/dev/null
+  buildah "${store[@]}" rm "$container" >/dev/null
   context="$context" bud --file "$PWD/examples/own-image/Dockerfile" --build-arg "SPARK_IMAGE=$spark_image"
 }
 
