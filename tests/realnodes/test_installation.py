@@ -635,7 +635,7 @@ def test_a_users_own_image_of_the_other_spark_line_runs_the_job_exactly_once(
     seen = world.plane.kubectl(
         "-n", JOBS_NAMESPACE, "exec", driver.metadata.name, "--", "python", "-c", check
     )
-    assert seen.stdout.split(maxsplit=2) == [OTHER_LINE.pyspark, "False", "['hadoop']"], seen.stdout
+    assert seen.stdout.strip().split(maxsplit=2) == [OTHER_LINE.pyspark, "False", "['hadoop']"], seen.stdout
     tour.kill_driver()
     tour.stop_and_resume()
     figures = tour.finish()
