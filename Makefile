@@ -8,7 +8,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export PYTHONPATH := $(CURDIR)/operator:$(CURDIR)/tools
 
-.PHONY: help demo test verify bench soak lint types unit integration cluster-bin helm-bin alert-rules-bin s3-bin spark-jars local-recovery-jar class-data images dev-cluster crds argocd deploy docs lock clean
+.PHONY: help demo test verify bench soak lint types unit integration cluster-bin helm-bin alert-rules-bin s3-bin spark-jars local-recovery-jar class-data images own-image dev-cluster crds argocd deploy docs lock clean
 
 help:
 	@echo "make demo         start a local control plane + S3 and run ftspark through it"
@@ -16,6 +16,7 @@ help:
 	@echo "make cluster-bin  build etcd/kube-* once into ~/.cache/ftspark (cached by version)"
 	@echo "make s3-bin       build the S3 server (Versity S3 Gateway) once into ~/.cache/ftspark"
 	@echo "make images       the operator, Spark, S3 server and pause images as OCI archives, without Docker (cached)"
+	@echo "make own-image    docs/own-image.md's user-style image on the other Spark line (the real-node tier's)"
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
 	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts, API calls; 100 to 5,000 jobs); task-local recovery's (in one JVM, on the nodes)"
 	@echo "make soak         two streaming jobs through 100 seeded random faults, exactly once (SOAK_FAULTS, SOAK_SEED)"
@@ -63,6 +64,11 @@ class-data: $(VENV)/.installed spark-jars local-recovery-jar
 images: spark-jars local-recovery-jar
 	tools/images/build.sh
 
+# The real-node tier's user-style image (docs/own-image.md): examples/own-image/Dockerfile on a plain Spark of
+# the other line of spark-lines.txt, cached like the others.
+own-image: spark-jars
+	tools/images/build.sh own-image >/dev/null
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check operator tests tools e2e
 	$(VENV)/bin/ruff format --check operator tests tools e2e
@@ -73,10 +79,11 @@ types: $(VENV)/.installed
 
 # Lint and types first: a style error fails in a minute, not after the builds. Then the builds two at a time,
 # the two longest first (cold: kubebin's Go build beside the images, each about 8-10 min; the small Go builds
-# and the class data follow in whichever slot frees first). images: the real-node tier runs them
-# (tests/realnodes); building them first keeps pytest's timings honest.
+# and the class data follow in whichever slot frees first; own-image last, as it waits for the image cache's
+# lock). images: the real-node tier runs them (tests/realnodes); building them first keeps pytest's timings
+# honest.
 test: $(VENV)/.installed lint types
-	$(MAKE) --no-print-directory -j2 cluster-bin images s3-bin helm-bin alert-rules-bin class-data
+	$(MAKE) --no-print-directory -j2 cluster-bin images s3-bin helm-bin alert-rules-bin class-data own-image
 	$(PY) -m pytest
 
 # What is too long for the gate, one after the other (each prints its tables).

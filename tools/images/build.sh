@@ -5,7 +5,8 @@
 # hash of everything that goes into it; a complete directory is reused as is. Prints one line per image on
 # stdout, `<reference> <archive>` (`ctr -n k8s.io images import <archive>` names it docker.io/<reference>,
 # the name the kubelet asks for), and build time and size on stderr.
-# Usage: tools/images/build.sh [pause|operator|spark-py|own-image|s3 ...]   (default: all five)
+# Usage: tools/images/build.sh [pause|operator|spark-py|s3|own-image ...]   (default: the first four, what an
+# installation runs; own-image is the real-node tier's user-style image of the other Spark line)
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -193,7 +194,7 @@ image() {
 }
 
 names=("$@")
-((${#names[@]})) || names=(pause operator spark-py own-image s3)
+((${#names[@]})) || names=(pause operator spark-py s3)
 for name in "${names[@]}"; do
   case "$name" in
     pause) image pause build_pause ftspark/pause:1.0 images/pause/pause.c ;;
