@@ -42,4 +42,8 @@ def test_restarted_executors_read_their_state_from_their_node(world: World, tmp_
     assert driver_restart.nodes_after == driver_restart.nodes_before, driver_restart
     assert driver_restart.state_from_local > 0
     assert driver_restart.state_from_s3 == 0, driver_restart
+    executor_restart = restarts[1]
+    if executor_restart.nodes_after == executor_restart.nodes_before:  # Spark placed it: no affinity there
+        assert executor_restart.state_from_s3 == 0, executor_restart
+        assert executor_restart.state_from_local > 0, executor_restart
     world.delete("local-state")
