@@ -307,5 +307,5 @@ def test_driver_runs_a_main_file_and_py_files_from_s3(make_job: Any, bucket: str
     assert job.termination()["reason"] == "Finished"
     # greeting.py ran on the executors; the venv's package imported on the driver
     assert (job.output.folder / "words.txt").read_text() == "A!,B!+venv"
-    [fetched] = job.work.glob("ftspark-app-*/main/batch.py")
+    [fetched] = job.work.glob("ftspark-app-*/mainApplicationFile/batch.py")
     assert fetched.read_bytes() == BATCH_SCRIPT
