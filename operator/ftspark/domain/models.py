@@ -608,20 +608,19 @@ class JobSpec(_Model):
         return conf
 
     @model_validator(mode="after")
-    def _one_place_for_the_deps(self) -> JobSpec:
-        shipped = {key for key, entries in self.deps.by_conf_key().items() if entries}
-        if both := sorted(shipped & self.spark_conf.keys()):
-            raise ValueError(f"spec.sparkConf[{both[0]}] and spec.deps both ship dependencies: keep one")
-        return self
-
-    @model_validator(mode="after")
-    def _one_place_for_the_state_store(self) -> JobSpec:
-        if self.state_store is not None:
-            both = sorted(self.state_store.spark_conf().keys() & self.spark_conf.keys())
-            if both:
-                raise ValueError(
-                    f"spec.sparkConf[{both[0]}] and spec.stateStore both set the state store: keep one"
-                )
+    def _one_place_for_each_setting(self) -> JobSpec:
+        # The Spark settings a field of the spec makes, which sparkConf may then not make too.
+        made_by = {
+            "spec.deps both ship dependencies": {
+                k for k, entries in self.deps.by_conf_key().items() if entries
+            },
+            "spec.stateStore both set the state store": self.state_store.spark_conf().keys()
+            if self.state_store
+            else set(),
+        }
+        for field_and_what, keys in made_by.items():
+            if both := sorted(keys & self.spark_conf.keys()):
+                raise ValueError(f"spec.sparkConf[{both[0]}] and {field_and_what}: keep one")
         return self
 
     @model_validator(mode="after")

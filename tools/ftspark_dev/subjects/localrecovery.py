@@ -30,15 +30,14 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from ftspark.domain.models import StateStoreSpec
 from ftspark.manifests import LOCAL_RECOVERY_KEY_BYTES, local_recovery_conf
 from ftspark.runtime.classdata import driver_java_options, extra_classpath, spark_home
 from ftspark.runtime.session import DRIVER_JAVA_OPTIONS
 from ftspark_dev.cluster.s3server import spark_s3a_conf
 
 KEYED_TOTALS = Path(__file__).resolve().parents[3] / "examples" / "keyed_totals.py"
-ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 TOOLS = Path(__file__).resolve().parents[2]
-CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
 @dataclass(frozen=True)
@@ -71,8 +70,8 @@ def spark_conf(spec: JobSpec) -> dict[str, str]:
         "spark.driver.extraClassPath": classpath,
         **({DRIVER_JAVA_OPTIONS: java_options} if java_options else {}),
         "spark.sql.shuffle.partitions": str(spec.partitions),
-        "spark.sql.streaming.stateStore.providerClass": ROCKSDB,
-        CHANGELOG: str(spec.changelog).lower(),
+        # The settings a job's spec.stateStore makes.
+        **StateStoreSpec(provider="rocksdb", changelog_checkpointing=spec.changelog).spark_conf(),
         **spark_s3a_conf(spec.endpoint),
         # Always the wrapper, so runs with and without copies upload alike: stock S3A uploads RocksDB's files
         # with the SDK's async client (which failed against moto, the first S3 server measured: HTTP 100
