@@ -71,8 +71,8 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
         for group in rule["apiGroups"]
         for resource in rule["resources"]
     }
-    assert granted[("ftspark.io", "faulttolerantsparkjobs")] == {"get", "list", "watch"}, (
-        "the operator never writes spec"
+    assert granted[("ftspark.io", "faulttolerantsparkjobs")] == {"get", "list", "watch", "delete"}, (
+        "the operator never writes spec; it deletes a finished job past its ttlSecondsAfterFinished"
     )
     # What its watches need: jobs, driver pods and (checkpoint records) ConfigMaps, listed and watched.
     for watched in [("ftspark.io", "faulttolerantsparkjobs"), ("", "pods"), ("", "configmaps")]:
@@ -311,6 +311,15 @@ def test_result_caps_reach_the_operator_as_whole_numbers(
     for values, expected in (([], (2592000, 1000)), (["maxResultRetentionSeconds=864000"], (864000, 1000))):
         config = _operator_config(render, monkeypatch, *values)
         assert (config.max_result_retention_seconds, config.max_results_per_namespace) == expected
+
+
+def test_the_finished_jobs_default_ttl_reaches_the_operator(
+    render: Render, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _operator_config(render, monkeypatch).default_ttl_seconds_after_finished is None
+    for ttl in (0, 3600):
+        config = _operator_config(render, monkeypatch, f"jobDefaults.ttlSecondsAfterFinished={ttl}")
+        assert config.default_ttl_seconds_after_finished == ttl
 
 
 def test_the_checkpoint_refresh_budget_reaches_the_operator(

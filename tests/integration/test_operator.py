@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client, config
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.adapters.k8s.cluster import KubeJobs
 from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
 from ftspark.domain.fencing import Epoch, FencedOutError, RetiredRecordError
@@ -639,17 +640,18 @@ def test_driver_service_account_may_run_spark_and_nothing_more(
         assert denied.value.status == 403
 
 
-def test_result_outlives_the_job_until_its_retention(
+def test_result_outlives_the_job_until_its_retention_and_ttl_after_finished_deletes_the_job(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:
     ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    objects = client.CustomObjectsApi(api_client)
     leader = fleet.start()
-    create_job(api_client, ns, job_manifest("short", bucket, resultStore={"ttlSeconds": 2}))
+    spec = {"resultStore": {"ttlSeconds": 2}, "ttlSecondsAfterFinished": 8}
+    create_job(api_client, ns, job_manifest("short", bucket, **spec))
     eventually(lambda: pod_names(api_client, ns, "short") == ["short-1-driver"], timeout=30, what="driver")
     set_driver_exited(core, ns, "short-1-driver", 0, "done")
     eventually(lambda: _phase(api_client, ns, "short") == "Succeeded", timeout=30, what="Succeeded")
     past_retention = time.monotonic() + 2
-    objects = client.CustomObjectsApi(api_client)
     uid = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, "short")["metadata"]["uid"]
 
     def result_kept() -> bool:
@@ -660,13 +662,28 @@ def test_result_outlives_the_job_until_its_retention(
         page = fleet.probe(leader, "/metrics")[1]
         return _metric(page, 'ftspark_housekeeping_steps_total{outcome="ok",step="expire_results"}') or 0.0
 
+    # A deletion decided on an older read is refused by the API server (the job changed since): an edit
+    # between the operator's read and its delete keeps the job.
+    stale = KubeJobs(api_client).get(JobKey(namespace=ns, name="short"))
+    assert stale is not None
+    objects.patch_namespaced_custom_object(
+        API_GROUP, API_VERSION, ns, PLURAL, "short", {"metadata": {"labels": {"edited": "yes"}}}
+    )
+    KubeJobs(api_client).delete_unchanged(stale)
+    assert _phase(api_client, ns, "short") == "Succeeded", "not deleted: it changed since it was read"
+
     time.sleep(max(0.0, past_retention - time.monotonic()))
     swept = expiry_sweeps()
     eventually(lambda: expiry_sweeps() > swept, timeout=30, what="a retention sweep past the retention")
+    assert _phase(api_client, ns, "short") == "Succeeded", "within its ttlSecondsAfterFinished"
     assert result_kept(), "past the retention, but the job still exists: its result stays"
-    client.CustomObjectsApi(api_client).delete_namespaced_custom_object(
-        API_GROUP, API_VERSION, ns, PLURAL, "short"
+    eventually(
+        lambda: not objects.list_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL)["items"],
+        timeout=30,
+        what="the job deleted by its ttlSecondsAfterFinished",
     )
+    reasons = [e.reason for e in core.list_namespaced_event(ns).items if e.involved_object.name == "short"]
+    assert "FinishedJobDeleted" in reasons
     eventually(lambda: not result_kept(), timeout=30, what="the orphaned result expires")
 
 

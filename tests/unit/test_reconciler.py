@@ -34,7 +34,7 @@ from ftspark.protocol import (
     spark_app_id,
 )
 from ftspark.reconcile.reconciler import Reconciler
-from ftspark.reconcile.settings import DriverSettings, JobPolicy, Ports, ResultLimits
+from ftspark.reconcile.settings import DriverSettings, JobDefaults, JobPolicy, Ports, ResultLimits
 from ftspark.testing.cluster import MemoryDriverLogs, MemoryDrivers, MemoryEvents, MemoryJobs
 from ftspark.testing.stores import MemoryBlobStore, MemoryRecords, memory_stores
 from tests.waiting import eventually
@@ -87,6 +87,7 @@ class Cluster:
     leading: bool = True
     max_retention: int = 30 * 24 * 3600
     max_results: int = 1000
+    defaults: JobDefaults = field(default_factory=JobDefaults)
 
     def __post_init__(self) -> None:
         ports = Ports(
@@ -98,6 +99,7 @@ class Cluster:
             DriverSettings(TERM_FLOOR, self.ha_store),
             policy=JobPolicy(self.allowed, self.storage_prefixes, self.own_namespace),
             limits=ResultLimits(self.max_retention, self.max_results),
+            defaults=self.defaults,
             clock=lambda: self.now,
             uniform=lambda: 0.5,
         )
@@ -448,6 +450,47 @@ def test_a_finished_driver_records_a_clean_result_and_never_runs_again(cluster: 
     cluster.reconcile(after=1)
     assert cluster.status().phase == "Succeeded"
     assert len(cluster.drivers.plans) == 1
+
+
+def _finish(cluster: Cluster, spec: dict[str, Any]) -> datetime:
+    """The job runs attempt 1 to exit code 0 and records its result; when it ended."""
+    cluster.jobs.apply(KEY, spec, uid=UID)
+    cluster.reconcile()
+    cluster.running()
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.SUCCEEDED, exit_code=0, ended=True)
+    cluster.reconcile(after=3)
+    ended = cluster.now
+    cluster.reconcile()
+    result = cluster.stores.results.get(UID)
+    assert result is not None and result.clean
+    return ended
+
+
+def test_a_finished_job_is_deleted_once_its_ttl_after_finished_has_passed(cluster: Cluster) -> None:
+    ended = _finish(cluster, {**SPEC, "ttlSecondsAfterFinished": 600})
+    assert cluster.status().phase == "Succeeded"
+    assert cluster.reconcile(after=100) == pytest.approx(500), "looked at again when the time is up"
+    assert cluster.jobs.get(KEY) is not None
+    writes = cluster.jobs.status_writes
+    assert cluster.reconcile(after=500) is None
+    assert cluster.jobs.get(KEY) is None, f"deleted {cluster.now - ended} after it ended"
+    assert cluster.jobs.status_writes == writes, "a deleted job's status is not written"
+    assert cluster.events.reasons()[-1] == "FinishedJobDeleted"
+    result = cluster.stores.results.get(UID)
+    assert result is not None and result.state == "Succeeded", "its result follows its own retention"
+
+
+def test_a_finished_job_stays_without_a_ttl_and_takes_the_installations_default() -> None:
+    kept = Cluster()
+    _finish(kept, SPEC)
+    assert kept.reconcile(after=365 * 24 * 3600) is None
+    assert kept.jobs.get(KEY) is not None, "no ttlSecondsAfterFinished, no default: it stays"
+    defaulted = Cluster(defaults=JobDefaults(ttl_seconds_after_finished=0))
+    _finish(defaulted, SPEC)
+    assert defaulted.jobs.get(KEY) is None, "the installation's default: at once"
+    own = Cluster(defaults=JobDefaults(ttl_seconds_after_finished=0))
+    _finish(own, {**SPEC, "ttlSecondsAfterFinished": 60})
+    assert own.jobs.get(KEY) is not None, "the spec's own value wins over the default"
 
 
 def test_a_log_that_cannot_be_kept_is_an_event_and_holds_up_nothing(cluster: Cluster) -> None:

@@ -45,9 +45,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
      reads the jobs' namespaces for their allow.ftspark.io/* labels: in namespaced mode a Role grants that for
      its own namespace only. */}}
 {{- define "ftspark.jobRules" -}}
+# delete: a finished job past its ttlSecondsAfterFinished.
 - apiGroups: [ftspark.io]
   resources: [faulttolerantsparkjobs]
-  verbs: [get, list, watch]
+  verbs: [get, list, watch, delete]
 - apiGroups: [ftspark.io]
   resources: [faulttolerantsparkjobs/status]
   verbs: [get, patch, update]

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ftspark.domain.models import S3_URI
+from ftspark.domain.models import S3_URI, YEAR_SECONDS
 from ftspark.domain.policy import Allowance
 from ftspark.leader.elector import LeaderElectionConfig
 from ftspark.protocol import HaStoreConfig, HaStoreKind
@@ -66,6 +66,13 @@ class OperatorConfig(BaseModel):
         gt=0,
         description="Clean results kept per namespace: the oldest beyond it go at the next sweep (except "
         "those whose job resource still exists).",
+    )
+    default_ttl_seconds_after_finished: int | None = Field(
+        default=None,
+        ge=0,
+        le=YEAR_SECONDS,
+        description="A finished job whose spec sets no ttlSecondsAfterFinished is deleted this long after it "
+        "ended; unset: it stays until deleted.",
     )
     allow: frozenset[Allowance] = Field(
         default=frozenset(), description="Job policy allowances granted in every namespace (--allow a,b)."
@@ -173,6 +180,12 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
         help="clean job results kept per namespace; the oldest beyond it are deleted by the sweeper",
     )
     parser.add_argument(
+        "--default-ttl-seconds-after-finished",
+        type=int,
+        default=_env("FTSPARK_DEFAULT_TTL_SECONDS_AFTER_FINISHED"),
+        help="delete a finished job this long after it ended unless its spec says otherwise (default: never)",
+    )
+    parser.add_argument(
         "--storage-prefixes",
         default=_env("FTSPARK_STORAGE_PREFIXES", ""),
         help="comma-separated s3:// prefixes every job's checkpoint.storage must be under (default: any)",
@@ -203,6 +216,7 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
             checkpoint_refreshes_per_second=args.checkpoint_refreshes_per_second,
             max_result_retention_seconds=args.max_result_retention_seconds,
             max_results_per_namespace=args.max_results_per_namespace,
+            default_ttl_seconds_after_finished=args.default_ttl_seconds_after_finished,
             probe_port=args.probe_port,
             allow=frozenset(a.strip() for a in args.allow.split(",") if a.strip()),
             storage_prefixes=tuple(p.strip() for p in args.storage_prefixes.split(",") if p.strip()),

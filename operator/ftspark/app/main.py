@@ -32,7 +32,7 @@ from ftspark.leader.elector import LeaderElector
 from ftspark.metrics import FAILOVER_SECONDS, LEADER, LEASE_TRANSITIONS
 from ftspark.protocol import record_key_name, term_floor_name
 from ftspark.reconcile.reconciler import Reconciler
-from ftspark.reconcile.settings import DriverSettings, JobPolicy, Ports, ResultLimits
+from ftspark.reconcile.settings import DriverSettings, JobDefaults, JobPolicy, Ports, ResultLimits
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -173,6 +173,7 @@ class OperatorReplica:
             DriverSettings(f"{self.cfg.namespace}/{term_floor_name(self.cfg.lease_name)}", self.ha),
             policy=JobPolicy(self.cfg.allow, self.cfg.storage_prefixes, own_namespace=self.cfg.namespace),
             limits=ResultLimits(self.cfg.max_result_retention_seconds, self.cfg.max_results_per_namespace),
+            defaults=JobDefaults(self.cfg.default_ttl_seconds_after_finished),
         )
         self.controller = Controller(
             reconciler,

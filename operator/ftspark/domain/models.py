@@ -572,6 +572,16 @@ class JobSpec(_Model):
         description="When a driver whose queries make no progress counts as hung, and one that cannot "
         "start as failed.",
     )
+    ttl_seconds_after_finished: int | None = Field(
+        default=None,
+        ge=0,
+        le=YEAR_SECONDS,
+        description="Delete the job resource this long after it finished (Succeeded or Failed for good), "
+        "as a Kubernetes Job's ttlSecondsAfterFinished; 0: at once. Unset: the operator's default (the "
+        "chart's jobDefaults.ttlSecondsAfterFinished), and with none the resource stays until deleted. Its "
+        "result and data then follow resultStore.ttlSeconds and checkpoint.retainOnDelete, as for a job "
+        "deleted by hand. A change applies now.",
+    )
     failure_history: int = Field(
         default=3,
         ge=0,

@@ -31,6 +31,7 @@ NOT_UPGRADED: Mapping[str, Any] = {
     "upgrade_rollback": True,
     "restart_strategy": True,
     "result_store": True,
+    "ttl_seconds_after_finished": True,
     "failure_history": True,
     "checkpoint": {"retain_on_delete": True, "max_resume_age_seconds": True, "retained": True},
     "driver": {"standby": True, "standby_executors": True},

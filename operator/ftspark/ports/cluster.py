@@ -58,6 +58,10 @@ class Jobs(Protocol):
         """Replace the status subresource (the operator is its only writer); StaleReadError if the job
         changed since `job` was read. Returns the resourceVersion the write gave the job."""
 
+    def delete_unchanged(self, job: JobResource) -> None:
+        """Delete the job as it was read: nothing happens if it changed since (another resourceVersion, or
+        another uid under its name) or is gone already."""
+
     def namespace_metadata(self, namespace: str) -> NamespaceMetadata:
         """A jobs' namespace's labels and annotations: an admin grants allowances of the job policy there
         (labels) and the storage its jobs may use (domain.policy.STORAGE_PREFIXES_ANNOTATION)."""

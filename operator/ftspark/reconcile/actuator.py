@@ -16,6 +16,7 @@ from ftspark.domain.lifecycle import (
     Decision,
     DeleteCheckpointDirectory,
     DeleteDriver,
+    DeleteFinishedJob,
     DeleteLeftoverExecutors,
     DiscardPreviousJob,
     DisposeSavepoint,
@@ -63,7 +64,12 @@ class Actuator:
         clock: Callable[[], datetime],
         drivers_told: DriverSettings,
     ) -> None:
-        self._drivers, self._events, self._logs = ports.drivers, ports.events, ports.logs
+        self._jobs, self._drivers, self._events, self._logs = (
+            ports.jobs,
+            ports.drivers,
+            ports.events,
+            ports.logs,
+        )
         stores = ports.stores
         self._graphs, self._checkpoints, self._results = stores.job_graphs, stores.checkpoints, stores.results
         self._storage, self._epoch, self._clock = ports.storage, epoch, clock
@@ -92,6 +98,9 @@ class Actuator:
                     self._delete_directory(job, prefix)
                 case RecordResult():
                     self._record_result(job, action)
+                case DeleteFinishedJob():
+                    self._epoch()  # still leading (raises otherwise)
+                    self._jobs.delete_unchanged(job)
                 case EmitEvent(type=type_, reason=reason, message=message):
                     self._events.emit(job, type_, reason, message)
                 case _:

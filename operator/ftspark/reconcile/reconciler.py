@@ -34,11 +34,11 @@ from ftspark.ports.stores import UntrustedRecordError
 from ftspark.reconcile.actuator import Actuator
 from ftspark.reconcile.observer import Observer
 from ftspark.reconcile.pacing import Requeue
-from ftspark.reconcile.settings import DriverSettings, JobPolicy, Ports, ResultLimits
+from ftspark.reconcile.settings import DriverSettings, JobDefaults, JobPolicy, Ports, ResultLimits
 from ftspark.reconcile.sweeper import ResultSweeper
 
 log = logging.getLogger(__name__)
-NO_POLICY, DEFAULT_LIMITS = JobPolicy(), ResultLimits()
+NO_POLICY, DEFAULT_LIMITS, NO_DEFAULTS = JobPolicy(), ResultLimits(), JobDefaults()
 # How long a watch event waits for a status write in flight to say which version it made (is_own_write):
 # longer than the API client's request takes, beyond which the event simply wakes its job.
 _STATUS_WRITE_SECONDS = 30.0
@@ -102,11 +102,12 @@ class Reconciler:
         *,
         policy: JobPolicy = NO_POLICY,
         limits: ResultLimits = DEFAULT_LIMITS,
+        defaults: JobDefaults = NO_DEFAULTS,
         clock: Callable[[], datetime] = _now,
         uniform: Callable[[], float] = random.random,
     ) -> None:
         """epoch: the leader's (raises once it no longer leads); every write is fenced with it."""
-        self._jobs, self._policy = ports.jobs, policy
+        self._jobs, self._policy, self._defaults = ports.jobs, policy, defaults
         self._results, self._epoch, self._clock, self._uniform = ports.stores.results, epoch, clock, uniform
         self.observer = Observer(ports)
         self.actuator = Actuator(ports, epoch, clock, drivers_told)
@@ -141,6 +142,8 @@ class Reconciler:
             self.actuator.forget(key)  # deleted: its pods go with it (ownerReferences), its HA data goes here
             return Requeue(None)
         decision = reconciled(self._decide_and_act(job, self._status(job), self._clock()))
+        if decision.deletes_the_job:
+            return Requeue(None)  # nothing to record on: its watch event (gone, or changed) wakes it again
         wrote = self._record(job, decision)
         return Requeue(decision.requeue_after, decision.waiting and not wrote and not decision.actions)
 
@@ -213,6 +216,7 @@ class Reconciler:
             return self.actuator.carry_out(
                 job, None, invalid_spec(status, job.generation, "status.lastStableSpec", message, now)
             )
+        spec = self._defaults.applied_to(spec)
         if refused := self._refused_by_policy(job, spec):
             message = "; ".join(refused)
             return self.actuator.carry_out(job, None, invalid_spec(status, job.generation, "", message, now))

@@ -1,10 +1,12 @@
 """What a Reconciler is built from, grouped by who decides it: the ports it acts through, the job policy an
-admin grants, what every driver is told of its installation, and the result store's caps."""
+admin grants, what every driver is told of its installation, the result store's caps, and the defaults of
+fields a job leaves unset."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ftspark.domain.models import JobSpec
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.checkpoints import CheckpointInspector
 from ftspark.ports.cluster import DriverLogs, Drivers, Events, Jobs
@@ -55,3 +57,15 @@ class DriverSettings:
 class ResultLimits:
     max_retention_seconds: int = MAX_RESULT_RETENTION_SECONDS
     max_per_namespace: int = MAX_RESULTS_PER_NAMESPACE
+
+
+@dataclass(frozen=True)
+class JobDefaults:
+    """The installation's values of spec fields a job leaves unset (the chart's jobDefaults)."""
+
+    ttl_seconds_after_finished: int | None = None
+
+    def applied_to(self, spec: JobSpec) -> JobSpec:
+        if spec.ttl_seconds_after_finished is not None or self.ttl_seconds_after_finished is None:
+            return spec
+        return spec.model_copy(update={"ttl_seconds_after_finished": self.ttl_seconds_after_finished})

@@ -47,6 +47,11 @@ class MemoryJobs:
     def get(self, key: JobKey) -> JobResource | None:
         return self.resources.get(key)
 
+    def delete_unchanged(self, job: JobResource) -> None:
+        current = self.resources.get(job.key)
+        if current is not None and (current.uid, current.resource_version) == (job.uid, job.resource_version):
+            del self.resources[job.key]
+
     def namespace_metadata(self, namespace: str) -> NamespaceMetadata:
         self.namespace_reads += 1
         return self.namespaces.get(namespace, NamespaceMetadata())

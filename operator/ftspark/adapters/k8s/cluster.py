@@ -160,6 +160,22 @@ class KubeJobs:
             raise
         return job_resource(key, body)
 
+    def delete_unchanged(self, job: JobResource) -> None:
+        # Preconditions: the API server deletes only the object the decision was made on (409 otherwise).
+        preconditions = client.V1Preconditions(uid=job.uid, resource_version=job.resource_version)
+        try:
+            self._objects.delete_namespaced_custom_object(
+                API_GROUP,
+                API_VERSION,
+                job.key.namespace,
+                PLURAL,
+                job.key.name,
+                body=client.V1DeleteOptions(preconditions=preconditions),
+            )
+        except ApiException as error:
+            if error.status not in {404, 409}:  # gone, or changed: its watch event wakes the job again
+                raise
+
     def namespace_metadata(self, namespace: str) -> NamespaceMetadata:
         metadata = self._core.read_namespace(namespace).metadata
         return NamespaceMetadata(metadata.labels or {}, metadata.annotations or {})

@@ -138,6 +138,12 @@ class RecordResult:
 
 
 @dataclass(frozen=True)
+class DeleteFinishedJob:
+    """Delete the job resource (spec.ttlSecondsAfterFinished passed), as read: not if it changed since, so a
+    stale decision (an edited spec, another uid of the name) deletes nothing. Its status is not written."""
+
+
+@dataclass(frozen=True)
 class EmitEvent:
     type: Literal["Normal", "Warning"]
     reason: str
@@ -158,6 +164,7 @@ Action = (
     | DisposeSavepoint
     | DeleteCheckpointDirectory
     | RecordResult
+    | DeleteFinishedJob
     | EmitEvent
 )
 
@@ -167,6 +174,10 @@ class Decision:
     status: JobStatus
     actions: tuple[Action, ...] = ()
     requeue_after: float | None = None
+
+    @property
+    def deletes_the_job(self) -> bool:
+        return any(isinstance(action, DeleteFinishedJob) for action in self.actions)
 
     @property
     def waiting(self) -> bool:

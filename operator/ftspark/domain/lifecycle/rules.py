@@ -14,6 +14,7 @@ from ftspark.domain.lifecycle import attempts, retention, savepointing, stopping
 from ftspark.domain.lifecycle.actions import (
     Action,
     Decision,
+    DeleteFinishedJob,
     DiscardPreviousJob,
     EmitEvent,
     PromoteStandby,
@@ -172,7 +173,7 @@ class _Context(Submission):
             return self._finished(self.obs.result)
         if self.status.result is not None:
             # The result store entry is gone (expired, or lost) but the status remembers the end: still final.
-            return self._done()
+            return self._kept_after_the_end(self.status.result.time)
         match self.spec.desired_state:
             case "running":
                 return self._keep_running()
@@ -194,6 +195,24 @@ class _Context(Submission):
         )
         self.condition("Ready", "False", f"Job{result.state}", result.message)
         self.condition("Progressing", "False", f"Job{result.state}", result.message)
+        if not result.clean:
+            return self._done()  # its cleanup is not over: the resource goes after it, not before
+        return self._kept_after_the_end(result.finished_at)
+
+    def _kept_after_the_end(self, ended: datetime) -> Decision:
+        """A finished job's resource stays spec.ttlSecondsAfterFinished (unset: for ever), then goes; its
+        result and data follow their own retention, as after a deletion by hand."""
+        ttl = self.spec.ttl_seconds_after_finished
+        if ttl is None:
+            return self._done()
+        left = (ended + timedelta(seconds=ttl) - self.now).total_seconds()
+        if left > 0:
+            return self._done(max(SOON, left))
+        message = (
+            f"ended {ended.isoformat(timespec='seconds')}; ttlSecondsAfterFinished ({ttl} s) passed: the "
+            "job resource is deleted, its result and data follow resultStore.ttlSeconds"
+        )
+        self.actions.extend((EmitEvent("Normal", "FinishedJobDeleted", message), DeleteFinishedJob()))
         return self._done()
 
     def _cancel(self) -> Decision:
