@@ -1,10 +1,10 @@
 """The Kubernetes objects of one driver attempt, as plain manifests (docs/architecture.md, "Objects"): a Pod
 running our driver runtime (spark-submit in client mode inside it), the attempt's Secret (Spark's RPC key and
-the executors' pod template) and a NetworkPolicy in front of the driver, with what they need before them (the
-drivers' identity in the namespace, the job's local-recovery key, an admission probe). `attempt_objects`
-gives them all as one ordered value. Names are deterministic, so creating them twice is harmless and a new
-leader finds them. Pure: the Kubernetes adapter sends them without building anything; the names both sides
-agree on are in ftspark.protocol.
+the executors' pod template), a NetworkPolicy in front of the driver and its PodDisruptionBudget, with what
+they need before them (the drivers' identity in the namespace, the job's local-recovery key, an admission
+probe). `attempt_objects` gives them all as one ordered value. Names are deterministic, so creating them
+twice is harmless and a new leader finds them. Pure: the Kubernetes adapter sends them without building
+anything; the names both sides agree on are in ftspark.protocol.
 """
 
 from __future__ import annotations
@@ -175,7 +175,13 @@ class AttemptObjects:
 
 def attempt_objects(plan: AttemptPlan, keys: AttemptKeys) -> AttemptObjects:
     recovery = plan.spec.local_recovery.enabled
-    attempt = (attempt_secret(plan, keys.rpc, keys.checkpoint), driver_network_policy(plan), driver_pod(plan))
+    budget = (driver_disruption_budget(plan),) if plan.spec.driver.disruption_budget else ()
+    attempt = (
+        attempt_secret(plan, keys.rpc, keys.checkpoint),
+        driver_network_policy(plan),
+        *budget,
+        driver_pod(plan),
+    )
     return AttemptObjects(
         identity=driver_identity(plan.namespace, plan.term_floor),
         admission_probe=_placed(plan.namespace, executor_admission_probe(plan)) if recovery else None,
@@ -615,6 +621,26 @@ def driver_network_policy(plan: AttemptPlan) -> Manifest:
                     ],
                 }
             ],
+        },
+    }
+
+
+def driver_disruption_budget(plan: AttemptPlan) -> Manifest:
+    """No eviction of the driver pod (a node drain's): once its node is cordoned the operator stops it with
+    a final checkpoint and resumes it elsewhere, and the drain goes on when the pod is gone. A pod that is
+    not Ready (starting, a standby not up) may be evicted: nothing of the job's is lost with it."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {
+            "name": driver_pod_name(plan.job_name, plan.attempt),
+            "labels": _labels(plan),
+            "ownerReferences": [_owner(plan)],
+        },
+        "spec": {
+            "maxUnavailable": 0,
+            "selector": {"matchLabels": _labels(plan)},
+            "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
 

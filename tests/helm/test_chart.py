@@ -58,13 +58,15 @@ def test_default_install_is_two_hardened_replicas_with_lease_liveness(render: Re
     assert kinds["PodDisruptionBudget"][0]["spec"]["minAvailable"] == 1
     assert "ServiceMonitor" not in kinds
     assert {"Role", "RoleBinding", "ServiceAccount", "Service", "ValidatingAdmissionPolicy"} <= kinds.keys()
-    assert "ClusterRole" not in kinds, "least privilege by default: the namespaces of jobs, listed"
+    assert [r["metadata"]["name"] for r in kinds["ClusterRole"]] == ["ftspark-operator-node-drains"], (
+        "least privilege by default: the namespaces of jobs, listed; of the cluster only the nodes, read"
+    )
     assert {r["metadata"]["namespace"] for r in kinds["Role"]} == {"ftspark-system", "jobs"}
     assert env["FTSPARK_WATCH_NAMESPACES"] == "jobs"
 
 
 def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
-    rules = _kinds(render("rbac.clusterWide=true"))["ClusterRole"][0]["rules"]
+    rules = _named(_kinds(render("rbac.clusterWide=true"))["ClusterRole"], "ftspark-operator")[0]["rules"]
     granted = {
         (group, resource): set(rule["verbs"])
         for rule in rules
@@ -91,10 +93,20 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
                 assert set(rule["verbs"]) <= granted[(group, resource)], (group, resource)
 
 
-def test_local_recovery_adds_only_the_rights_on_its_volumes(render: Render) -> None:
-    """PersistentVolumes are cluster-scoped: the namespaced mode's one ClusterRole, only when asked for."""
-    kinds = _kinds(render("localRecovery.enabled=true"))
-    [role] = kinds["ClusterRole"]
+def test_cluster_scoped_rights_are_node_reads_for_drains_and_local_recoverys_volumes_when_asked_for(
+    render: Render,
+) -> None:
+    """Nodes and PersistentVolumes are cluster-scoped: the namespaced mode's only ClusterRoles, each there
+    only with the feature that needs it."""
+    [nodes] = _kinds(render())["ClusterRole"]
+    assert nodes["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}]
+    without = _kinds(render("jobDefaults.driverDisruptionBudget=false", "localRecovery.enabled=true"))
+    env = {
+        e["name"]: e.get("value")
+        for e in without["Deployment"][0]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    assert env["FTSPARK_DRIVER_DISRUPTION_BUDGET"] == "false", "no node watch, and so no budgets"
+    [role] = without["ClusterRole"]
     assert role["metadata"]["name"] == "ftspark-operator-local-state-volumes"
     assert role["rules"] == [
         {
@@ -103,12 +115,12 @@ def test_local_recovery_adds_only_the_rights_on_its_volumes(render: Render) -> N
             "verbs": ["get", "list", "create", "patch", "delete"],
         }
     ]
-    [binding] = kinds["ClusterRoleBinding"]
+    [binding] = without["ClusterRoleBinding"]
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
 
 
 def test_namespaced_mode_grants_roles_only_where_jobs_live(render: Render) -> None:
-    kinds = _kinds(render("watchNamespaces={team-a,team-b}"))
+    kinds = _kinds(render("watchNamespaces={team-a,team-b}", "jobDefaults.driverDisruptionBudget=false"))
     assert "ClusterRole" not in kinds
     roles = {(r["metadata"]["namespace"], r["metadata"]["name"]) for r in kinds["Role"]}
     assert roles == {

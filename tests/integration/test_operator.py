@@ -461,6 +461,60 @@ def test_stop_with_checkpoint_then_resume(
     assert env["FTSPARK_CHECKPOINT_LOCATION"].endswith("-run-1"), "resume keeps the checkpoint directory"
 
 
+def test_a_drained_node_moves_its_driver_off_with_a_final_checkpoint_and_counts_no_failure(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    """The driver's PodDisruptionBudget makes the API server refuse its eviction (a drain's); the cordon
+    (the node watch) makes the operator stop it with a final checkpoint and start the next attempt, which
+    the scheduler places elsewhere, without a failure counted."""
+    ns, core, policy = fleet.watch_namespace, client.CoreV1Api(api_client), client.PolicyV1Api(api_client)
+    node = f"drained-{ns}"
+    # Tainted: no scheduler places another pod there; the driver is bound to it by hand, as a scheduler would.
+    taint = client.V1Taint(key="ftspark.test/private", effect="NoSchedule")
+    core.create_node(
+        client.V1Node(metadata=client.V1ObjectMeta(name=node), spec=client.V1NodeSpec(taints=[taint]))
+    )
+    try:
+        fleet.start()
+        create_job(api_client, ns, job_manifest("moving", bucket))
+        eventually(
+            lambda: pod_names(api_client, ns, "moving") == ["moving-1-driver"], timeout=30, what="driver"
+        )
+        target = client.V1ObjectReference(kind="Node", name=node)
+        binding = client.V1Binding(metadata=client.V1ObjectMeta(name="moving-1-driver"), target=target)
+        core.create_namespaced_pod_binding("moving-1-driver", ns, binding, _preload_content=False)
+        set_driver_running(core, ns, "moving-1-driver")
+        eventually(lambda: _phase(api_client, ns, "moving") == "Running", timeout=30, what="Running")
+        budget = policy.read_namespaced_pod_disruption_budget("moving-1-driver", ns)
+        assert budget.spec.max_unavailable == 0
+        eviction = client.V1Eviction(metadata=client.V1ObjectMeta(name="moving-1-driver", namespace=ns))
+        with pytest.raises(client.ApiException) as refused:
+            core.create_namespaced_pod_eviction("moving-1-driver", ns, eviction)
+        assert refused.value.status == 429, "a drain's eviction waits"
+
+        core.patch_node(node, {"spec": {"unschedulable": True}})
+
+        def stop_requested() -> bool:
+            annotations = core.read_namespaced_pod("moving-1-driver", ns).metadata.annotations or {}
+            return str(annotations.get("ftspark.io/control", "")).startswith("stop@")
+
+        eventually(stop_requested, timeout=30, what="the driver on the cordoned node asked to stop")
+        assert _phase(api_client, ns, "moving") == "Relocating"
+        set_driver_exited(core, ns, "moving-1-driver", 0, '{"stopped": true, "lastBatch": 7}')
+        eventually(
+            lambda: pod_names(api_client, ns, "moving") == ["moving-2-driver"], timeout=30, what="resumed"
+        )
+        assert _env(core, ns, "moving-2-driver")["FTSPARK_RESTORE_FROM"] == "latest-checkpoint"
+        status = job_status(api_client, ns, "moving")
+        assert (status["restarts"].get("count", 0), status.get("failures", [])) == (0, []), "no failure"
+        assert {"NodeDraining", "Relocated"} <= set(event_reasons(api_client, ns, "moving"))
+        with pytest.raises(client.ApiException) as gone:
+            policy.read_namespaced_pod_disruption_budget("moving-1-driver", ns)
+        assert gone.value.status == 404, "the budget goes with its attempt"
+    finally:
+        core.delete_node(node)
+
+
 def test_stop_that_times_out_is_escalated_to_cancel(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:

@@ -29,6 +29,7 @@ from ftspark.manifests import (
     spark_conf,
 )
 from ftspark.protocol import HEALTH_PORT, READY_PATH, SPEC_HASH_LABEL, STANDBY_LABEL, DriverEnv
+from ftspark.reconcile.settings import JobDefaults
 
 
 def plan(**spec: object) -> AttemptPlan:
@@ -83,6 +84,28 @@ def test_an_attempt_is_one_ordered_value_each_object_in_its_namespace() -> None:
     without = attempt_objects(plan(), keys)
     assert (without.admission_probe, without.local_state_volume, without.job_objects) == (None, None, ()), (
         "only localRecovery needs them"
+    )
+
+
+def test_each_driver_pod_has_a_disruption_budget_made_before_it_unless_the_job_has_none() -> None:
+    keys = AttemptKeys(rpc=b"rpc", checkpoint=b"checkpoint", local_recovery=b"mac")
+    defaults = JobDefaults(driver_disruption_budget=True)
+    protected = replace(plan(), spec=defaults.applied_to(plan().spec))
+    kinds = [m["kind"] for m in attempt_objects(protected, keys).attempt]
+    assert kinds == ["Secret", "NetworkPolicy", "PodDisruptionBudget", "Pod"], "the pod is never unprotected"
+    budget = attempt_objects(protected, keys).attempt[2]
+    pod = attempt_objects(protected, keys).attempt[3]
+    assert budget["metadata"]["name"] == pod["metadata"]["name"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert (budget["spec"]["maxUnavailable"], budget["spec"]["unhealthyPodEvictionPolicy"]) == (
+        0,
+        "AlwaysAllow",
+    ), "no eviction of a running driver; one not Ready (starting) loses nothing"
+    opted_out = plan(driver={"disruptionBudget": False})
+    assert not defaults.applied_to(opted_out.spec).driver.disruption_budget, "off per job"
+    unwatched = JobDefaults(driver_disruption_budget=False)
+    assert not unwatched.applied_to(plan(driver={"disruptionBudget": True}).spec).driver.disruption_budget, (
+        "no budget where nodes are not watched: it would hold a drain off for ever"
     )
 
 

@@ -35,7 +35,7 @@ from ftspark.protocol import (
 )
 from ftspark.reconcile.reconciler import Reconciler
 from ftspark.reconcile.settings import DriverSettings, JobDefaults, JobPolicy, Ports, ResultLimits
-from ftspark.testing.cluster import MemoryDriverLogs, MemoryDrivers, MemoryEvents, MemoryJobs
+from ftspark.testing.cluster import MemoryDriverLogs, MemoryDrivers, MemoryEvents, MemoryJobs, MemoryNodes
 from ftspark.testing.stores import MemoryBlobStore, MemoryRecords, memory_stores
 from tests.waiting import eventually
 
@@ -79,6 +79,7 @@ class Cluster:
     inspector: Inspector = field(default_factory=Inspector)
     storage: MemoryBlobStore = field(default_factory=MemoryBlobStore)
     logs: MemoryDriverLogs = field(default_factory=MemoryDriverLogs)
+    nodes: MemoryNodes = field(default_factory=MemoryNodes)
     now: datetime = datetime(2026, 1, 1, tzinfo=UTC)
     ha_store: HaStoreConfig = field(default_factory=HaStoreConfig)
     allowed: frozenset[Allowance] = frozenset()
@@ -91,7 +92,14 @@ class Cluster:
 
     def __post_init__(self) -> None:
         ports = Ports(
-            self.jobs, self.drivers, self.events, self.stores, self.inspector, self.storage, self.logs
+            self.jobs,
+            self.drivers,
+            self.events,
+            self.stores,
+            self.inspector,
+            self.storage,
+            self.logs,
+            self.nodes,
         )
         self.reconciler = Reconciler(
             ports,

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from ftspark.domain.fencing import FencedOutError
+from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverPhase, RefusedPromotion
 from ftspark.domain.models import Condition
 from ftspark.manifests import AttemptPlan, driver_pod
-from ftspark.protocol import DRIVER_CONTAINER, DriverEnv, driver_pod_name, spark_app_id
+from ftspark.protocol import DRIVER_CONTAINER, STOPPED, DriverEnv, driver_pod_name, spark_app_id
+from ftspark.reconcile.drains import NodeDrains, is_draining
 from tests.unit.test_reconciler import KEY, SPEC, UID, Cluster, run_dir
 
 WITH_STANDBY: dict[str, Any] = {**SPEC, "driver": {"standby": 1}}
@@ -303,3 +305,86 @@ def standby_plan_env(plan: AttemptPlan) -> list[dict[str, Any]]:
     (container,) = [c for c in driver_pod(plan)["spec"]["containers"] if c["name"] == DRIVER_CONTAINER]
     env: list[dict[str, Any]] = container["env"]
     return env
+
+
+def _drain(cluster: Cluster, node: str, attempt: int = 1) -> None:
+    """The node of the attempt's driver (running there) starts to drain; the job is looked at."""
+    cluster.drivers.set_driver(KEY, attempt, DriverPhase.RUNNING, started_at=cluster.now, node=node)
+    cluster.nodes.drained.add(node)
+    cluster.reconcile(after=1)
+
+
+def _stopped(cluster: Cluster, attempt: int = 1) -> None:
+    """The driver stopped at a batch boundary with a final checkpoint, as asked; its pod then goes."""
+    cluster.drivers.set_driver(
+        KEY, attempt, DriverPhase.SUCCEEDED, exit_code=0, reason=STOPPED, ended=True, node="n1"
+    )
+    cluster.reconcile(after=1)
+    assert (driver_pod_name(KEY.name, attempt), False) in cluster.drivers.deleted
+    cluster.drivers.pods[KEY].pop(driver_pod_name(KEY.name, attempt), None)
+
+
+def test_a_driver_on_a_draining_node_stops_with_a_checkpoint_and_resumes_elsewhere_counting_no_failure() -> (
+    None
+):
+    cluster = Cluster()
+    checkpointed(cluster, SPEC, 7)
+    _drain(cluster, "n1")
+    assert cluster.drivers.controls == [(driver_pod_name(KEY.name, 1), "stop")]
+    status = cluster.status()
+    assert status.phase == "Relocating"
+    assert "node n1 is being drained" in next(c.message for c in status.conditions if c.type == "Ready")
+    assert "NodeDraining" in cluster.events.reasons()
+    cluster.reconcile(after=1)
+    assert len(cluster.drivers.controls) == 1, "asked once"
+    _stopped(cluster)
+    cluster.reconcile(after=1)
+    relocated = cluster.drivers.plans[-1]
+    assert (relocated.attempt, relocated.restore_from) == (2, "latest-checkpoint")
+    status = cluster.status()
+    assert (status.phase, status.restarts.count, status.failures, status.last_failure) == (
+        "Submitting",
+        0,
+        [],
+        None,
+    ), "no failure: a relocation is not a restart"
+    assert "Relocated" in cluster.events.reasons()
+
+
+def test_a_drained_driver_hands_over_to_its_standby_and_a_standby_on_a_draining_node_is_replaced() -> None:
+    cluster = Cluster()
+    running_with_standby(cluster)
+    spec_hash = cluster.drivers.pods[KEY][STANDBY_2].spec_hash
+    cluster.drivers.set_driver(
+        KEY, 2, DriverPhase.RUNNING, standby=True, spec_hash=spec_hash, ready=True, node="n3"
+    )
+    cluster.nodes.drained.add("n3")
+    cluster.reconcile(after=1)
+    assert (STANDBY_2, False) in cluster.drivers.deleted, "its node drains: the standby is made again"
+    assert cluster.status().phase == "Running", "the job runs on"
+    cluster.drivers.set_driver(
+        KEY, 2, DriverPhase.RUNNING, standby=True, spec_hash=spec_hash, ready=True, node="n2"
+    )
+    _drain(cluster, "n1")
+    assert cluster.status().phase == "Relocating"
+    _stopped(cluster)
+    cluster.reconcile(after=1)
+    assert cluster.drivers.controls[-1] == (STANDBY_2, "promote@7")
+    status = cluster.status()
+    assert (status.attempt, status.restarts.count, status.failures) == (2, 0, [])
+    assert "StandbyPromoted" in cluster.events.reasons()
+
+
+def test_a_node_that_starts_to_drain_wakes_the_jobs_whose_drivers_run_there_once() -> None:
+    drains = NodeDrains()
+    other = JobKey(namespace="team-b", name="other")
+    drains.driver_seen(KEY, "counts-1-driver", "n1")
+    drains.driver_seen(other, "other-1-driver", "n2")
+    assert not is_draining({}) and is_draining({"unschedulable": True})
+    assert is_draining({"taints": [{"key": "ToBeDeletedByClusterAutoscaler", "effect": "NoSchedule"}]})
+    assert drains.node_seen("n1", True) == [KEY]
+    assert drains.node_seen("n1", True) == [], "woken when it starts to drain, not at every node event"
+    assert drains.draining("n1") and not drains.draining("n2")
+    drains.driver_seen(KEY, "counts-1-driver", "", gone=True)
+    drains.node_seen("n1", False)
+    assert drains.node_seen("n1", True) == [], "no driver there any more"

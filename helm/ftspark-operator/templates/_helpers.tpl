@@ -76,6 +76,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [create, delete]
+# Each driver pod's PodDisruptionBudget (jobDefaults.driverDisruptionBudget), created and deleted with it.
+- apiGroups: [policy]
+  resources: [poddisruptionbudgets]
+  verbs: [create, delete]
 # localRecovery's claim on the job's local-state volume, made once per job, owned by it (never read).
 - apiGroups: [""]
   resources: [persistentvolumeclaims]

@@ -74,6 +74,12 @@ class OperatorConfig(BaseModel):
         description="A finished job whose spec sets no ttlSecondsAfterFinished is deleted this long after it "
         "ended; unset: it stays until deleted.",
     )
+    driver_disruption_budget: bool = Field(
+        default=True,
+        description="Watch nodes for drains (a ClusterRole to list and watch nodes) and give each driver pod "
+        "a PodDisruptionBudget unless its spec says not to: a drain then waits while the operator moves the "
+        "driver off the node with a final checkpoint.",
+    )
     allow: frozenset[Allowance] = Field(
         default=frozenset(), description="Job policy allowances granted in every namespace (--allow a,b)."
     )
@@ -186,6 +192,12 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
         help="delete a finished job this long after it ended unless its spec says otherwise (default: never)",
     )
     parser.add_argument(
+        "--driver-disruption-budget",
+        choices=("true", "false"),
+        default=_env("FTSPARK_DRIVER_DISRUPTION_BUDGET", "true"),
+        help="watch nodes for drains and give driver pods a PodDisruptionBudget (needs list/watch on nodes)",
+    )
+    parser.add_argument(
         "--storage-prefixes",
         default=_env("FTSPARK_STORAGE_PREFIXES", ""),
         help="comma-separated s3:// prefixes every job's checkpoint.storage must be under (default: any)",
@@ -217,6 +229,7 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
             max_result_retention_seconds=args.max_result_retention_seconds,
             max_results_per_namespace=args.max_results_per_namespace,
             default_ttl_seconds_after_finished=args.default_ttl_seconds_after_finished,
+            driver_disruption_budget=args.driver_disruption_budget == "true",
             probe_port=args.probe_port,
             allow=frozenset(a.strip() for a in args.allow.split(",") if a.strip()),
             storage_prefixes=tuple(p.strip() for p in args.storage_prefixes.split(",") if p.strip()),

@@ -18,6 +18,7 @@ from ftspark.domain.ha import JobKey
 from ftspark.handlers.watch import build_registry, watch_settings
 from ftspark.metrics import HOUSEKEEPING, RECONCILE_SECONDS
 from ftspark.ports.cluster import StaleReadError
+from ftspark.reconcile.drains import NodeDrains
 from ftspark.reconcile.pacing import (
     CHECKPOINT_REFRESHES_PER_SECOND,
     CHECKPOINT_STATUS_DELAY,
@@ -49,11 +50,14 @@ class Controller:
         result_sweep_seconds: float = 300.0,
         checkpoint_versions: Callable[[], Mapping[JobKey, str]] | None = None,
         checkpoint_refreshes_per_second: float = CHECKPOINT_REFRESHES_PER_SECOND,
+        node_drains: NodeDrains | None = None,
     ) -> None:
         """checkpoint_versions: where checkpoint records cannot be watched (S3), their versions by job,
         polled instead; None: they are ConfigMaps, watched.
         checkpoint_refreshes_per_second: the status refreshes checkpoint reports cause, all jobs together
-        (reconcile.pacing)."""
+        (reconcile.pacing).
+        node_drains: what the node watch feeds (the reconciler's Nodes port); None: nodes are not watched."""
+        self._node_drains = node_drains
         self._reconciler = reconciler
         self._api_configuration = api_configuration
         self._queue: WorkQueue[JobKey] = WorkQueue(tenant_of=lambda key: key.namespace)
@@ -109,6 +113,7 @@ class Controller:
                         on_deleted=self._reconciler.note_deleted,
                         is_own_write=self._reconciler.is_own_write,
                         on_checkpoint=self._checkpoint_reported,
+                        node_drains=self._node_drains,
                     ),
                     standalone=True,  # leadership is ours (Lease), not kopf's peering
                     clusterwide=not self._namespaces,

@@ -31,6 +31,7 @@ from ftspark.domain.fencing import Epoch, NotLeadingError
 from ftspark.leader.elector import LeaderElector
 from ftspark.metrics import FAILOVER_SECONDS, LEADER, LEASE_TRANSITIONS
 from ftspark.protocol import record_key_name, term_floor_name
+from ftspark.reconcile.drains import NodeDrains
 from ftspark.reconcile.reconciler import Reconciler
 from ftspark.reconcile.settings import DriverSettings, JobDefaults, JobPolicy, Ports, ResultLimits
 
@@ -158,6 +159,7 @@ class OperatorReplica:
         LEADER.set(1)
         if self.elector.takeover_gap is not None:
             FAILOVER_SECONDS.set(self.elector.takeover_gap)
+        node_drains = NodeDrains()
         ports = Ports(
             jobs=KubeJobs(self.api),
             drivers=KubeDrivers(self.api, self.seal),
@@ -166,6 +168,7 @@ class OperatorReplica:
             inspector=S3CheckpointInspector(self.s3),
             storage=S3BlobStore(self.s3),
             logs=KubeDriverLogs(self.api),
+            nodes=node_drains,
         )
         reconciler = Reconciler(
             ports,
@@ -173,7 +176,9 @@ class OperatorReplica:
             DriverSettings(f"{self.cfg.namespace}/{term_floor_name(self.cfg.lease_name)}", self.ha),
             policy=JobPolicy(self.cfg.allow, self.cfg.storage_prefixes, own_namespace=self.cfg.namespace),
             limits=ResultLimits(self.cfg.max_result_retention_seconds, self.cfg.max_results_per_namespace),
-            defaults=JobDefaults(self.cfg.default_ttl_seconds_after_finished),
+            defaults=JobDefaults(
+                self.cfg.default_ttl_seconds_after_finished, self.cfg.driver_disruption_budget
+            ),
         )
         self.controller = Controller(
             reconciler,
@@ -184,6 +189,7 @@ class OperatorReplica:
             result_sweep_seconds=self.cfg.result_sweep_seconds,
             checkpoint_versions=self.checkpoint_versions,
             checkpoint_refreshes_per_second=self.cfg.checkpoint_refreshes_per_second,
+            node_drains=node_drains if self.cfg.driver_disruption_budget else None,
         )
         self.controller.start()
 

@@ -121,6 +121,16 @@ class DriverSpec(_Model):
         "that have run tasks before. Each costs an executor pod while the standby waits "
         "(docs/hot-standby.md). Changing it replaces the standby and restarts nothing.",
     )
+    disruption_budget: bool | None = Field(
+        default=None,
+        description="A PodDisruptionBudget for each driver pod (and standby): a node drain (kubectl drain, "
+        "a cluster autoscaler's or a node upgrade's) may not evict it. Whether or not it has one, a driver "
+        "whose node is cordoned or marked for removal is stopped at the next batch boundary with a final "
+        "checkpoint and resumed on another node (phase Relocating; its standby promoted when it has one), "
+        "and no failure is counted; the budget makes the drain wait for that instead of killing the "
+        "driver. Unset: the installation's default (the chart's jobDefaults.driverDisruptionBudget, on); "
+        "an installation that does not watch nodes makes none. A change applies from the next attempt on.",
+    )
 
 
 class ExecutorSpec(_Model):
@@ -671,6 +681,7 @@ Phase = Literal[
     "Cancelled",
     "Suspended",
     "Upgrading",
+    "Relocating",
     "Succeeded",
     "Failed",
 ]

@@ -34,12 +34,17 @@ NOT_UPGRADED: Mapping[str, Any] = {
     "ttl_seconds_after_finished": True,
     "failure_history": True,
     "checkpoint": {"retain_on_delete": True, "max_resume_age_seconds": True, "retained": True},
-    "driver": {"standby": True, "standby_executors": True},
+    "driver": {"standby": True, "standby_executors": True, "disruption_budget": True},
 }
-# Of those, what only the driver reads (its environment): a change reaches the next attempt, not the running
-# one. The others are the operator's to read, at its next look.
+# Of those, what only the driver reads (its environment) or is made with its pod: a change reaches the next
+# attempt, not the running one. The others are the operator's to read, at its next look.
 NEXT_ATTEMPT: frozenset[tuple[str, ...]] = frozenset(
-    {("stop_timeout_seconds",), ("liveness", "progress_timeout_seconds"), ("checkpoint", "retained")}
+    {
+        ("stop_timeout_seconds",),
+        ("liveness", "progress_timeout_seconds"),
+        ("checkpoint", "retained"),
+        ("driver", "disruption_budget"),  # made with each attempt's pod
+    }
 )
 OnChange = Literal["applies now", "next attempt", "restarts the job", "as its fields say"]
 

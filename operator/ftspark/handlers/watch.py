@@ -1,5 +1,6 @@
 """Watches through kopf: any change to a job or to one of its driver pods wakes that job's reconcile; a
-failure, a deletion or a user's edit ahead of bulk work (reconcile.urgency).
+failure, a deletion or a user's edit ahead of bulk work (reconcile.urgency). A node that starts to drain
+wakes the jobs whose drivers run on it, at once.
 
 Only @kopf.on.event handlers: kopf keeps no progress annotations and adds no finalizers, so a stopped
 operator never blocks the deletion of a job, and all state lives where the reconciler reads it.
@@ -19,6 +20,7 @@ from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, WRITER_LABEL
 from ftspark.domain.ha import JobKey
 from ftspark.ports.cluster import JobResource
 from ftspark.protocol import JOB_LABEL, ROLE_LABEL
+from ftspark.reconcile.drains import NodeDrains, is_draining
 from ftspark.reconcile.queue import WorkQueue
 from ftspark.reconcile.urgency import driver_event_is_urgent, job_event_is_urgent
 
@@ -93,11 +95,14 @@ def build_registry(
     on_deleted: Callable[[JobResource], None],
     is_own_write: Callable[[JobKey, str], bool],
     on_checkpoint: Callable[[JobKey], None],
+    node_drains: NodeDrains | None = None,
 ) -> kopf.OperatorRegistry:
     """watch_checkpoints: the checkpoint records are ConfigMaps (on S3 the controller polls them instead).
     on_checkpoint: a job's driver reported a checkpoint (its status is refreshed in a while, not per batch).
     on_deleted: a job deleted, in its last state, before its key is queued.
     is_own_write: whether a job at that resourceVersion is what the operator's own status write made of it.
+    node_drains: fed by a node watch and the driver pods' nodes (None: nodes are not watched); a node that
+    starts to drain wakes the jobs whose drivers run on it.
 
     The echoes of the operator's own writes wake nothing: its status writes, the driver pods it creates and
     the checkpoint records it writes (fence advances, not even sent: CHECKPOINT_REPORTS). The reconcile that
@@ -125,12 +130,23 @@ def build_registry(
     def driver_changed(
         *, type: str | None, body: kopf.Body, namespace: str | None, labels: Mapping[str, str], **_: Any
     ) -> None:
+        key = JobKey(namespace=namespace or "", name=labels[JOB_LABEL])
+        if node_drains is not None:
+            node = str((body.get("spec") or {}).get("nodeName") or "")
+            node_drains.driver_seen(key, body.metadata.name or "", node, gone=type == "DELETED")
         if type == "ADDED":
             # Only the operator creates driver pods. One made by someone else waits for the job's next look:
             # it can make the operator delete it, never run it.
             return
-        key = JobKey(namespace=namespace or "", name=labels[JOB_LABEL])
         queue.add(key, urgent=driver_event_is_urgent(type, body))
+
+    if node_drains is not None:
+
+        @kopf.on.event("", "v1", "nodes", registry=registry)
+        def node_changed(*, type: str | None, name: str, spec: Mapping[str, Any], **_: Any) -> None:
+            draining = type != "DELETED" and is_draining(spec)
+            for key in node_drains.node_seen(name, draining):
+                queue.add(key, urgent=True)
 
     def checkpoint_reported(
         *, type: str | None, namespace: str | None, labels: Mapping[str, str], **_: Any

@@ -122,6 +122,12 @@ class Drivers(Protocol):
         """Remove every pod and service of the job with that uid (cleanup after a final result)."""
 
 
+class Nodes(Protocol):
+    def draining(self, node: str) -> bool:
+        """Whether the node is cordoned or marked for removal (a drain's first step: its pods are to be
+        evicted), as the installation's node watch last saw it; False for a node it does not know."""
+
+
 class DriverLogNotKeptError(Exception):
     """The job's log ConfigMap could not be written (another object of its name, a quota, a refusal): the
     driver's log is not kept, the deletion goes on."""

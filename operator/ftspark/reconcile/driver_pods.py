@@ -185,6 +185,7 @@ def observe_driver(pod: Mapping[str, Any]) -> DriverObservation | None:
         standby=STANDBY_LABEL in labels,
         spec_hash=labels.get(SPEC_HASH_LABEL, ""),
         ready=_condition(view.status, "Ready") == "True",
+        node=view.spec.node_name,
     )
 
 

@@ -1,9 +1,12 @@
 """The observe step: everything `decide` needs of one job, read from the API server and the stores (never
-from a cache), each read made only where a decision can use it."""
+from a cache), each read made only where a decision can use it. The one exception: which nodes are being
+drained comes from the node watch (a late word only delays a relocation, and a node read per pass would
+cost a request for every running job's every look)."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from ftspark.domain.ha import CheckpointPointer, JobGraph, JobResultEntry
 from ftspark.domain.lifecycle import DriverPhase, Observation, SubmittedGraph, spec_hash
@@ -29,7 +32,7 @@ def spark_apps(job: JobResource, attempts: tuple[int, ...]) -> frozenset[str]:
 
 class Observer:
     def __init__(self, ports: Ports) -> None:
-        self._drivers, self._events = ports.drivers, ports.events
+        self._drivers, self._events, self._nodes = ports.drivers, ports.events, ports.nodes
         stores = ports.stores
         self._graphs, self._checkpoints, self._results = stores.job_graphs, stores.checkpoints, stores.results
         self._inspector, self._storage = ports.inspector, ports.storage
@@ -46,7 +49,11 @@ class Observer:
         # all the same (a previous job's of the same name, not yet collected) is met at the create, which
         # takes it as made, and listed at the next look as it would have been at this one.
         launched = own is not None or status.attempt > 0
-        drivers = tuple(self._drivers.observe(key)) if launched else ()
+        drivers = (
+            tuple(replace(d, node_draining=self._nodes.draining(d.node)) for d in self._drivers.observe(key))
+            if launched
+            else ()
+        )
         current = [d for d in drivers if d.attempt == status.attempt and not d.standby]
         running = [d for d in current if d.phase == DriverPhase.RUNNING]
         # Where the attempt's executors run, looked at while its driver runs and once more when it failed:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from ftspark.domain.models import JobSpec
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.checkpoints import CheckpointInspector
-from ftspark.ports.cluster import DriverLogs, Drivers, Events, Jobs
+from ftspark.ports.cluster import DriverLogs, Drivers, Events, Jobs, Nodes
 from ftspark.ports.stores import HaStores
 from ftspark.protocol import HaStoreConfig
 
@@ -22,7 +22,8 @@ MAX_RESULTS_PER_NAMESPACE = 1000
 @dataclass(frozen=True)
 class Ports:
     """The API server's objects, the HA stores, the jobs' storage (spec.checkpoint.storage, where
-    savepoints and retired checkpoint directories are looked at and deleted), and the kept driver logs."""
+    savepoints and retired checkpoint directories are looked at and deleted), the kept driver logs, and the
+    nodes being drained."""
 
     jobs: Jobs
     drivers: Drivers
@@ -31,6 +32,7 @@ class Ports:
     inspector: CheckpointInspector
     storage: BlobStore
     logs: DriverLogs
+    nodes: Nodes
 
 
 @dataclass(frozen=True)
@@ -64,8 +66,18 @@ class JobDefaults:
     """The installation's values of spec fields a job leaves unset (the chart's jobDefaults)."""
 
     ttl_seconds_after_finished: int | None = None
+    # Whether the installation watches nodes for drains, and so gives drivers a disruption budget (unless
+    # their spec says not to): without the watch, a budget would hold a drain off for ever.
+    driver_disruption_budget: bool = False
 
     def applied_to(self, spec: JobSpec) -> JobSpec:
-        if spec.ttl_seconds_after_finished is not None or self.ttl_seconds_after_finished is None:
-            return spec
-        return spec.model_copy(update={"ttl_seconds_after_finished": self.ttl_seconds_after_finished})
+        ttl = spec.ttl_seconds_after_finished
+        budget = spec.driver.disruption_budget
+        return spec.model_copy(
+            update={
+                "ttl_seconds_after_finished": self.ttl_seconds_after_finished if ttl is None else ttl,
+                "driver": spec.driver.model_copy(
+                    update={"disruption_budget": self.driver_disruption_budget and budget is not False}
+                ),
+            }
+        )

@@ -22,6 +22,16 @@ from ftspark.ports.cluster import (
 from ftspark.protocol import driver_pod_name, job_app_prefix
 
 
+@dataclass
+class MemoryNodes:
+    """The nodes being drained, as a test sets them."""
+
+    drained: set[str] = field(default_factory=set)
+
+    def draining(self, node: str) -> bool:
+        return node in self.drained
+
+
 class MemoryJobs:
     def __init__(self) -> None:
         self.resources: dict[JobKey, JobResource] = {}

@@ -208,6 +208,7 @@ class KubeDrivers:
         self._core = client.CoreV1Api(api)
         self._rbac = client.RbacAuthorizationV1Api(api)
         self._networking = client.NetworkingV1Api(api)
+        self._policy = client.PolicyV1Api(api)
         self._identities_ensured: set[str] = set()  # namespaces; a deleted SA is re-created after a restart
         core, rbac, networking = self._core, self._rbac, self._networking
         # What an attempt writes, by kind: how to create one, and how to undo it.
@@ -226,6 +227,10 @@ class KubeDrivers:
             "NetworkPolicy": (
                 networking.create_namespaced_network_policy,
                 networking.delete_namespaced_network_policy,
+            ),
+            "PodDisruptionBudget": (
+                self._policy.create_namespaced_pod_disruption_budget,
+                self._policy.delete_namespaced_pod_disruption_budget,
             ),
             "Pod": (core.create_namespaced_pod, core.delete_namespaced_pod),
         }
@@ -312,6 +317,7 @@ class KubeDrivers:
         _ignore(404, self._core.delete_namespaced_pod, pod_name, key.namespace, grace_period_seconds=grace)
         _ignore(404, self._core.delete_namespaced_secret, attempt_secret_name(pod_name), key.namespace)
         _ignore(404, self._networking.delete_namespaced_network_policy, pod_name, key.namespace)
+        _ignore(404, self._policy.delete_namespaced_pod_disruption_budget, pod_name, key.namespace)
 
     def release_lease(self, key: JobKey, job_uid: str, holder: str) -> bool:
         lock = KubernetesLeaseLock(

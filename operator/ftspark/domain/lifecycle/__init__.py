@@ -22,6 +22,8 @@ State diagram (phase → phase, on what):
     Running ──desiredState=stopped/suspended──▶ Stopping ──final checkpoint, exit 0──▶ Stopped / Suspended
     Running ──desiredState=cancelled──▶ Cancelling ──driver gone──▶ Cancelled
     Stopped / Suspended / Cancelled ──desiredState=running──▶ Submitting (resume from the latest checkpoint)
+    Running ──driver's node cordoned──▶ Relocating ──final checkpoint, driver gone──▶ Submitting (the
+        standby promoted, or a pod on another node; no failure counted)
 """
 
 from ftspark.domain.lifecycle.actions import (

@@ -48,6 +48,9 @@ class DriverObservation:
     rollbacks: tuple[str, ...] = ()  # the driver gave up committed batches of a damaged checkpoint
     # Its node stopped reporting: no kubelet will finish a graceful deletion, so the pod is deleted by force.
     node_lost: bool = False
+    node: str = ""  # where it was scheduled ("" before that)
+    # Its node is cordoned or marked for removal (a drain's first step): the pod will be evicted.
+    node_draining: bool = False
     # It refused the control request on its pod: written with a term below the operator's term floor (by a
     # leader deposed since). The current leader asks again, with its own term.
     request_refused: bool = False

@@ -71,6 +71,7 @@ _STUCK_REASONS = {
 _RESUMABLE: set[Phase] = {"Stopped", "Suspended", "Cancelled"}
 STATE_TOO_OLD = "StateTooOld"  # a resume refused by checkpoint.maxResumeAgeSeconds
 NODE_LOST = "NodeLost"  # the failure reason of a driver pod whose node stopped reporting
+NODE_DRAINING = "NodeDraining"  # the driver's node is cordoned or marked for removal: it relocates
 
 
 def spec_hash(spec: JobSpec) -> str:
@@ -263,6 +264,8 @@ class _Context(Submission):
         if status.attempt == 0:
             restore: RestoreFrom = "initial-savepoint" if self.spec.initial_savepoint else "nothing"
             return self._submit(restore, reason="Submitted", message="first attempt")
+        if status.phase == "Relocating":
+            return self._relocating()
         if status.phase in _RESUMABLE or (status.stop_requested_at and status.phase != "Upgrading"):
             # desiredState is running again: once the stopped driver is gone, resume where it left off.
             if self.current is not None and self.current.phase != DriverPhase.RUNNING:
@@ -419,7 +422,36 @@ class _Context(Submission):
         why = f"not started within spec.liveness.startTimeoutSeconds ({timeout} s): {current.message}"
         return self._failed(replace(current, message=why))
 
+    def _relocate(self, current: DriverObservation) -> Decision:
+        """Its node is being drained: stop with a final checkpoint (the driver's disruption budget holds the
+        eviction off meanwhile), then resume elsewhere (_relocating). Not a failure."""
+        message = (
+            f"node {current.node} is being drained: attempt {current.attempt} stops at the next batch "
+            "boundary with a final checkpoint and resumes on another node"
+        )
+        stopping.request_stop(self, current)
+        self.set_phase("Relocating", NODE_DRAINING, message)
+        self.condition("Ready", "False", NODE_DRAINING, message)
+        self.condition("Progressing", "True", NODE_DRAINING, message)
+        return self._done(WAIT)
+
+    def _relocating(self) -> Decision:
+        """Once the stopped driver is gone (or ended any other way: the drain's eviction, a cancel after
+        stopTimeoutSeconds), the next attempt resumes from the latest checkpoint, its standby promoted if it
+        has one; no restart is counted, as none failed."""
+        current = self.current
+        if current is not None and current.phase == DriverPhase.RUNNING:
+            stopping.request_stop(self, current)
+            return self._done(WAIT)
+        if current is not None:
+            self.delete_current("relocated off a drained node")
+            return self._done(WAIT)
+        message = "resumed from the final checkpoint after its node was drained"
+        return self._submit("latest-checkpoint", reason="Relocated", message=message)
+
     def _running(self, current: DriverObservation) -> Decision:
+        if current.node_draining:
+            return self._relocate(current)
         if self.status.phase != "Running":
             # A promoted standby's container started long before its attempt was submitted.
             submitted, started = self.status.attempt_submitted_at, current.started_at or self.now

@@ -22,9 +22,9 @@ def promotable(
     draft: Draft, restore_from: RestoreFrom, graph: SubmittedGraph | None, recovered: str | None
 ) -> DriverObservation | None:
     """The standby this submission can promote instead of starting a pod: only for a restart after a
-    failure, from the latest checkpoint of the job graph it was made with, and only a Ready one made for
-    this attempt and this spec."""
-    if draft.status.phase != "Restarting" or restore_from != "latest-checkpoint":
+    failure or a relocation off a drained node, from the latest checkpoint of the job graph it was made
+    with, and only a Ready one made for this attempt and this spec."""
+    if draft.status.phase not in {"Restarting", "Relocating"} or restore_from != "latest-checkpoint":
         return None
     if graph is None or recovered is not None:
         return None
@@ -41,7 +41,7 @@ def _unwanted(draft: Draft) -> str:
         return "spec.driver.standby is 0"
     if draft.spec.desired_state != "running" or draft.obs.result or draft.status.result:
         return "the job is not to run"
-    if draft.status.phase not in {"Running", "Restarting", "Submitting"}:
+    if draft.status.phase not in {"Running", "Restarting", "Relocating", "Submitting"}:
         return f"the job is {draft.status.phase}"
     if graph is None or graph.spec_hash != draft.obs.spec_hash:
         return "the job's spec is changing"
@@ -116,6 +116,8 @@ def _outdated(draft: Draft, standby: DriverObservation) -> str:
         return f"it ended ({standby.reason or standby.phase})"
     if standby.node_lost:
         return "its node stopped reporting"
+    if standby.node_draining:
+        return "its node is being drained"
     if standby.phase == DriverPhase.TERMINATING:
         return "being deleted"
     return ""
