@@ -312,7 +312,7 @@ _KILL_PENDING = 3.0
 
 class RealFaultTour(FaultTour):
     """The faults only the kubelet answers, so only real nodes can show: a driver container frozen as a whole
-    (process-backed nodes run no probes)."""
+    (process-backed nodes run no probes), and a node drain (evictions the kubelet carries out)."""
 
     def __init__(self, world: RealWorld, work: Path, **options: Any) -> None:
         super().__init__(world, work, **options)
@@ -336,6 +336,42 @@ class RealFaultTour(FaultTour):
         self._took("driver container frozen -> killed", time.monotonic() - frozen)
         self._progress("driver container frozen", 300, since=frozen)
         return str(driver)
+
+    def drain_node(self) -> None:
+        """`kubectl drain` of the current driver's node, as an admin upgrading it types: the driver's
+        disruption budget holds its eviction off while the operator moves it (a final checkpoint, the next
+        attempt on another node, its standby promoted when it has one: waited for first); the drain then goes
+        on, and the node is uncordoned. No failure is counted."""
+        standby = bool(self.spec.get("driver", {}).get("standby"))
+        if standby:
+            self.wait_for_standby()
+        promoted = self.events().count("StandbyPromoted")
+        node = str(self.current_driver().spec.node_name)
+        attempt, failures = self.attempt(), len(self.world.status(self.name).get("failures") or [])
+        drained: list[str] = []
+
+        def drain() -> None:
+            done = self.world.plane.kubectl(
+                "drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=110s", check=False
+            )
+            drained.append(f"exit {done.returncode}: {done.stderr.strip()[-500:]}")
+
+        started = time.monotonic()
+        draining = threading.Thread(target=drain, daemon=True)
+        draining.start()
+        try:
+            self.wait_for(lambda: self.attempt() > attempt, 120, f"the driver moved off the drained {node}")
+            self._progress(f"node drain ({node}, the driver's)", 300, since=started)
+            draining.join(120)
+            assert drained and drained[0].startswith("exit 0"), f"kubectl drain: {drained}"
+            self._took(f"node drain ({node}) -> kubectl drain done", time.monotonic() - started)
+        finally:
+            draining.join(120)
+            self.world.plane.kubectl("uncordon", node)
+        assert len(self.world.status(self.name).get("failures") or []) == failures, "a drain is no failure"
+        events = self.events()
+        assert "NodeDraining" in events, events
+        assert events.count("StandbyPromoted") == promoted + standby, "the standby takes over, if any"
 
     def _killing(self, pod: str) -> bool:
         return "Killing" in self.world.events(pod) or self._container_ended(pod)
