@@ -250,7 +250,9 @@ REMEDIES: dict[str, Remedy] = {
     "DriverLost": Remedy(
         "lastFailure",
         "the driver pod disappeared (deleted by someone, a node drain)",
-        "nothing, when rare; a drain stops streaming jobs without a checkpoint: prefer `ftspark stop` first",
+        "nothing, when rare; a drain waits for a driver with a disruption budget (the default) and moves it "
+        "with a final checkpoint: check spec.driver.disruptionBudget and the chart's "
+        "jobDefaults.driverDisruptionBudget",
     ),
     NODE_LOST: Remedy(
         "lastFailure",
