@@ -515,6 +515,31 @@ def test_a_drained_node_moves_its_driver_off_with_a_final_checkpoint_and_counts_
         core.delete_node(node)
 
 
+def test_an_evicted_driver_is_restarted_outside_the_strategys_count_and_a_script_failure_is_not(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    """restartStrategy allows no restart at all; an eviction (a cause outside the job) is restarted anyway,
+    and says whose cause it was; the script's own failure then ends the job."""
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    strict = {"type": "fixed-delay", "fixedDelay": {"attempts": 0, "delaySeconds": 0}}
+    _start_running(api_client, ns, "evicted", bucket, restartStrategy=strict)
+    evicted = {"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: memory."}
+    core.patch_namespaced_pod_status("evicted-1-driver", ns, {"status": evicted})
+    eventually(
+        lambda: "evicted-2-driver" in pod_names(api_client, ns, "evicted"), timeout=30, what="attempt 2"
+    )
+    status = job_status(api_client, ns, "evicted")
+    assert (
+        status["lastFailure"]["reason"] == "Evicted" and status["lastFailure"]["category"] == "infrastructure"
+    )
+    assert status["restarts"].get("count", 0) == 0, "not counted by the strategy"
+    set_driver_running(core, ns, "evicted-2-driver")
+    set_driver_exited(core, ns, "evicted-2-driver", 1, "boom")
+    eventually(lambda: _phase(api_client, ns, "evicted") == "Failed", timeout=30, what="Failed")
+    assert job_status(api_client, ns, "evicted")["lastFailure"]["category"] == "application"
+
+
 def test_stop_that_times_out_is_escalated_to_cancel(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:

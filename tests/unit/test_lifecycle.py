@@ -802,3 +802,4 @@ def test_a_cause_no_restart_fixes_ends_the_job_after_configuration_failures_in_a
     committed = replace(observed, latest_checkpoint=batch)
     worked = decide(spec(), running.status, committed, T0, lambda: 0.5)
     assert worked.status.restarts.configuration_failures == 0, "an attempt that commits a batch resets it"
+    assert counted.status.failures[-1].category == "configuration", "the failure says whose cause it is"

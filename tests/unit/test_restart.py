@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from ftspark.domain.models import RestartState, RestartStrategy
-from ftspark.domain.restart import on_failure
+from ftspark.domain.restart import after_failure, category, on_failure
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -90,3 +90,47 @@ def test_failure_rate_counts_only_failures_inside_the_interval() -> None:
     assert "3 failures within 60 s" in third.reason
     later = on_failure(rate, state, T0 + timedelta(seconds=65), None, middle)
     assert later.restart, "the failure at 0 s left the window"
+
+
+def test_failures_outside_the_job_are_restarted_without_spending_the_strategys_attempts() -> None:
+    """A lost node, an eviction, a lost Lease: restarted after the strategy's first delay, its attempts
+    untouched, up to restartStrategy.infrastructureFailures in a row; an application failure in between
+    starts that count again and spends an attempt."""
+    fixed = strategy(
+        type="fixed-delay", fixedDelay={"attempts": 1, "delaySeconds": 7}, infrastructureFailures=3
+    )
+    state = RestartState()
+    for reason in ("NodeLost", "Evicted"):
+        verdict = after_failure(fixed, state, reason, T0, None, middle)
+        assert (verdict.restart, verdict.delay_seconds, verdict.state.count) == (True, 7, 0), reason
+        state = verdict.state
+    assert state.infrastructure_failures == 2
+    third = after_failure(fixed, state, "LeaseLost", T0, None, middle)
+    assert not third.restart and "restartStrategy.infrastructureFailures: 3" in third.reason
+    application = after_failure(fixed, state, "ScriptFailed", T0, None, middle)
+    assert (application.restart, application.state.count, application.state.infrastructure_failures) == (
+        True,
+        1,
+        0,
+    )
+    counted_alike = strategy(type="fixed-delay", fixedDelay={"attempts": 0}, infrastructureFailures=0)
+    assert not after_failure(counted_alike, RestartState(), "NodeLost", T0, None, middle).restart
+    assert not after_failure(strategy(type="none"), RestartState(), "NodeLost", T0, None, middle).restart
+    assert [category(r) for r in ("NodeLost", "MainFileMissing", "ScriptFailed", "OOMKilled")] == [
+        "infrastructure",
+        "configuration",
+        "application",
+        "application",
+    ], "a container over its memory limit is the job's sizing"
+
+
+def test_the_consecutive_cap_ends_the_job_whatever_the_strategy_allows() -> None:
+    endless = strategy(maxConsecutiveFailures=3)  # exponential-delay: no attempt limit
+    state = RestartState()
+    for reason in ("ScriptFailed", "NodeLost"):
+        verdict = after_failure(endless, state, reason, T0, None, middle)
+        assert verdict.restart
+        state = verdict.state
+    capped = after_failure(endless, state, "ScriptFailed", T0, None, middle)
+    assert (capped.restart, capped.state.consecutive_failures) == (False, 3)
+    assert "restartStrategy.maxConsecutiveFailures" in capped.reason and not capped.fix_the_cause

@@ -256,6 +256,26 @@ class RestartStrategy(_Model):
         "next spec change starts it again. An attempt that commits a batch resets the count. 0: no limit, "
         "the strategy alone decides.",
     )
+    infrastructure_failures: int = Field(
+        default=10,
+        ge=0,
+        le=1000,
+        description="Attempts in a row that fail for a cause outside the job (its node lost, or drained "
+        "without a budget: NodeLost, DriverLost, Evicted; its driver's Lease lost to the API server: "
+        "LeaseLost; no node or image for its pods: DriverUnschedulable, DriverVolumeNotBound, "
+        "ImagePullBackOff, ErrImagePull, ExecutorsNotStarted) that are restarted without counting against "
+        "the strategy (its attempts, its failure rate, its growing backoff), each after the strategy's "
+        "first delay; after this many in a row the job ends Failed, naming the cause. An attempt that "
+        "commits a batch resets the count. 0: such failures count as any other.",
+    )
+    max_consecutive_failures: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description="Attempts in a row that may fail, whatever the cause, after which the job ends Failed "
+        "even if the strategy or the limits above would restart it; an attempt that commits a batch resets "
+        "the count. 0: no cap.",
+    )
 
 
 class LocalRecoverySpec(_Model):
@@ -796,6 +816,12 @@ class Failure(_Model):
     reason: str = Field(description="Why the attempt ended, e.g. DriverError, OOMKilled, NodeLost.")
     message: str = Field(default="", description="The driver's termination message or the observed cause.")
     exit_code: int | None = Field(default=None, description="The driver container's exit code.")
+    category: Literal["application", "infrastructure", "configuration"] | None = Field(
+        default=None,
+        description="Whose the cause is, as the restart strategy counts it: the application's (its code, "
+        "its sizing), the infrastructure's (restartStrategy.infrastructureFailures: not counted by the "
+        "strategy) or the configuration's (restartStrategy.configurationFailures: no restart fixes it).",
+    )
     attempt: int = Field(ge=0, description="The attempt that failed.")
     started_at: datetime | None = Field(
         default=None, description="When the attempt started (its driver ran, or its standby was promoted)."
@@ -855,6 +881,18 @@ class RestartState(_Model):
         ge=0,
         description="Attempts in a row that failed for a configuration cause (restartStrategy."
         "configurationFailures); reset when an attempt commits a batch.",
+    )
+    infrastructure_failures: int = Field(
+        default=0,
+        ge=0,
+        description="Attempts in a row that failed for a cause outside the job (restartStrategy."
+        "infrastructureFailures); reset when an attempt commits a batch.",
+    )
+    consecutive_failures: int = Field(
+        default=0,
+        ge=0,
+        description="Attempts in a row that failed, whatever the cause (restartStrategy."
+        "maxConsecutiveFailures); reset when an attempt commits a batch.",
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import assert_never
+from typing import Literal, assert_never
 
 from ftspark.domain.models import RestartState, RestartStrategy
 
@@ -23,6 +23,8 @@ class RestartVerdict:
     delay_seconds: float
     state: RestartState
     reason: str
+    # Not restarted because no restart fixes the cause: what to do is the failure's own fix.
+    fix_the_cause: bool = False
 
 
 def on_failure(
@@ -77,20 +79,89 @@ CONFIGURATION_CAUSES = frozenset(
 )
 
 
-def configuration_verdict(
-    strategy: RestartStrategy, state: RestartState, reason: str
-) -> tuple[RestartState, str | None]:
-    """Counts the attempts in a row that failed for a configuration cause; with the limit reached, why the
-    job is not restarted (None: the strategy decides)."""
-    count = state.configuration_failures + 1 if reason in CONFIGURATION_CAUSES else 0
-    counted = state.model_copy(update={"configuration_failures": count})
-    limit = strategy.configuration_failures
-    if not limit or count < limit:
-        return counted, None
-    return counted, (
-        f"{count} attempt(s) in a row failed for a cause no restart fixes "
-        f"(restartStrategy.configurationFailures: {limit}); fix it, then change the spec"
+# Causes outside the job: its node, the API server, the cluster's capacity or registry. A restart elsewhere
+# or later usually works, and the job's own budget of failures is not the place to pay for them.
+INFRASTRUCTURE_CAUSES = frozenset(
+    {
+        "NodeLost",
+        "DriverLost",
+        "Evicted",
+        "LeaseLost",
+        "DriverUnschedulable",
+        "DriverVolumeNotBound",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "ExecutorsNotStarted",
+    }
+)
+FailureCategory = Literal["application", "infrastructure", "configuration"]
+
+
+def category(reason: str) -> FailureCategory:
+    """Whose a failure's cause is, by its reason."""
+    if reason in CONFIGURATION_CAUSES:
+        return "configuration"
+    return "infrastructure" if reason in INFRASTRUCTURE_CAUSES else "application"
+
+
+def after_failure(
+    strategy: RestartStrategy,
+    state: RestartState,
+    reason: str,
+    now: datetime,
+    attempt_started_at: datetime | None,
+    uniform: Callable[[], float],
+) -> RestartVerdict:
+    """The verdict on a failed attempt by its cause's category: the failures in a row counted per category
+    and in all; a configuration cause or the consecutive cap may end the job whatever the strategy says; an
+    infrastructure cause is restarted outside the strategy's count, up to its own limit; the rest is the
+    strategy's (on_failure)."""
+    kind = category(reason)
+    counted = state.model_copy(
+        update={
+            "configuration_failures": state.configuration_failures + 1 if kind == "configuration" else 0,
+            "infrastructure_failures": state.infrastructure_failures + 1 if kind == "infrastructure" else 0,
+            "consecutive_failures": state.consecutive_failures + 1,
+        }
     )
+    limit = strategy.configuration_failures
+    if kind == "configuration" and limit and counted.configuration_failures >= limit:
+        why = (
+            f"{counted.configuration_failures} attempt(s) in a row failed for a cause no restart fixes "
+            f"(restartStrategy.configurationFailures: {limit}); fix it, then change the spec"
+        )
+        return RestartVerdict(False, 0.0, counted, why, fix_the_cause=True)
+    cap, failed = strategy.max_consecutive_failures, counted.consecutive_failures
+    if cap and failed >= cap:
+        return _give_up(
+            counted, f"{failed} attempt(s) in a row failed (restartStrategy.maxConsecutiveFailures)"
+        )
+    limit = strategy.infrastructure_failures
+    if kind != "infrastructure" or not limit or strategy.type == "none":
+        return on_failure(strategy, counted, now, attempt_started_at, uniform)
+    if counted.infrastructure_failures >= limit:
+        why = (
+            f"{counted.infrastructure_failures} attempt(s) in a row failed for a cause outside the job "
+            f"(restartStrategy.infrastructureFailures: {limit})"
+        )
+        return _give_up(counted, why)
+    return RestartVerdict(
+        True, _first_delay(strategy), counted, "a cause outside the job, not counted by the strategy"
+    )
+
+
+def _first_delay(strategy: RestartStrategy) -> float:
+    match strategy.type:
+        case "fixed-delay":
+            return strategy.fixed_delay.delay_seconds
+        case "failure-rate":
+            return strategy.failure_rate.delay_seconds
+        case "exponential-delay":
+            return strategy.exponential_delay.initial_backoff_seconds
+        case "none":
+            return 0.0
+        case _:
+            assert_never(strategy.type)
 
 
 def _exponential(

@@ -12,6 +12,7 @@ from ftspark.domain.lifecycle.draft import Draft, says_already
 from ftspark.domain.lifecycle.observation import DriverObservation
 from ftspark.domain.models import Failure, JobSpec, JobStatus, Placement, RollbackRef
 from ftspark.domain.recovery import folder_of, is_checkpoint_directory
+from ftspark.domain.restart import category
 from ftspark.protocol import EXECUTORS_NOT_STARTED, NO_PROGRESS, STOP_TIMED_OUT, STOPPED
 
 _SIGNALLED = 128
@@ -83,19 +84,21 @@ def record_failure(draft: Draft, driver: DriverObservation | None) -> Failure:
     """The attempt's failure as status.lastFailure and at the end of status.failures (the newest
     spec.failureHistory kept)."""
     failure = _failure_of(driver, draft.status.attempt, draft.status.attempt_started_at, draft.now)
+    failure = failure.model_copy(update={"category": category(failure.reason)})
     kept = draft.spec.failure_history
     draft.update(last_failure=failure, failures=[*draft.status.failures, failure][-kept:] if kept else [])
     return failure
 
 
 def note_commit(draft: Draft, newest: CheckpointPointer) -> None:
-    """The newest committed batch. The current attempt's counts as work done: the count of configuration
-    failures in a row starts again (a driver that fails at its start runs for a moment too: running is not
-    enough). And the first a later attempt commits ends the last failure's recovery: its time goes in the
-    failure (status.lastFailure, and the same entry of status.failures)."""
+    """The newest committed batch. The current attempt's counts as work done: the counts of failures in a
+    row (of each category, and in all) start again (a driver that fails at its start runs for a moment too:
+    running is not enough). And the first a later attempt commits ends the last failure's recovery: its time
+    goes in the failure (status.lastFailure, and the same entry of status.failures)."""
     restarts = draft.status.restarts
-    if newest.attempt == draft.status.attempt and restarts.configuration_failures:
-        draft.update(restarts=restarts.model_copy(update={"configuration_failures": 0}))
+    in_a_row = {"configuration_failures": 0, "infrastructure_failures": 0, "consecutive_failures": 0}
+    if newest.attempt == draft.status.attempt and restarts != restarts.model_copy(update=in_a_row):
+        draft.update(restarts=restarts.model_copy(update=in_a_row))
     failure = draft.status.last_failure
     if failure is None or failure.recovery_seconds is not None or newest.attempt <= failure.attempt:
         return

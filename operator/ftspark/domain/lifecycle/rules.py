@@ -40,7 +40,7 @@ from ftspark.domain.models import (
     JobStatus,
     Phase,
 )
-from ftspark.domain.restart import RestartVerdict, configuration_verdict, on_failure
+from ftspark.domain.restart import after_failure
 from ftspark.domain.rollback import NOT_UPGRADED
 from ftspark.domain.savepoints import (
     job_savepoint_id,
@@ -491,11 +491,13 @@ class _Context(Submission):
         ):
             return self._rolled_back("UpgradeFailed", f"attempt {failure.attempt} failed: {failure.reason}")
         strategy = self.spec.restart_strategy
-        counted, misconfigured = configuration_verdict(strategy, self.status.restarts, failure.reason)
-        verdict = (
-            on_failure(strategy, counted, self.now, self.status.attempt_started_at, self.uniform)
-            if misconfigured is None
-            else RestartVerdict(False, 0.0, counted, misconfigured)
+        verdict = after_failure(
+            strategy,
+            self.status.restarts,
+            failure.reason,
+            self.now,
+            self.status.attempt_started_at,
+            self.uniform,
         )
         self.update(restarts=verdict.state)
         self.condition("Degraded", "True", failure.reason, failure.message)
@@ -503,7 +505,7 @@ class _Context(Submission):
         if not verdict.restart:
             message = f"{failure.reason}: {failure.message} — not restarted: {verdict.reason}"
             attempts.record_result(self, "Failed", message)
-            if misconfigured is None:  # else what to do is the failure's own fix, not more restarts
+            if not verdict.fix_the_cause:
                 self.condition("Ready", "False", "RestartsExhausted", message)
             return self._done(WAIT)
         due = self.now + timedelta(seconds=verdict.delay_seconds)
