@@ -8,6 +8,8 @@ Argo CD will set it back.
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 from typing import Any, assert_never, get_args
 
@@ -23,9 +25,11 @@ from ftspark.protocol import (
     DRIVER_CONTAINER,
     EXECUTOR_CONTAINER,
     SPARK_EXEC_ID_LABEL,
+    UI_PORT,
     driver_pod_name,
     executor_selector,
     spark_app_id,
+    ui_service_name,
 )
 
 
@@ -184,10 +188,18 @@ def main(argv: list[str] | None = None) -> int:
         const="",
         help="an executor's log instead, while its pod is there (without ID: which executors there are)",
     )
+    ui = commands.add_parser(
+        "ui", help="the job's Spark UI, forwarded to this machine (kubectl port-forward)"
+    )
+    ui.add_argument("job")
+    ui.add_argument("--port", type=int, default=UI_PORT, help=f"the local port (default {UI_PORT})")
+    ui.add_argument("--print-only", action="store_true", help="say where the UI is, forward nothing")
     args = parser.parse_args(argv)
     namespace = _namespace(args)
     try:
-        print(_run(args, _api(args), namespace))
+        print(_run(args, _api(args), namespace), flush=True)
+        if args.command == "ui" and not args.print_only:
+            _forward_ui(args, namespace)
     except client.ApiException as error:
         print(f"ftspark: {_refusal(error, namespace, args.job)}", file=sys.stderr)
         return 1
@@ -215,6 +227,8 @@ def _run(args: argparse.Namespace, api: client.CustomObjectsApi, namespace: str)
         if args.executor is not None:
             return _executor_log(core, job, attempt, args.executor)
         return _driver_log(core, job, attempt)
+    if args.command == "ui":
+        return _ui_lines(job, namespace, args)
     if args.command == "savepoint":
         nonce = bump_savepoint_nonce(api, namespace, args.job, job)
         done = f"savepoint requested (savepointTriggerNonce: {nonce})"
@@ -228,6 +242,28 @@ def _run(args: argparse.Namespace, api: client.CustomObjectsApi, namespace: str)
         patch = {"spec": spec}
         api.patch_namespaced_custom_object(API_GROUP, API_VERSION, namespace, PLURAL, args.job, patch)
     return f"{namespace}/{args.job}: {done}. Commit the same change to Git if Argo CD manages this job."
+
+
+def _ui_lines(job: dict[str, Any], namespace: str, args: argparse.Namespace) -> str:
+    name = job["metadata"]["name"]
+    if not ((job.get("spec") or {}).get("ui") or {}).get("enabled"):
+        raise CliError(f"{namespace}/{name} runs without its Spark UI: set spec.ui.enabled: true (a restart)")
+    url = (job.get("status") or {}).get("uiUrl") or "(not yet in the status)"
+    lines = [f"{namespace}/{name}: Spark UI at {url}"]
+    if not args.print_only:
+        service = ui_service_name(name)
+        lines.append(f"forwarding http://localhost:{args.port} to service {service} (Ctrl-C ends it)")
+    return "\n".join(lines)
+
+
+def _forward_ui(args: argparse.Namespace, namespace: str) -> None:
+    """Hands over to `kubectl port-forward` of the job's UI Service (it follows the current driver)."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        raise CliError("kubectl is not on PATH: the forward is kubectl's port-forward")
+    where = [f"--{flag}={value}" for flag in ("kubeconfig", "context") if (value := getattr(args, flag))]
+    service = f"svc/{ui_service_name(args.job)}"
+    os.execv(kubectl, [kubectl, *where, "-n", namespace, "port-forward", service, f"{args.port}:{UI_PORT}"])
 
 
 def _kept_logs_line(core: client.CoreV1Api, namespace: str, job: dict[str, Any]) -> str:

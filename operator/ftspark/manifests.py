@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from ftspark.domain.deps import PY_FILES
-from ftspark.domain.models import DRIVER_REQUEST_CORES, EnvVar, JobSpec, spark_size_mib
+from ftspark.domain.models import DRIVER_REQUEST_CORES, UI_ENABLED_KEY, EnvVar, JobSpec, spark_size_mib
 from ftspark.protocol import (
     ATTEMPT_LABEL,
     BLOCK_MANAGER_PORT,
@@ -33,10 +33,12 @@ from ftspark.protocol import (
     PROTOCOL_VERSION,
     READY_PATH,
     ROLE_LABEL,
+    SERVING_LABEL,
     SPARK_APP_SELECTOR_LABEL,
     SPARK_ROLE_LABEL,
     SPEC_HASH_LABEL,
     STANDBY_LABEL,
+    UI_ACCESS_LABEL,
     UI_PORT,
     DriverEnv,
     HaStoreConfig,
@@ -45,6 +47,7 @@ from ftspark.protocol import (
     driver_pod_name,
     job_owner_reference,
     spark_app_id,
+    ui_service_name,
 )
 
 Manifest = dict[str, Any]
@@ -188,12 +191,21 @@ def attempt_objects(plan: AttemptPlan, keys: AttemptKeys) -> AttemptObjects:
         local_state_volume=local_state_volume(plan) if recovery else None,
         job_objects=tuple(
             _placed(plan.namespace, manifest)
-            for manifest in (local_state_claim(plan), local_recovery_secret(plan, keys.local_recovery))
-        )
-        if recovery
-        else (),
+            for manifest in (
+                *(
+                    (local_state_claim(plan), local_recovery_secret(plan, keys.local_recovery))
+                    if recovery
+                    else ()
+                ),
+                *ui_objects(plan),
+            )
+        ),
         attempt=tuple(_placed(plan.namespace, manifest) for manifest in attempt),
     )
+
+
+def _local_state_objects(plan: AttemptPlan, keys: AttemptKeys) -> tuple[Manifest, ...]:
+    return (local_state_claim(plan), local_recovery_secret(plan, keys.local_recovery))
 
 
 def _placed(namespace: str, manifest: Manifest) -> Manifest:
@@ -305,8 +317,9 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         "spark.authenticate": "true",
         "spark.authenticate.secret.file": f"{RPC_SECRET_DIR}/{RPC_SECRET_FILE}",
         f"spark.kubernetes.executor.secretKeyRef.{SPARK_AUTH_SECRET_ENV}": rpc_key,
-        # The UI has no authentication of its own and can kill jobs: off unless sparkConf turns it on.
-        "spark.ui.enabled": "false",
+        # The UI has no authentication of its own: off unless spec.ui (kill links off) or sparkConf says.
+        UI_ENABLED_KEY: "false",
+        **spec.ui.spark_conf(ui_path(plan.namespace, plan.job_name, spec)),
         # Calls the driver's Role does not allow (DRIVER_RULES), left out: a driver
         # has no Service (executors reach it at its pod IP); executors run the driver's image, conf dir
         # included; owning and reusing PVCs is for on-demand claims, which drivers may not create.
@@ -619,10 +632,83 @@ def driver_network_policy(plan: AttemptPlan) -> Manifest:
                         {"protocol": "TCP", "port": DRIVER_PORT},
                         {"protocol": "TCP", "port": BLOCK_MANAGER_PORT},
                     ],
-                }
+                },
+                *([_ui_ingress_rule()] if plan.spec.ui.enabled else []),
             ],
         },
     }
+
+
+def _ui_ingress_rule() -> Manifest:
+    """spec.ui: the UI port from the job's own namespace and from namespaces an admin labelled for it."""
+    return {
+        "from": [{"podSelector": {}}, {"namespaceSelector": {"matchLabels": {UI_ACCESS_LABEL: "true"}}}],
+        "ports": [{"protocol": "TCP", "port": UI_PORT}],
+    }
+
+
+def ui_path(namespace: str, job_name: str, spec: JobSpec) -> str | None:
+    """The path the UI is served under behind its Ingress (None without one)."""
+    ingress = spec.ui.ingress
+    if not (spec.ui.enabled and ingress.enabled):
+        return None
+    return ingress.path or f"/spark/{namespace}/{job_name}"
+
+
+def ui_url(namespace: str, job_name: str, spec: JobSpec) -> str | None:
+    """Where a user finds the UI: the Ingress's URL, else the Service's in-cluster one."""
+    if not spec.ui.enabled:
+        return None
+    path, ingress = ui_path(namespace, job_name, spec), spec.ui.ingress
+    if path is None:
+        return f"http://{ui_service_name(job_name)}.{namespace}.svc:{UI_PORT}"
+    scheme = "https" if ingress.tls_secret_name else "http"
+    return f"{scheme}://{ingress.host}{path}/" if ingress.host else f"{path}/ (on the ingress controller)"
+
+
+def ui_objects(plan: AttemptPlan) -> tuple[Manifest, ...]:
+    """spec.ui: the Service that follows the job's current driver, and its Ingress; one per job, owned by it,
+    made at its first attempt with it and kept."""
+    if not plan.spec.ui.enabled:
+        return ()
+    name = ui_service_name(plan.job_name)
+    labels = {JOB_LABEL: plan.job_name, **MANAGED}
+    metadata = {"name": name, "labels": labels, "ownerReferences": [_owner(plan)]}
+    selector = {JOB_LABEL: plan.job_name, ROLE_LABEL: "driver", SERVING_LABEL: "true"}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": copy.deepcopy(metadata),
+        "spec": {
+            "selector": selector,
+            "ports": [{"name": "ui", "port": UI_PORT, "targetPort": UI_PORT, "protocol": "TCP"}],
+        },
+    }
+    path = ui_path(plan.namespace, plan.job_name, plan.spec)
+    if path is None:
+        return (service,)
+    ingress_spec = plan.spec.ui.ingress
+    rule: Manifest = {
+        "http": {
+            "paths": [
+                {
+                    "path": path,
+                    "pathType": "Prefix",
+                    "backend": {"service": {"name": name, "port": {"number": UI_PORT}}},
+                }
+            ]
+        }
+    }
+    if ingress_spec.host:
+        rule["host"] = ingress_spec.host
+    body: Manifest = {"rules": [rule]}
+    if ingress_spec.class_name:
+        body["ingressClassName"] = ingress_spec.class_name
+    if ingress_spec.tls_secret_name:
+        hosts = [ingress_spec.host] if ingress_spec.host else []
+        body["tls"] = [{"hosts": hosts, "secretName": ingress_spec.tls_secret_name}]
+    ingress = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": metadata, "spec": body}
+    return (service, ingress)
 
 
 def driver_disruption_budget(plan: AttemptPlan) -> Manifest:
@@ -732,7 +818,7 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "labels": {**_labels(plan), SPARK_ROLE_LABEL: "driver", **_standby_labels(plan)},
+            "labels": {**_labels(plan), SPARK_ROLE_LABEL: "driver", **_role_labels(plan)},
             "ownerReferences": [_owner(plan)],
         },
         "spec": {
@@ -760,8 +846,11 @@ def _pull_secrets(spec: JobSpec) -> Manifest:
     )
 
 
-def _standby_labels(plan: AttemptPlan) -> dict[str, str]:
-    return {STANDBY_LABEL: "true", SPEC_HASH_LABEL: plan.spec_hash} if plan.standby else {}
+def _role_labels(plan: AttemptPlan) -> dict[str, str]:
+    """A standby's; the job's driver instead serves the UI (the promotion swaps them)."""
+    return (
+        {STANDBY_LABEL: "true", SPEC_HASH_LABEL: plan.spec_hash} if plan.standby else {SERVING_LABEL: "true"}
+    )
 
 
 def _away_from_the_driver(plan: AttemptPlan) -> Manifest:

@@ -33,6 +33,10 @@ MANAGED = {"app.kubernetes.io/managed-by": "ftspark"}  # the label ftspark's own
 # the operator's promotion removes the first, and the second says which spec it was made for.
 STANDBY_LABEL = "ftspark.io/standby"
 SPEC_HASH_LABEL = "ftspark.io/spec-hash"
+# On the job's current driver pod, never on a standby's until it is promoted: the UI Service selects it.
+SERVING_LABEL = "ftspark.io/serving"
+# On a namespace whose pods may reach jobs' Spark UIs (an ingress controller's): the drivers' NetworkPolicy.
+UI_ACCESS_LABEL = "ftspark.io/ui-access"
 # Spark's own executor labels: every executor pod of an application carries both.
 SPARK_APP_SELECTOR_LABEL = "spark-app-selector"
 SPARK_ROLE_LABEL = "spark-role"
@@ -290,3 +294,8 @@ def job_app_prefix(job_uid: str) -> str:
 
 def executor_selector(app_id: str) -> str:
     return f"{SPARK_APP_SELECTOR_LABEL}={app_id},{SPARK_ROLE_LABEL}=executor"
+
+
+def ui_service_name(job_name: str) -> str:
+    """The Service in front of the job's Spark UI (spec.ui), and its Ingress."""
+    return f"{job_name}-ui"

@@ -81,8 +81,10 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
         assert {"list", "watch"} <= granted[watched], watched
     # Secrets it creates and deletes, never reads: localRecovery's per-job keys, the attempts' RPC Secrets.
     assert granted[("", "secrets")] == {"create", "delete"}
-    # No Services: executors reach their driver at its pod IP. Claims it makes (localRecovery's), never reads.
-    assert not {"nodes", "persistentvolumes", "services"} & {resource for _, resource in granted}
+    # Services only for spec.ui (executors reach their driver at its pod IP), made, never read. Claims it
+    # makes (localRecovery's), never reads.
+    assert granted[("", "services")] == granted[("networking.k8s.io", "ingresses")] == {"create"}
+    assert not {"nodes", "persistentvolumes"} & {resource for _, resource in granted}
     assert granted[("", "persistentvolumeclaims")] == {"create"}
     assert all("deletecollection" not in verbs for verbs in granted.values())
     assert all("*" not in verbs for verbs in granted.values())
@@ -332,6 +334,18 @@ def test_the_finished_jobs_default_ttl_reaches_the_operator(
     for ttl in (0, 3600):
         config = _operator_config(render, monkeypatch, f"jobDefaults.ttlSecondsAfterFinished={ttl}")
         assert config.default_ttl_seconds_after_finished == ttl
+
+
+def test_the_ui_ingress_defaults_reach_the_operator(render: Render, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert not _operator_config(render, monkeypatch).ui_ingress.enabled
+    values = ("ui.ingress.enabled=true", "ui.ingress.className=nginx", "ui.ingress.host=spark.example.com")
+    ingress = _operator_config(render, monkeypatch, *values).ui_ingress
+    assert (ingress.enabled, ingress.class_name, ingress.host, ingress.tls_secret_name) == (
+        True,
+        "nginx",
+        "spark.example.com",
+        None,
+    )
 
 
 def test_the_checkpoint_refresh_budget_reaches_the_operator(

@@ -18,6 +18,7 @@ from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s.cluster import KubeJobs
 from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, configmap_stores
 from ftspark.adapters.s3.stores import S3BlobStore
+from ftspark.cli import main as cli_main
 from ftspark.domain.fencing import Epoch, FencedOutError, RetiredRecordError
 from ftspark.domain.ha import CheckpointPointer, JobKey, JobResultEntry
 from ftspark.domain.policy import NAMESPACE_LABEL_PREFIX
@@ -538,6 +539,30 @@ def test_an_evicted_driver_is_restarted_outside_the_strategys_count_and_a_script
     set_driver_exited(core, ns, "evicted-2-driver", 1, "boom")
     eventually(lambda: _phase(api_client, ns, "evicted") == "Failed", timeout=30, what="Failed")
     assert job_status(api_client, ns, "evicted")["lastFailure"]["category"] == "application"
+
+
+def test_the_ui_service_selects_the_serving_driver_and_the_status_and_cli_say_where(
+    fleet: OperatorFleet,
+    api_client: client.ApiClient,
+    bucket: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    _start_running(api_client, ns, "shown", bucket, ui={"enabled": True})
+    service = core.read_namespaced_service("shown-ui", ns)
+    driver = core.read_namespaced_pod("shown-1-driver", ns)
+    assert service.spec.selector.items() <= driver.metadata.labels.items()
+    assert [p.port for p in service.spec.ports] == [4040]
+    assert service.metadata.owner_references[0].kind == "FaultTolerantSparkJob"
+    url = "http://shown-ui." + ns + ".svc:4040"
+    eventually(lambda: job_status(api_client, ns, "shown").get("uiUrl") == url, timeout=30, what="uiUrl")
+    base = ["--kubeconfig", str(fleet.control_plane.kubeconfig), "-n", ns]
+    assert cli_main([*base, "ui", "shown", "--print-only"]) == 0
+    assert capsys.readouterr().out.strip() == f"{ns}/shown: Spark UI at {url}"
+    create_job(api_client, ns, job_manifest("dark", bucket))
+    assert cli_main([*base, "ui", "dark"]) == 1
+    assert "set spec.ui.enabled: true" in capsys.readouterr().err
 
 
 def test_stop_that_times_out_is_escalated_to_cancel(
@@ -1381,7 +1406,6 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
     key = JobKey(namespace=ns, name=job)
     graph = stores.job_graphs.get(key)
     assert graph is not None
-
     location = graph.checkpoint_location
     s3_server.client().put_object(
         Bucket=bucket, Key=f"{location.removeprefix(f's3://{bucket}/')}/commits/4", Body=b"v1\n{}"
@@ -1414,9 +1438,9 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
     eventually(
         lambda: pod_names(api_client, ns, job) == ["hot-1-driver", "hot-2-driver"], timeout=30, what="standby"
     )
-    assert _labels(core, ns, "hot-2-driver")["ftspark.io/standby"] == "true"
-    assert _env(core, ns, "hot-2-driver")["FTSPARK_STANDBY"] == "1"
-    assert _env(core, ns, "hot-2-driver")["FTSPARK_STANDBY_EXECUTORS"] == "1"
+    env = _env(core, ns, "hot-2-driver")
+    label = _labels(core, ns, "hot-2-driver")["ftspark.io/standby"]
+    assert (label, env["FTSPARK_STANDBY"], env["FTSPARK_STANDBY_EXECUTORS"]) == ("true", "1", "1")
     eventually(  # the attempt's objects come with it: the session it starts needs them
         lambda: core.list_namespaced_secret(ns, field_selector="metadata.name=hot-2-driver-rpc").items,
         timeout=30,
@@ -1440,7 +1464,10 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
 
     def promoted() -> str | None:
         pod = core.read_namespaced_pod("hot-2-driver", ns)
-        if "ftspark.io/standby" in (pod.metadata.labels or {}):
+        # In one patch: no standby any more, and the pod the job's UI Service selects.
+        if (pod.metadata.labels or {}).keys() & {"ftspark.io/standby", "ftspark.io/serving"} != {
+            "ftspark.io/serving"
+        }:
             return None
         return str((pod.metadata.annotations or {}).get("ftspark.io/control", "")) or None
 

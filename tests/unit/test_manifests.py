@@ -12,7 +12,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from ftspark.domain.models import CHANGELOG_CHECKPOINTING_KEY, STATE_STORE_PROVIDER_KEY, JobSpec
+from ftspark.domain.models import (
+    CHANGELOG_CHECKPOINTING_KEY,
+    STATE_STORE_PROVIDER_KEY,
+    JobSpec,
+    UiIngressSpec,
+)
 from ftspark.manifests import (
     DRIVER_RULES,
     AttemptKeys,
@@ -27,8 +32,10 @@ from ftspark.manifests import (
     local_state_claim,
     local_state_volume,
     spark_conf,
+    ui_objects,
+    ui_url,
 )
-from ftspark.protocol import HEALTH_PORT, READY_PATH, SPEC_HASH_LABEL, STANDBY_LABEL, DriverEnv
+from ftspark.protocol import HEALTH_PORT, READY_PATH, SERVING_LABEL, SPEC_HASH_LABEL, STANDBY_LABEL, DriverEnv
 from ftspark.reconcile.settings import JobDefaults
 
 
@@ -580,7 +587,11 @@ def test_a_standby_is_the_attempts_driver_pod_kept_off_the_drivers_node_and_prob
         driver_pod(replace(plan(**liveness_off), standby=True, spec_hash="abc123")),
     )
     labels = standby["metadata"]["labels"]
-    assert labels == {**active["metadata"]["labels"], STANDBY_LABEL: "true", SPEC_HASH_LABEL: "abc123"}
+    assert {**labels, SERVING_LABEL: "true"} == {
+        **active["metadata"]["labels"],
+        STANDBY_LABEL: "true",
+        SPEC_HASH_LABEL: "abc123",
+    }, "a standby's labels: the driver's but the one the UI Service selects, and its own two"
     # Covered by the attempt's NetworkPolicy from the start, as the active driver is.
     selector = driver_network_policy(plan())["spec"]["podSelector"]["matchLabels"]
     assert labels.items() >= selector.items()
@@ -609,3 +620,34 @@ def test_image_pull_secrets_reach_the_driver_its_standby_and_the_executors() -> 
     assert "imagePullSecrets" not in driver_pod(plan())["spec"], "none asked, none set"
     with pytest.raises(ValidationError, match="imagePullSecrets"):
         plan(imagePullSecrets=["Not_A_Name"])
+
+
+def test_the_ui_service_follows_the_serving_driver_and_its_ingress_takes_the_installations_defaults() -> None:
+    keys = AttemptKeys(rpc=b"rpc", checkpoint=b"checkpoint", local_recovery=b"mac")
+    assert ui_objects(plan()) == () and spark_conf(plan())["spark.ui.enabled"] == "false", "off by default"
+    with_ui = plan(ui={"enabled": True})
+    (service,) = attempt_objects(with_ui, keys).job_objects
+    assert service["kind"] == "Service" and service["metadata"]["name"] == "job-ui"
+    selector = service["spec"]["selector"]
+    driver, standby = driver_pod(with_ui), driver_pod(replace(with_ui, standby=True, spec_hash="h"))
+    assert selector.items() <= driver["metadata"]["labels"].items(), "the job's driver serves the UI"
+    assert not selector.items() <= standby["metadata"]["labels"].items(), "a standby does not, until promoted"
+    conf = spark_conf(with_ui)
+    assert (conf["spark.ui.enabled"], conf["spark.ui.killEnabled"]) == ("true", "false")
+    assert "spark.ui.proxyBase" not in conf
+    (_, ui_rule) = driver_network_policy(with_ui)["spec"]["ingress"]
+    assert ui_rule["ports"] == [{"protocol": "TCP", "port": 4040}]
+    assert ui_url("ns", "job", with_ui.spec) == "http://job-ui.ns.svc:4040"
+
+    installation = UiIngressSpec(enabled=True, class_name="nginx", host="spark.example.com")
+    behind = replace(with_ui, spec=JobDefaults(ui_ingress=installation).applied_to(with_ui.spec))
+    service, ingress = ui_objects(behind)
+    (rule,) = ingress["spec"]["rules"]
+    assert (ingress["spec"]["ingressClassName"], rule["host"]) == ("nginx", "spark.example.com")
+    assert rule["http"]["paths"][0]["path"] == "/spark/ns/job" == spark_conf(behind)["spark.ui.proxyBase"]
+    assert ui_url("ns", "job", behind.spec) == "http://spark.example.com/spark/ns/job/"
+    own = plan(ui={"enabled": True, "ingress": {"enabled": False}})
+    own = replace(own, spec=JobDefaults(ui_ingress=installation).applied_to(own.spec))
+    assert len(ui_objects(own)) == 1, "the job's own word wins"
+    with pytest.raises(ValidationError, match=r"spec\.ui both set the UI"):
+        plan(ui={"enabled": True}, sparkConf={"spark.ui.enabled": "true"})

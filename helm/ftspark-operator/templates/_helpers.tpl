@@ -76,6 +76,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [create, delete]
+# spec.ui: the Service in front of a job's Spark UI and its Ingress, made once per job, owned by it.
+- apiGroups: [""]
+  resources: [services]
+  verbs: [create]
+- apiGroups: [networking.k8s.io]
+  resources: [ingresses]
+  verbs: [create]
 # Each driver pod's PodDisruptionBudget (jobDefaults.driverDisruptionBudget), created and deleted with it.
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]

@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ftspark.domain.models import S3_URI, YEAR_SECONDS
+from ftspark.domain.models import S3_URI, YEAR_SECONDS, UiIngressSpec
 from ftspark.domain.policy import Allowance
 from ftspark.leader.elector import LeaderElectionConfig
 from ftspark.protocol import HaStoreConfig, HaStoreKind
@@ -79,6 +79,11 @@ class OperatorConfig(BaseModel):
         description="Watch nodes for drains (a ClusterRole to list and watch nodes) and give each driver pod "
         "a PodDisruptionBudget unless its spec says not to: a drain then waits while the operator moves the "
         "driver off the node with a final checkpoint.",
+    )
+    ui_ingress: UiIngressSpec = Field(
+        default_factory=UiIngressSpec,
+        description="The Ingress a job's spec.ui gets where its spec leaves a field unset (--ui-ingress, "
+        "--ui-ingress-class, --ui-ingress-host, --ui-ingress-tls-secret).",
     )
     allow: frozenset[Allowance] = Field(
         default=frozenset(), description="Job policy allowances granted in every namespace (--allow a,b)."
@@ -198,6 +203,15 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
         help="watch nodes for drains and give driver pods a PodDisruptionBudget (needs list/watch on nodes)",
     )
     parser.add_argument(
+        "--ui-ingress",
+        choices=("true", "false"),
+        default=_env("FTSPARK_UI_INGRESS", "false"),
+        help="give each job with spec.ui an Ingress unless its spec says otherwise",
+    )
+    parser.add_argument("--ui-ingress-class", default=_env("FTSPARK_UI_INGRESS_CLASS"))
+    parser.add_argument("--ui-ingress-host", default=_env("FTSPARK_UI_INGRESS_HOST"))
+    parser.add_argument("--ui-ingress-tls-secret", default=_env("FTSPARK_UI_INGRESS_TLS_SECRET"))
+    parser.add_argument(
         "--storage-prefixes",
         default=_env("FTSPARK_STORAGE_PREFIXES", ""),
         help="comma-separated s3:// prefixes every job's checkpoint.storage must be under (default: any)",
@@ -230,6 +244,12 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
             max_results_per_namespace=args.max_results_per_namespace,
             default_ttl_seconds_after_finished=args.default_ttl_seconds_after_finished,
             driver_disruption_budget=args.driver_disruption_budget == "true",
+            ui_ingress={  # validated with the rest: a problem names --ui-ingress
+                "enabled": args.ui_ingress == "true",
+                "class_name": args.ui_ingress_class,
+                "host": args.ui_ingress_host,
+                "tls_secret_name": args.ui_ingress_tls_secret,
+            },
             probe_port=args.probe_port,
             allow=frozenset(a.strip() for a in args.allow.split(",") if a.strip()),
             storage_prefixes=tuple(p.strip() for p in args.storage_prefixes.split(",") if p.strip()),

@@ -177,7 +177,9 @@ class OperatorReplica:
             policy=JobPolicy(self.cfg.allow, self.cfg.storage_prefixes, own_namespace=self.cfg.namespace),
             limits=ResultLimits(self.cfg.max_result_retention_seconds, self.cfg.max_results_per_namespace),
             defaults=JobDefaults(
-                self.cfg.default_ttl_seconds_after_finished, self.cfg.driver_disruption_budget
+                self.cfg.default_ttl_seconds_after_finished,
+                self.cfg.driver_disruption_budget,
+                self.cfg.ui_ingress,
             ),
         )
         self.controller = Controller(

@@ -391,6 +391,66 @@ class StateStoreSpec(_Model):
         return conf
 
 
+UI_ENABLED_KEY = "spark.ui.enabled"
+UI_KILL_KEY = "spark.ui.killEnabled"
+UI_PROXY_BASE_KEY = "spark.ui.proxyBase"
+
+
+class UiIngressSpec(_Model):
+    enabled: bool | None = Field(
+        default=None,
+        description="Make an Ingress for the UI service. Unset: the installation's default (the chart's "
+        "ui.ingress.enabled, off).",
+    )
+    class_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="Its ingressClassName; unset: the chart's ui.ingress.className (else the cluster's "
+        "default class).",
+    )
+    host: str | None = Field(
+        default=None,
+        max_length=253,
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+        description="Its host; unset: the chart's ui.ingress.host (else any host).",
+    )
+    path: str | None = Field(
+        default=None,
+        max_length=200,
+        pattern=r"^(/[A-Za-z0-9._~-]+)+$",
+        description="The path the UI is served under (Spark's spark.ui.proxyBase); unset: "
+        "/spark/<namespace>/<name>.",
+    )
+    tls_secret_name: str | None = Field(
+        default=None,
+        pattern=_SECRET_NAME,
+        max_length=253,
+        description="A TLS Secret of the job's namespace for the host; unset: the chart's "
+        "ui.ingress.tlsSecretName (else plain HTTP).",
+    )
+
+
+class UiSpec(_Model):
+    enabled: bool = Field(
+        default=False,
+        description="Run the Spark UI (its kill links off), served by the Service <name>-ui on port 4040, "
+        "which always points at the job's current driver (a promoted standby's too): status.uiUrl says "
+        "where, `ftspark ui <name>` forwards it to this machine. The driver's NetworkPolicy lets in the "
+        "job's own namespace and namespaces labelled ftspark.io/ui-access=true (an ingress controller's). "
+        "The UI shows the job's Spark settings and environment (values whose names look secret are "
+        "redacted, as spark.redaction.regex says).",
+    )
+    ingress: UiIngressSpec = Field(
+        default_factory=UiIngressSpec, description="An Ingress in front of the UI service."
+    )
+
+    def spark_conf(self, proxy_base: str | None) -> dict[str, str]:
+        if not self.enabled:
+            return {}
+        conf = {UI_ENABLED_KEY: "true", UI_KILL_KEY: "false"}
+        return conf | ({UI_PROXY_BASE_KEY: proxy_base} if proxy_base else {})
+
+
 class ResultStoreSpec(_Model):
     ttl_seconds: int = Field(
         default=7 * 24 * 3600,
@@ -597,6 +657,7 @@ class JobSpec(_Model):
     result_store: ResultStoreSpec = Field(
         default_factory=ResultStoreSpec, description="Retention of the finished job's result."
     )
+    ui: UiSpec = Field(default_factory=UiSpec, description="The Spark UI, a Service and an Ingress for it.")
     liveness: LivenessSpec = Field(
         default_factory=LivenessSpec,
         description="When a driver whose queries make no progress counts as hung, and one that cannot "
@@ -657,6 +718,7 @@ class JobSpec(_Model):
             "spec.stateStore both set the state store": self.state_store.spark_conf().keys()
             if self.state_store
             else set(),
+            "spec.ui both set the UI": self.ui.spark_conf("/").keys(),
         }
         for field_and_what, keys in made_by.items():
             if both := sorted(keys & self.spark_conf.keys()):
@@ -910,6 +972,11 @@ class JobStatus(_Model):
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
     )
     driver_pod: str | None = Field(default=None, description="Name of the current attempt's driver pod.")
+    ui_url: str | None = Field(
+        default=None,
+        description="Where the Spark UI of the current attempt is (spec.ui): the Ingress's URL, else the "
+        "Service's in-cluster one.",
+    )
     latest_checkpoint: CheckpointRef | None = Field(
         default=None, description="The newest completed checkpoint (the highest checkpoint id)."
     )

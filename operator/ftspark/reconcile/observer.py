@@ -13,6 +13,7 @@ from ftspark.domain.lifecycle import DriverPhase, Observation, SubmittedGraph, s
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.recovery import RestorePoint, choose_restore_point, folder_of, is_checkpoint_directory
 from ftspark.domain.savepoints import SavepointData, manifest_job_uid, own_folder
+from ftspark.manifests import ui_url
 from ftspark.metrics import UNTRUSTED_POINTERS
 from ftspark.ports.cluster import JobResource
 from ftspark.ports.stores import (
@@ -95,6 +96,7 @@ class Observer:
             ),
             disposing=self._disposing(job, spec, status),
             retired_present=self._retired_present(job, spec, status),
+            ui_url=ui_url(key.namespace, key.name, spec),
         )
 
     def _retired_present(self, job: JobResource, spec: JobSpec, status: JobStatus) -> dict[str, bool]:

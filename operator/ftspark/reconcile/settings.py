@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ftspark.domain.models import JobSpec
+from ftspark.domain.models import JobSpec, UiIngressSpec
 from ftspark.ports.blobs import BlobStore
 from ftspark.ports.checkpoints import CheckpointInspector
 from ftspark.ports.cluster import DriverLogs, Drivers, Events, Jobs, Nodes
@@ -69,15 +69,21 @@ class JobDefaults:
     # Whether the installation watches nodes for drains, and so gives drivers a disruption budget (unless
     # their spec says not to): without the watch, a budget would hold a drain off for ever.
     driver_disruption_budget: bool = False
+    ui_ingress: UiIngressSpec = field(
+        default_factory=UiIngressSpec
+    )  # each field a job's ui.ingress leaves unset
 
     def applied_to(self, spec: JobSpec) -> JobSpec:
         ttl = spec.ttl_seconds_after_finished
         budget = spec.driver.disruption_budget
+        ingress = spec.ui.ingress
+        unset = {name: value for name, value in self.ui_ingress if getattr(ingress, name) is None}
         return spec.model_copy(
             update={
                 "ttl_seconds_after_finished": self.ttl_seconds_after_finished if ttl is None else ttl,
                 "driver": spec.driver.model_copy(
                     update={"disruption_budget": self.driver_disruption_budget and budget is not False}
                 ),
+                "ui": spec.ui.model_copy(update={"ingress": ingress.model_copy(update=unset)}),
             }
         )

@@ -49,6 +49,7 @@ from ftspark.protocol import (
     JOB_LABEL,
     JOB_NAMESPACE_LABEL,
     ROLE_LABEL,
+    SERVING_LABEL,
     SPARK_APP_SELECTOR_LABEL,
     SPARK_ROLE_LABEL,
     STANDBY_LABEL,
@@ -232,6 +233,8 @@ class KubeDrivers:
                 self._policy.create_namespaced_pod_disruption_budget,
                 self._policy.delete_namespaced_pod_disruption_budget,
             ),
+            "Service": (core.create_namespaced_service, core.delete_namespaced_service),
+            "Ingress": (networking.create_namespaced_ingress, networking.delete_namespaced_ingress),
             "Pod": (core.create_namespaced_pod, core.delete_namespaced_pod),
         }
 
@@ -349,11 +352,17 @@ class KubeDrivers:
 
     def promote(self, key: JobKey, pod_name: str, term: int, restore_batch_id: int | None) -> None:
         batch = "" if restore_batch_id is None else str(restore_batch_id)
-        # null removes the label (a merge patch); the spec-hash label stays, for whoever reads the pod.
-        self._control(key, pod_name, ControlRequest("promote", batch, term), labels={STANDBY_LABEL: None})
+        # null removes the label (a merge patch); the spec-hash label stays, for whoever reads the pod; the
+        # serving label sends the UI Service to it.
+        request = ControlRequest("promote", batch, term)
+        self._control(key, pod_name, request, labels={STANDBY_LABEL: None, SERVING_LABEL: "true"})
 
     def _control(
-        self, key: JobKey, pod_name: str, request: ControlRequest, labels: Mapping[str, None] | None = None
+        self,
+        key: JobKey,
+        pod_name: str,
+        request: ControlRequest,
+        labels: Mapping[str, str | None] | None = None,
     ) -> None:
         metadata: dict[str, Any] = {"annotations": {CONTROL_ANNOTATION: str(request)}}
         if labels:

@@ -98,6 +98,7 @@ class Observation:
     # Whether storage still holds anything in each of status.retiredCheckpointDirectories that is the job's;
     # one left out was not read.
     retired_present: Mapping[str, bool] = field(default_factory=dict)
+    ui_url: str | None = None  # where spec.ui's UI is served (status.uiUrl)
 
     @property
     def own_graph(self) -> SubmittedGraph | None:

@@ -32,6 +32,8 @@ class Submission(Draft):
         shows as phase Upgrading)."""
         if observed:
             self.update(observed_generation=self.obs.generation)
+        if self.status.ui_url != self.obs.ui_url:
+            self.update(ui_url=self.obs.ui_url)
         if (soon := hot_standby.tend(self)) is not None:
             requeue_after = min(requeue_after or soon, soon)
         if (disposals := savepointing.finish_disposals(self)) is not None:
