@@ -308,7 +308,12 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         "spark.driver.blockManager.port": str(BLOCK_MANAGER_PORT),
         "spark.driver.cores": str(spec.driver.cores),
         "spark.driver.memory": spec.driver.memory,
-        "spark.executor.instances": str(spec.executor.instances),
+        # With dynamic allocation Spark starts max(this, minExecutors, initialExecutors): left to the latter.
+        **(
+            {}
+            if spec.dynamic_allocation.enabled
+            else {"spark.executor.instances": str(spec.executor.instances)}
+        ),
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": spec.executor.memory,
         "spark.sql.streaming.checkpointLocation": plan.checkpoint_location,
@@ -335,6 +340,7 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
             if (ref := e.secret_key_ref) is not None
         },
     }
+    conf |= spec.dynamic_allocation.spark_conf()
     shipped = spec.deps.by_conf_key()
     shipped[PY_FILES.conf_key] = [*spec.py_files, *shipped[PY_FILES.conf_key]]
     conf |= {key: ",".join(entries) for key, entries in shipped.items() if entries}

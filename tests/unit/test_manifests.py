@@ -651,3 +651,30 @@ def test_the_ui_service_follows_the_serving_driver_and_its_ingress_takes_the_ins
     assert len(ui_objects(own)) == 1, "the job's own word wins"
     with pytest.raises(ValidationError, match=r"spec\.ui both set the UI"):
         plan(ui={"enabled": True}, sparkConf={"spark.ui.enabled": "true"})
+
+
+def test_dynamic_allocation_replaces_the_fixed_executor_count() -> None:
+    fixed = spark_conf(plan(executor={"instances": 4}))
+    assert fixed["spark.executor.instances"] == "4" and "spark.dynamicAllocation.enabled" not in fixed
+    scaling = {"enabled": True, "minExecutors": 1, "maxExecutors": 3, "shuffleTrackingTimeoutSeconds": 30}
+    conf = spark_conf(plan(executor={"instances": 4}, dynamicAllocation=scaling))
+    assert "spark.executor.instances" not in conf, "else Spark would start max(4, min, initial)"
+    assert {k: v for k, v in conf.items() if k.startswith("spark.dynamicAllocation.")} == {
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.minExecutors": "1",
+        "spark.dynamicAllocation.maxExecutors": "3",
+        "spark.dynamicAllocation.initialExecutors": "1",
+        "spark.dynamicAllocation.executorIdleTimeout": "60s",
+        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+        "spark.dynamicAllocation.shuffleTracking.timeout": "30s",
+    }
+    for wrong, says in (
+        ({"minExecutors": 4, "maxExecutors": 2}, "minExecutors must be <= maxExecutors"),
+        ({"maxExecutors": 3, "initialExecutors": 9}, "initialExecutors must lie within"),
+    ):
+        with pytest.raises(ValidationError, match=says):
+            plan(dynamicAllocation={"enabled": True, **wrong})
+    with pytest.raises(ValidationError, match="leave standbyExecutors 0"):
+        plan(dynamicAllocation={"enabled": True}, driver={"standby": 1, "standbyExecutors": 1})
+    with pytest.raises(ValidationError, match="keep one"):
+        plan(dynamicAllocation={"enabled": True}, sparkConf={"spark.dynamicAllocation.maxExecutors": "5"})

@@ -148,6 +148,74 @@ class ExecutorSpec(_Model):
     )
 
 
+DYNAMIC_ALLOCATION_KEY = "spark.dynamicAllocation.enabled"
+
+
+class DynamicAllocationSpec(_Model):
+    """Spark's dynamic allocation (spark.dynamicAllocation.*) with shuffle tracking, as Kubernetes has no
+    external shuffle service: docs/concepts.md, "Dynamic allocation"."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_object(
+            ("self.minExecutors <= self.maxExecutors", "minExecutors must be <= maxExecutors"),
+            (
+                "!has(self.initialExecutors) || (self.minExecutors <= self.initialExecutors && "
+                "self.initialExecutors <= self.maxExecutors)",
+                "initialExecutors must lie within minExecutors and maxExecutors",
+            ),
+        )
+    )
+    enabled: bool = Field(default=False, description="Let Spark add and remove executors with the load.")
+    min_executors: int = Field(default=1, ge=0, le=1000, description="Executors always kept.")
+    max_executors: int = Field(default=10, ge=1, le=1000, description="Executors at most.")
+    initial_executors: int | None = Field(
+        default=None, ge=0, le=1000, description="Executors at the start of an attempt; unset: minExecutors."
+    )
+    executor_idle_timeout_seconds: int = Field(
+        default=60, ge=1, le=YEAR_SECONDS, description="An executor idle this long is removed."
+    )
+    shuffle_tracking: bool = Field(
+        default=True,
+        description="Keep an executor while it holds shuffle data a later stage needs "
+        "(spark.dynamicAllocation.shuffleTracking.enabled): what stands in for an external shuffle service.",
+    )
+    shuffle_tracking_timeout_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=YEAR_SECONDS,
+        description="Remove an idle executor holding shuffle data after this long all the same (a later "
+        "stage that needs it recomputes it). A streaming query's micro-batches leave shuffle data behind "
+        "until the JVM's periodic cleanup (spark.cleaner.periodicGC.interval, 30 min): without this, "
+        "executors that ran a stateful batch are hardly ever removed. Unset: Spark's default, never.",
+    )
+
+    @model_validator(mode="after")
+    def _bounded(self) -> DynamicAllocationSpec:
+        if self.min_executors > self.max_executors:
+            raise ValueError("minExecutors must be <= maxExecutors")
+        initial = self.initial_executors
+        if initial is not None and not self.min_executors <= initial <= self.max_executors:
+            raise ValueError("initialExecutors must lie within minExecutors and maxExecutors")
+        return self
+
+    def spark_conf(self) -> dict[str, str]:
+        if not self.enabled:
+            return {}
+        initial = self.min_executors if self.initial_executors is None else self.initial_executors
+        return {
+            DYNAMIC_ALLOCATION_KEY: "true",
+            "spark.dynamicAllocation.minExecutors": str(self.min_executors),
+            "spark.dynamicAllocation.maxExecutors": str(self.max_executors),
+            "spark.dynamicAllocation.initialExecutors": str(initial),
+            "spark.dynamicAllocation.executorIdleTimeout": f"{self.executor_idle_timeout_seconds}s",
+            "spark.dynamicAllocation.shuffleTracking.enabled": str(self.shuffle_tracking).lower(),
+        } | (
+            {"spark.dynamicAllocation.shuffleTracking.timeout": f"{timeout}s"}
+            if (timeout := self.shuffle_tracking_timeout_seconds)
+            else {}
+        )
+
+
 class CheckpointSpec(_Model):
     storage: str = Field(
         pattern=S3_URI,
@@ -608,6 +676,10 @@ class JobSpec(_Model):
     executor: ExecutorSpec = Field(
         default_factory=ExecutorSpec, description="Executor count, resources, pod overrides."
     )
+    dynamic_allocation: DynamicAllocationSpec = Field(
+        default_factory=DynamicAllocationSpec,
+        description="Executors added and removed with the load; executor.instances is then not used.",
+    )
     checkpoint: CheckpointSpec = Field(description="Where checkpoints live and how many are kept.")
     restart_strategy: RestartStrategy = Field(
         default_factory=RestartStrategy, description="What happens after a failed attempt."
@@ -719,10 +791,21 @@ class JobSpec(_Model):
             if self.state_store
             else set(),
             "spec.ui both set the UI": self.ui.spark_conf("/").keys(),
+            "spec.dynamicAllocation both set dynamic allocation": self.dynamic_allocation.spark_conf().keys(),
         }
         for field_and_what, keys in made_by.items():
             if both := sorted(keys & self.spark_conf.keys()):
                 raise ValueError(f"spec.sparkConf[{both[0]}] and {field_and_what}: keep one")
+        return self
+
+    @model_validator(mode="after")
+    def _one_way_to_keep_executors_warm(self) -> JobSpec:
+        if self.dynamic_allocation.enabled and self.driver.standby_executors:
+            raise ValueError(
+                "spec.driver.standbyExecutors with spec.dynamicAllocation: a standby keeps "
+                "dynamicAllocation.initialExecutors warm (Spark starts them with its session); leave "
+                "standbyExecutors 0"
+            )
         return self
 
     @model_validator(mode="after")
