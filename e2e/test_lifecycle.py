@@ -4,6 +4,7 @@ code imports what only the virtualenv it ships has."""
 
 from __future__ import annotations
 
+import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -14,10 +15,12 @@ from kubernetes import client
 from tests.waiting import eventually
 
 from ftspark.domain.lifecycle import upgrade_savepoint_id
+from ftspark.protocol import SPARK_ROLE_LABEL
 from ftspark_dev.cluster.processes import REPO_ROOT
+from ftspark_dev.scenarios.tour import FaultTour
 from ftspark_dev.subjects.shipped_venv import MARK, PACKAGE, PYTHON, venv_archive
-from ftspark_dev.subjects.windowed_counts import Output, expected_counts, write_input
-from ftspark_dev.worlds.process_nodes import OPERATOR_NAMESPACE, World
+from ftspark_dev.subjects.windowed_counts import Output, WindowedCounts, expected_counts, write_input
+from ftspark_dev.worlds.process_nodes import JOBS_NAMESPACE, OPERATOR_NAMESPACE, World
 
 
 def _upgraded(world: World, name: str, attempt: int) -> bool:
@@ -202,3 +205,52 @@ def test_a_job_imports_on_its_driver_and_executors_what_only_its_venv_archive_ha
         f"\na job importing only from its venv archive ran to Succeeded in {time.monotonic() - started:.1f} s"
     )
     world.delete("venv")
+
+
+@pytest.mark.timeout(900)
+def test_dynamic_allocation_scales_the_executors_up_and_down_and_counts_exactly_once(
+    world: World, tmp_path: Path
+) -> None:
+    """Files every half second, each batch's 24 shuffle partitions backlogged on one core: Spark adds
+    executors (its pods made from the job's executor template), then removes them once the input stops; the
+    output is what the batch computation says."""
+    scaling = {
+        "enabled": True,
+        "minExecutors": 1,
+        "maxExecutors": 3,
+        "executorIdleTimeoutSeconds": 3,
+        "shuffleTrackingTimeoutSeconds": 5,
+    }
+    backlog = {
+        "spark.sql.shuffle.partitions": "24",
+        "spark.dynamicAllocation.schedulerBacklogTimeout": "1s",
+    }
+    spec = {"dynamicAllocation": scaling, "sparkConf": backlog}
+    tour = FaultTour(world, tmp_path, subject=WindowedCounts(name="scaling"), feed_interval=0.5, spec=spec)
+    seen: list[int] = []
+    sampling = threading.Event()
+
+    def executors() -> int:
+        pods = client.CoreV1Api(world.api).list_namespaced_pod(
+            JOBS_NAMESPACE, label_selector=f"{SPARK_ROLE_LABEL}=executor"
+        )
+        return sum(p.status.phase == "Running" and p.metadata.name.startswith("scaling-") for p in pods.items)
+
+    def sample() -> None:
+        while not sampling.wait(0.5):
+            seen.append(executors())
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    tour.start()
+    sampler.start()
+    try:
+        tour.wait_for(lambda: max(seen, default=0) >= 2, 240, "Spark adding executors under backlog")
+        tour.stop_feeding()
+        tour.wait_for(lambda: executors() == 1, 180, "the idle executors removed, down to minExecutors")
+    finally:
+        sampling.set()
+        sampler.join()
+    figures = tour.finish()
+    print(f"\nexecutors: up to {max(seen)} under backlog, down to 1 when idle\n{tour.report(figures)}")
+    assert (figures["lost"], figures["duplicated"], figures["wrong"]) == (0, 0, 0), figures
+    assert world.status("scaling")["attempt"] == 1, "scaling is no restart"

@@ -5,9 +5,9 @@ kube-controller-manager), three real nodes (kubelet, containerd and runc each, p
 running the project's images, and an S3-protocol server; installs the operator with `helm install` (two
 replicas electing a leader). Then it runs the example stateful streaming job (windowed counts, checkpoints on
 S3) with a hot standby driver on another node, kills its driver's container (the standby takes over), then
-the node its driver runs on, and prints a report: phases seen,
-checkpoints, recovery times, records in and out, lost and duplicated. Ctrl-C stops and removes everything,
-and the machine is left as it was found.
+the node its driver runs on, drains the next driver's node (real nodes only), and prints a report: phases
+seen, checkpoints, recovery times, records in and out, lost and duplicated. Ctrl-C stops and removes
+everything, and the machine is left as it was found.
 
 Where real nodes cannot start (not root, or no cgroup v1 hierarchies), the same tour runs on process-backed
 nodes (pods as local processes), and the demo says so in one line.
@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ftspark_dev.realnodes.host import CGROUP_ROOT
-from ftspark_dev.scenarios.tour import FaultTour, TourWorld
+from ftspark_dev.scenarios.tour import FaultTour, RealFaultTour, TourWorld
 from ftspark_dev.worlds.process_nodes import JOBS_NAMESPACE, running_world
-from ftspark_dev.worlds.real_nodes import running_real_world
+from ftspark_dev.worlds.real_nodes import RealWorld, running_real_world
 
 
 def _step(title: str) -> None:
@@ -66,7 +66,12 @@ def main() -> None:
     started = time.monotonic()
     with installation() as world, tempfile.TemporaryDirectory(prefix="ftspark-demo-") as work:
         print(f"ready in {time.monotonic() - started:.0f} s; operator leader: {world.operator_leader()}")
-        tour = FaultTour(world, Path(work), spec={"driver": {"standby": 1}})
+        spec = {"driver": {"standby": 1}}
+        tour = (
+            RealFaultTour(world, Path(work), spec=spec)
+            if isinstance(world, RealWorld)
+            else FaultTour(world, Path(work), spec=spec)
+        )
         _step(
             "submitting examples/windowed_counts.py as a FaultTolerantSparkJob with a hot standby driver "
             "(driver.standby: 1), feeding it a file every 2 s"
@@ -82,6 +87,12 @@ def main() -> None:
         print(f"promoted standby drivers so far: {tour.events().count('StandbyPromoted')}")
         _step("fault 2: kill the node the driver runs on (its kubelet, containerd and containers)")
         tour.kill_node()
+        if isinstance(tour, RealFaultTour):
+            _step(
+                "fault 3: kubectl drain the driver's node (its disruption budget holds the eviction off; the "
+                "driver stops with a final checkpoint, the standby takes over; no failure counted)"
+            )
+            tour.drain_node()
         _step("waiting until every record is counted")
         figures = tour.finish()
 
