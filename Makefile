@@ -102,8 +102,9 @@ soak: $(VENV)/.installed cluster-bin s3-bin spark-jars
 	$(PY) -m ftspark_dev.scenarios.soak --faults $(SOAK_FAULTS) --seed $(SOAK_SEED)
 
 crds: $(VENV)/.installed helm-bin
-	$(PY) -m ftspark.crd > crds/ftspark.io_faulttolerantsparkjobs.yaml
-	cp crds/ftspark.io_faulttolerantsparkjobs.yaml helm/ftspark-operator/crds/
+	$(PY) -m ftspark.crd FaultTolerantSparkJob > crds/ftspark.io_faulttolerantsparkjobs.yaml
+	$(PY) -m ftspark.crd ScheduledSparkJob > crds/ftspark.io_scheduledsparkjobs.yaml
+	cp crds/*.yaml helm/ftspark-operator/crds/
 	$(PY) -m ftspark.admission > helm/ftspark-operator/templates/job-policy.yaml
 	$(PY) -m ftspark_dev.generate.reference
 	$(PY) -m ftspark_dev.generate.troubleshooting

@@ -1,6 +1,6 @@
-"""Generates the FaultTolerantSparkJob CustomResourceDefinition from the pydantic models.
+"""Generates the FaultTolerantSparkJob and ScheduledSparkJob CustomResourceDefinitions from the models.
 
-`python -m ftspark.crd` prints it; crds/ holds the output and a test fails when the two drift.
+`python -m ftspark.crd [KIND]` prints one; crds/ holds the output and a test fails when the two drift.
 Kubernetes wants a structural OpenAPI v3.0 schema: no $ref, no anyOf-with-null, no titles, boolean
 exclusive bounds — this module turns pydantic's JSON Schema into that.
 """
@@ -12,8 +12,9 @@ from typing import Any
 
 import yaml
 
-from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
-from ftspark.domain.models import JobSpec, JobStatus
+from ftspark import API_GROUP, API_VERSION, KIND, PLURAL, SCHEDULE_KIND, SCHEDULE_PLURAL
+from ftspark.domain.models import JobSpec, JobStatus, ScheduleSpec, ScheduleStatus
+from ftspark.domain.scheduling import MAX_SCHEDULE_NAME_LENGTH
 from ftspark.manifests import MAX_JOB_NAME_LENGTH
 
 _DROPPED_KEYS = {"title", "$defs", "discriminator"}
@@ -83,22 +84,30 @@ def openapi_schema(model: type[Any]) -> JsonSchema:
     return schema
 
 
-def custom_resource_definition() -> dict[str, Any]:
-    spec_schema = openapi_schema(JobSpec)
-    status_schema = openapi_schema(JobStatus)
+def _definition(
+    kind: str,
+    plural: str,
+    short_name: str,
+    description: str,
+    spec_schema: JsonSchema,
+    status_schema: JsonSchema,
+    columns: list[dict[str, Any]],
+    max_name: int,
+    names_what: str,
+) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{PLURAL}.{API_GROUP}"},
+        "metadata": {"name": f"{plural}.{API_GROUP}"},
         "spec": {
             "group": API_GROUP,
             "scope": "Namespaced",
             "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
-                "singular": KIND.lower(),
-                "shortNames": ["ftsj"],
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": [short_name],
                 "categories": ["all", "ftspark"],
             },
             "versions": [
@@ -108,57 +117,20 @@ def custom_resource_definition() -> dict[str, Any]:
                     "storage": True,
                     "subresources": {"status": {}},
                     "additionalPrinterColumns": [
-                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-                        {"name": "Attempt", "type": "integer", "jsonPath": ".status.attempt"},
-                        {
-                            "name": "Checkpoint",
-                            "type": "integer",
-                            "description": "Id of the newest completed checkpoint (the job's counter).",
-                            "jsonPath": ".status.latestCheckpoint.id",
-                        },
-                        {
-                            "name": "Checkpointed",
-                            "type": "date",
-                            "description": "How long ago that checkpoint completed: a job that stopped "
-                            "making progress shows it growing.",
-                            "jsonPath": ".status.latestCheckpoint.time",
-                        },
-                        {
-                            "name": "Batch",
-                            "type": "integer",
-                            "description": "The Spark micro-batch that checkpoint committed.",
-                            "jsonPath": ".status.latestCheckpoint.batchId",
-                            "priority": 1,
-                        },
-                        {
-                            "name": "Savepoint",
-                            "type": "string",
-                            "description": "Id of the newest savepoint in the status.",
-                            "jsonPath": ".status.savepoints[-1:].id",
-                            "priority": 1,
-                        },
-                        {
-                            "name": "Failure",
-                            "type": "string",
-                            "description": "Why the last attempt that failed ended.",
-                            "jsonPath": ".status.lastFailure.reason",
-                            "priority": 1,
-                        },
+                        *columns,
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                     "schema": {
                         "openAPIV3Schema": {
                             "type": "object",
-                            "description": "A PySpark application kept running with checkpoints, savepoints, "
-                            "restart strategies and a highly available, leader-elected operator.",
+                            "description": description,
                             "required": ["spec"],
                             "x-kubernetes-validations": [
                                 {
-                                    "rule": f"size(self.metadata.name) <= {MAX_JOB_NAME_LENGTH} && "
+                                    "rule": f"size(self.metadata.name) <= {max_name} && "
                                     "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
-                                    "message": f"metadata.name: at most {MAX_JOB_NAME_LENGTH} characters, "
-                                    "lowercase letters, digits and '-', starting with a letter (it names the "
-                                    "driver pod <name>-<attempt>-driver and Spark's executor pods)",
+                                    "message": f"metadata.name: at most {max_name} characters, lowercase "
+                                    f"letters, digits and '-', starting with a letter ({names_what})",
                                 }
                             ],
                             "properties": {
@@ -182,10 +154,86 @@ def custom_resource_definition() -> dict[str, Any]:
     }
 
 
-def render() -> str:
-    header = "# Generated by `python -m ftspark.crd` from ftspark.domain.models; do not edit by hand.\n"
-    return header + yaml.safe_dump(custom_resource_definition(), sort_keys=False, width=120)
+def custom_resource_definition() -> dict[str, Any]:
+    return _definition(
+        KIND,
+        PLURAL,
+        "ftsj",
+        "A PySpark application kept running with checkpoints, savepoints, restart strategies and a highly "
+        "available, leader-elected operator.",
+        openapi_schema(JobSpec),
+        openapi_schema(JobStatus),
+        [
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            {"name": "Attempt", "type": "integer", "jsonPath": ".status.attempt"},
+            {
+                "name": "Checkpoint",
+                "type": "integer",
+                "description": "Id of the newest completed checkpoint (the job's counter).",
+                "jsonPath": ".status.latestCheckpoint.id",
+            },
+            {
+                "name": "Checkpointed",
+                "type": "date",
+                "description": "How long ago that checkpoint completed: a job that stopped making progress "
+                "shows it growing.",
+                "jsonPath": ".status.latestCheckpoint.time",
+            },
+            {
+                "name": "Batch",
+                "type": "integer",
+                "description": "The Spark micro-batch that checkpoint committed.",
+                "jsonPath": ".status.latestCheckpoint.batchId",
+                "priority": 1,
+            },
+            {
+                "name": "Savepoint",
+                "type": "string",
+                "description": "Id of the newest savepoint in the status.",
+                "jsonPath": ".status.savepoints[-1:].id",
+                "priority": 1,
+            },
+            {
+                "name": "Failure",
+                "type": "string",
+                "description": "Why the last attempt that failed ended.",
+                "jsonPath": ".status.lastFailure.reason",
+                "priority": 1,
+            },
+        ],
+        MAX_JOB_NAME_LENGTH,
+        "it names the driver pod <name>-<attempt>-driver and Spark's executor pods",
+    )
+
+
+def schedule_resource_definition() -> dict[str, Any]:
+    return _definition(
+        SCHEDULE_KIND,
+        SCHEDULE_PLURAL,
+        "ssj",
+        "FaultTolerantSparkJobs started on a cron schedule, one per time due.",
+        openapi_schema(ScheduleSpec),
+        openapi_schema(ScheduleStatus),
+        [
+            {"name": "Schedule", "type": "string", "jsonPath": ".spec.schedule"},
+            {"name": "Suspend", "type": "boolean", "jsonPath": ".spec.suspend"},
+            {"name": "Last", "type": "date", "jsonPath": ".status.lastScheduleTime"},
+            {"name": "Next", "type": "string", "jsonPath": ".status.nextScheduleTime"},
+            {"name": "Run", "type": "string", "jsonPath": ".status.lastRun", "priority": 1},
+        ],
+        MAX_SCHEDULE_NAME_LENGTH,
+        "each run is a FaultTolerantSparkJob <name>-<minute>",
+    )
+
+
+def render(kind: str = KIND) -> str:
+    """The CRD of kind (FaultTolerantSparkJob, ScheduledSparkJob) as crds/ holds it."""
+    definition = schedule_resource_definition() if kind == SCHEDULE_KIND else custom_resource_definition()
+    header = (
+        f"# Generated by `python -m ftspark.crd {kind}` from ftspark.domain.models; do not edit by hand.\n"
+    )
+    return header + yaml.safe_dump(definition, sort_keys=False, width=120)
 
 
 if __name__ == "__main__":
-    sys.stdout.write(render())
+    sys.stdout.write(render(*sys.argv[1:2]))

@@ -73,9 +73,14 @@ def test_operator_rights_are_the_least_it_needs(render: Render) -> None:
         for group in rule["apiGroups"]
         for resource in rule["resources"]
     }
-    assert granted[("ftspark.io", "faulttolerantsparkjobs")] == {"get", "list", "watch", "delete"}, (
-        "the operator never writes spec; it deletes a finished job past its ttlSecondsAfterFinished"
-    )
+    assert granted[("ftspark.io", "faulttolerantsparkjobs")] == {
+        "get",
+        "list",
+        "watch",
+        "create",
+        "delete",
+    }, "the operator never writes a job's spec; it creates a schedule's runs and deletes finished jobs"
+    assert granted[("ftspark.io", "scheduledsparkjobs")] == {"get", "list", "watch"}
     # What its watches need: jobs, driver pods and (checkpoint records) ConfigMaps, listed and watched.
     for watched in [("ftspark.io", "faulttolerantsparkjobs"), ("", "pods"), ("", "configmaps")]:
         assert {"list", "watch"} <= granted[watched], watched

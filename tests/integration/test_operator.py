@@ -565,6 +565,49 @@ def test_the_ui_service_selects_the_serving_driver_and_the_status_and_cli_say_wh
     assert "set spec.ui.enabled: true" in capsys.readouterr().err
 
 
+def test_a_run_due_while_no_operator_led_is_started_once_when_one_leads_again(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    """A ScheduledSparkJob made while no replica runs, every minute: past the next minute a replica starts;
+    it makes the run due then (one FaultTolerantSparkJob, named after its minute, owned by the schedule),
+    which runs to Succeeded as any job."""
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    objects = client.CustomObjectsApi(api_client)
+    template = job_manifest("unused", bucket)["spec"]
+    body = {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": "ScheduledSparkJob",
+        "metadata": {"name": "tick"},
+        "spec": {"schedule": "* * * * *", "template": template},
+    }
+    made = objects.create_namespaced_custom_object(API_GROUP, API_VERSION, ns, "scheduledsparkjobs", body)
+    uid = made["metadata"]["uid"]
+    created = datetime.datetime.fromisoformat(made["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    due = created.replace(second=0, microsecond=0) + datetime.timedelta(minutes=1)
+    time.sleep(max(0.0, (due - datetime.datetime.now(datetime.UTC)).total_seconds()) + 1)
+    fleet.start()
+    run = f"tick-{int(due.timestamp()) // 60}"
+
+    def runs() -> list[str]:
+        listed = objects.list_namespaced_custom_object(
+            API_GROUP, API_VERSION, ns, PLURAL, label_selector="ftspark.io/schedule=tick"
+        )
+        return [item["metadata"]["name"] for item in listed["items"]]
+
+    eventually(lambda: runs() == [run], timeout=30, what="the run due while no operator led")
+    job = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, run)
+    assert [o["uid"] for o in job["metadata"]["ownerReferences"]] == [uid]
+    assert job["spec"]["mainApplicationFile"] == template["mainApplicationFile"]
+    schedule = objects.get_namespaced_custom_object(API_GROUP, API_VERSION, ns, "scheduledsparkjobs", "tick")
+    assert schedule["status"]["lastRun"] == run and schedule["status"]["nextScheduleTime"]
+    eventually(lambda: pod_names(api_client, ns, run) == [f"{run}-1-driver"], timeout=30, what="its driver")
+    set_driver_exited(core, ns, f"{run}-1-driver", 0, "done")
+    eventually(lambda: _phase(api_client, ns, run) == "Succeeded", timeout=30, what="the run Succeeded")
+    minutes = sorted(int(name.rsplit("-", 1)[1]) for name in runs())
+    assert minutes[0] == int(due.timestamp()) // 60, "none for a time before it, nor twice for it"
+    assert len(minutes) == len(set(minutes))
+
+
 def test_stop_that_times_out_is_escalated_to_cancel(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:

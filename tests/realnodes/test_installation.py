@@ -736,8 +736,9 @@ def _ftspark_objects(world: RealWorld) -> list[str]:
             "get", FTSPARK_KINDS, "-A", "-l", selector, "-o", "name"
         ).stdout.split()
     ]
-    crd = world.plane.kubectl("get", "crd", "faulttolerantsparkjobs.ftspark.io", check=False)
-    return found + (["the CRD"] if crd.returncode == 0 else [])
+    crds = ("faulttolerantsparkjobs.ftspark.io", "scheduledsparkjobs.ftspark.io")
+    left = [name for name in crds if world.plane.kubectl("get", "crd", name, check=False).returncode == 0]
+    return found + left
 
 
 def test_the_documented_uninstall_leaves_no_object_of_ftsparks(operator_installed: RealWorld) -> None:

@@ -6,20 +6,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
-from ftspark import crd
+from ftspark import KIND, SCHEDULE_KIND, crd
 
-CRD_FILE = Path(__file__).resolve().parents[2] / "crds" / "ftspark.io_faulttolerantsparkjobs.yaml"
-
-
-def test_crd_in_repository_matches_the_models() -> None:
-    assert CRD_FILE.read_text() == crd.render(), "crds/ drifted from the models: run `make crds`"
+CRDS = Path(__file__).resolve().parents[2] / "crds"
+CRD_FILE = CRDS / "ftspark.io_faulttolerantsparkjobs.yaml"
+FILES = {KIND: CRD_FILE, SCHEDULE_KIND: CRDS / "ftspark.io_scheduledsparkjobs.yaml"}
 
 
-def test_helm_chart_ships_the_same_crd() -> None:
-    chart_copy = CRD_FILE.parents[1] / "helm" / "ftspark-operator" / "crds" / CRD_FILE.name
-    assert chart_copy.read_text() == crd.render(), "the chart's CRD drifted: run `make crds`"
+@pytest.mark.parametrize("kind", FILES)
+def test_crds_in_the_repository_and_the_chart_match_the_models(kind: str) -> None:
+    chart_copy = CRDS.parent / "helm" / "ftspark-operator" / "crds" / FILES[kind].name
+    assert FILES[kind].read_text() == crd.render(kind), "crds/ drifted from the models: run `make crds`"
+    assert chart_copy.read_text() == crd.render(kind), "the chart's CRD drifted: run `make crds`"
 
 
 def _walk(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -31,23 +32,25 @@ def _walk(schema: dict[str, Any], path: str) -> Iterator[tuple[str, dict[str, An
             yield from _walk(schema[key], f"{path}[]")
 
 
-def _root_schema() -> dict[str, Any]:
-    document = yaml.safe_load(CRD_FILE.read_text())
+def _root_schema(kind: str = KIND) -> dict[str, Any]:
+    document = yaml.safe_load(FILES[kind].read_text())
     schema: dict[str, Any] = document["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return schema
 
 
-def test_schema_uses_only_structural_constructs() -> None:
+@pytest.mark.parametrize("kind", FILES)
+def test_schema_uses_only_structural_constructs(kind: str) -> None:
     forbidden = {"$ref", "$defs", "anyOf", "oneOf", "allOf", "title", "const"}
-    for path, node in _walk(_root_schema(), ""):
+    for path, node in _walk(_root_schema(kind), ""):
         assert not forbidden & node.keys(), f"{path} uses {forbidden & node.keys()}"
         assert node.get("additionalProperties") is not False, path
         has_type = "type" in node or node.get("x-kubernetes-preserve-unknown-fields")
         assert has_type, f"{path} has no type"
 
 
-def test_every_spec_and_status_field_is_described() -> None:
-    root = _root_schema()
+@pytest.mark.parametrize("kind", FILES)
+def test_every_spec_and_status_field_is_described(kind: str) -> None:
+    root = _root_schema(kind)
     for top in ("spec", "status"):
         for path, node in _walk(root["properties"][top], top):
             if path.endswith("[]"):

@@ -45,12 +45,19 @@ app.kubernetes.io/instance: {{ .Release.Name }}
      reads the jobs' namespaces for their allow.ftspark.io/* labels: in namespaced mode a Role grants that for
      its own namespace only. */}}
 {{- define "ftspark.jobRules" -}}
-# delete: a finished job past its ttlSecondsAfterFinished.
+# create: a ScheduledSparkJob's runs; delete: a finished job past its ttlSecondsAfterFinished, a run beyond
+# its schedule's history.
 - apiGroups: [ftspark.io]
   resources: [faulttolerantsparkjobs]
-  verbs: [get, list, watch, delete]
+  verbs: [get, list, watch, create, delete]
 - apiGroups: [ftspark.io]
   resources: [faulttolerantsparkjobs/status]
+  verbs: [get, patch, update]
+- apiGroups: [ftspark.io]
+  resources: [scheduledsparkjobs]
+  verbs: [get, list, watch]
+- apiGroups: [ftspark.io]
+  resources: [scheduledsparkjobs/status]
   verbs: [get, patch, update]
 - apiGroups: [""]
   resources: [pods]

@@ -27,6 +27,7 @@ from ftspark.reconcile.pacing import (
 )
 from ftspark.reconcile.queue import WorkQueue
 from ftspark.reconcile.reconciler import Reconciler
+from ftspark.reconcile.schedules import ScheduleReconciler
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +52,18 @@ class Controller:
         checkpoint_versions: Callable[[], Mapping[JobKey, str]] | None = None,
         checkpoint_refreshes_per_second: float = CHECKPOINT_REFRESHES_PER_SECOND,
         node_drains: NodeDrains | None = None,
+        schedules: ScheduleReconciler | None = None,
     ) -> None:
         """checkpoint_versions: where checkpoint records cannot be watched (S3), their versions by job,
         polled instead; None: they are ConfigMaps, watched.
         checkpoint_refreshes_per_second: the status refreshes checkpoint reports cause, all jobs together
         (reconcile.pacing).
-        node_drains: what the node watch feeds (the reconciler's Nodes port); None: nodes are not watched."""
+        node_drains: what the node watch feeds (the reconciler's Nodes port); None: nodes are not watched.
+        schedules: the ScheduledSparkJobs' reconciler, with a queue and a worker of its own (None: not
+        watched)."""
         self._node_drains = node_drains
+        self._schedules = schedules
+        self._schedule_queue: WorkQueue[JobKey] = WorkQueue(tenant_of=lambda key: key.namespace)
         self._reconciler = reconciler
         self._api_configuration = api_configuration
         self._queue: WorkQueue[JobKey] = WorkQueue(tenant_of=lambda key: key.namespace)
@@ -82,6 +88,8 @@ class Controller:
             thread.start()
             self._threads.append(thread)
         loops = [(self._watch, "kopf"), (self._sweep_results, "result-sweeper")]
+        if self._schedules is not None:
+            loops.append((self._work_schedules, "schedules"))
         if self._checkpoint_versions is not None:
             loops.append((self._poll_checkpoints, "checkpoint-poller"))
         for target, name in loops:
@@ -94,6 +102,7 @@ class Controller:
         (a reconcile still running: the Lease must then not be handed over early)."""
         self._kopf_stop.set()
         self._queue.shut_down()
+        self._schedule_queue.shut_down()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -114,6 +123,7 @@ class Controller:
                         is_own_write=self._reconciler.is_own_write,
                         on_checkpoint=self._checkpoint_reported,
                         node_drains=self._node_drains,
+                        on_schedule=self._schedule_queue.add if self._schedules is not None else None,
                     ),
                     standalone=True,  # leadership is ours (Lease), not kopf's peering
                     clusterwide=not self._namespaces,
@@ -145,6 +155,24 @@ class Controller:
                 "deleted the local-state volumes of %d deleted job(s)",
             )
             _sweep(self._reconciler.sweeper.expire_results, "expired %d job result(s) past their retention")
+
+    def _work_schedules(self) -> None:
+        """One worker: a schedule's pass is a few requests, and schedules are few beside jobs."""
+        assert self._schedules is not None
+        failures: dict[JobKey, int] = {}
+        while (key := self._schedule_queue.get()) is not None:
+            requeue: float | None = None
+            try:
+                requeue = self._schedules.reconcile(key)
+                failures.pop(key, None)
+            except StaleReadError:
+                requeue = 0.0  # changed while decided on: decided again on a fresh read
+            except Exception:
+                count = failures[key] = failures.get(key, 0) + 1
+                requeue = min(_MIN_ERROR_BACKOFF * 2 ** (count - 1), _MAX_ERROR_BACKOFF)
+                log.exception("%s: schedule pass failed (%d in a row); again in %.1f s", key, count, requeue)
+            finally:
+                self._schedule_queue.done(key, again_after=requeue)
 
     def _checkpoint_reported(self, job: JobKey) -> None:
         if (delay := self._refreshes.delay(job)) is not None:

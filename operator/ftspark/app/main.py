@@ -22,6 +22,7 @@ from ftspark.adapters.k8s.counted import CountedApiClient
 from ftspark.adapters.k8s.driver_logs import KubeDriverLogs
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.k8s.record_key import record_seal
+from ftspark.adapters.k8s.schedules import KubeSchedules
 from ftspark.adapters.s3.inspector import S3CheckpointInspector
 from ftspark.adapters.s3.stores import S3BlobStore, S3Records, UnfencedStoreError
 from ftspark.app.config import OperatorConfig, parse
@@ -33,6 +34,7 @@ from ftspark.metrics import FAILOVER_SECONDS, LEADER, LEASE_TRANSITIONS
 from ftspark.protocol import record_key_name, term_floor_name
 from ftspark.reconcile.drains import NodeDrains
 from ftspark.reconcile.reconciler import Reconciler
+from ftspark.reconcile.schedules import ScheduleReconciler
 from ftspark.reconcile.settings import DriverSettings, JobDefaults, JobPolicy, Ports, ResultLimits
 
 if TYPE_CHECKING:
@@ -192,6 +194,7 @@ class OperatorReplica:
             checkpoint_versions=self.checkpoint_versions,
             checkpoint_refreshes_per_second=self.cfg.checkpoint_refreshes_per_second,
             node_drains=node_drains if self.cfg.driver_disruption_budget else None,
+            schedules=ScheduleReconciler(KubeSchedules(self.api), ports.events, self.epoch),
         )
         self.controller.start()
 

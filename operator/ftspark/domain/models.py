@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel, to_snake
 
+from ftspark.domain.cron import CronSchedule
 from ftspark.domain.deps import DEP_KINDS, check
 from ftspark.domain.liveness import NO_DATA_INTERVAL_KEY, shortest_timeout
 
@@ -1139,3 +1140,76 @@ def _positive_number(text: str) -> bool:
         return 0 < float(text) < float("inf")
     except ValueError:
         return False
+
+
+ConcurrencyPolicy = Literal["Forbid", "Replace", "Allow"]
+
+
+class ScheduleSpec(_Model):
+    """What to run (a FaultTolerantSparkJob's spec) and when (docs/concepts.md, "Scheduled runs")."""
+
+    schedule: str = Field(
+        min_length=1,
+        max_length=200,
+        description="When to start a run: cron's five fields (minute hour day-of-month month day-of-week; "
+        "*, a-b, /step, lists, jan-dec, sun-sat) or @yearly, @monthly, @weekly, @daily, @hourly.",
+    )
+    time_zone: str = Field(
+        default="UTC", max_length=64, description="The IANA time zone the schedule is read in (Europe/Paris)."
+    )
+    concurrency_policy: ConcurrencyPolicy = Field(
+        default="Forbid",
+        description="A run due while an earlier one has not finished: Forbid (skip it), Replace (delete the "
+        "earlier one, its result Cancelled, then start it) or Allow (start it beside).",
+    )
+    suspend: bool = Field(default=False, description="Start no run while true; runs in progress go on.")
+    starting_deadline_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=YEAR_SECONDS,
+        description="A run found due later than this (no operator leader at its time) is not started: "
+        "an Event says so. Unset: the latest such run is started once, however late.",
+    )
+    successful_runs_history_limit: int = Field(
+        default=3, ge=0, le=100, description="Succeeded runs kept; the oldest beyond are deleted."
+    )
+    failed_runs_history_limit: int = Field(
+        default=1, ge=0, le=100, description="Failed runs kept; the oldest beyond are deleted."
+    )
+    template: JobSpec = Field(description="The spec of each run, a FaultTolerantSparkJob <name>-<minute>.")
+
+    @model_validator(mode="after")
+    def _readable_schedule(self) -> ScheduleSpec:
+        try:
+            CronSchedule.parse(self.schedule, self.time_zone)
+        except ValueError as error:
+            raise ValueError(f"spec.schedule: {error}") from None
+        return self
+
+    def cron(self) -> CronSchedule:
+        return CronSchedule.parse(self.schedule, self.time_zone)
+
+
+class ScheduleStatus(_Model):
+    """What the operator scheduled; written only by the operator."""
+
+    observed_generation: int | None = Field(default=None, description="The spec generation last acted upon.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready: False with reason InvalidSpec while the spec cannot be scheduled.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    last_schedule_time: datetime | None = Field(
+        default=None, description="The schedule's time last acted on (a run started, skipped or missed)."
+    )
+    next_schedule_time: datetime | None = Field(default=None, description="When the next run is due.")
+    last_run: str | None = Field(default=None, description="The run last started.")
+    active: list[str] = Field(default_factory=list, description="Runs that have not finished.")
+
+
+class ScheduledSparkJob(_Model):
+    """FaultTolerantSparkJobs started on a cron schedule."""
+
+    model_config = ConfigDict(extra="ignore")
+    spec: ScheduleSpec = Field(description="What to run, and when.")
+    status: ScheduleStatus = Field(default_factory=ScheduleStatus, description="What the operator scheduled.")

@@ -14,9 +14,10 @@ from typing import Any
 import kopf
 from kubernetes import client
 
-from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark import API_GROUP, API_VERSION, PLURAL, SCHEDULE_PLURAL
 from ftspark.adapters.k8s.cluster import job_resource
 from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, WRITER_LABEL
+from ftspark.adapters.k8s.schedules import SCHEDULE_LABEL
 from ftspark.domain.ha import JobKey
 from ftspark.ports.cluster import JobResource
 from ftspark.protocol import JOB_LABEL, ROLE_LABEL
@@ -96,6 +97,7 @@ def build_registry(
     is_own_write: Callable[[JobKey, str], bool],
     on_checkpoint: Callable[[JobKey], None],
     node_drains: NodeDrains | None = None,
+    on_schedule: Callable[[JobKey], None] | None = None,
 ) -> kopf.OperatorRegistry:
     """watch_checkpoints: the checkpoint records are ConfigMaps (on S3 the controller polls them instead).
     on_checkpoint: a job's driver reported a checkpoint (its status is refreshed in a while, not per batch).
@@ -103,6 +105,7 @@ def build_registry(
     is_own_write: whether a job at that resourceVersion is what the operator's own status write made of it.
     node_drains: fed by a node watch and the driver pods' nodes (None: nodes are not watched); a node that
     starts to drain wakes the jobs whose drivers run on it.
+    on_schedule: a ScheduledSparkJob, or one of its runs, changed (None: schedules are not watched).
 
     The echoes of the operator's own writes wake nothing: its status writes, the driver pods it creates and
     the checkpoint records it writes (fence advances, not even sent: CHECKPOINT_REPORTS). The reconcile that
@@ -120,6 +123,8 @@ def build_registry(
     @kopf.on.event(group=API_GROUP, version=API_VERSION, plural=PLURAL, registry=registry)
     def job_changed(*, type: str | None, body: kopf.Body, namespace: str | None, name: str, **_: Any) -> None:
         key = JobKey(namespace=namespace or "", name=name)
+        if on_schedule is not None and (schedule := body.metadata.labels.get(SCHEDULE_LABEL)):
+            on_schedule(JobKey(namespace=namespace or "", name=schedule))  # a run started, ended or went
         if type == "DELETED":
             on_deleted(job_resource(key, body))
         elif type == "MODIFIED" and is_own_write(key, body.metadata.get("resourceVersion", "")):
@@ -139,6 +144,12 @@ def build_registry(
             # it can make the operator delete it, never run it.
             return
         queue.add(key, urgent=driver_event_is_urgent(type, body))
+
+    if on_schedule is not None:
+
+        @kopf.on.event(group=API_GROUP, version=API_VERSION, plural=SCHEDULE_PLURAL, registry=registry)
+        def schedule_changed(*, namespace: str | None, name: str, **_: Any) -> None:
+            on_schedule(JobKey(namespace=namespace or "", name=name))
 
     if node_drains is not None:
 

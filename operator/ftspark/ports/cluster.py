@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from ftspark import KIND
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation
 from ftspark.manifests import AttemptPlan
@@ -28,6 +30,8 @@ class JobResource:
     spec: dict[str, Any]
     status: dict[str, Any]
     resource_version: str = ""  # what it was read at: a status write is refused if it changed since
+    kind: str = KIND  # or SCHEDULE_KIND: a ScheduledSparkJob, read the same way
+    created: datetime | None = None  # its creationTimestamp, where a decision needs it
 
 
 class StaleReadError(Exception):

@@ -1,5 +1,6 @@
-"""`make docs`: docs/reference.md, the FaultTolerantSparkJob field reference, generated from the CRD schema
-(itself generated from the pydantic models), so that every description is written once."""
+"""`make docs`: docs/reference.md, the FaultTolerantSparkJob and ScheduledSparkJob field reference, generated
+from the CRD schemas (themselves generated from the pydantic models), so that every description is written
+once."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from ftspark.crd import custom_resource_definition
+from ftspark.crd import custom_resource_definition, schedule_resource_definition
 from ftspark.domain.rollback import on_change
 from ftspark_dev.cluster.processes import REPO_ROOT
 
@@ -47,10 +48,29 @@ def _rows(schema: dict[str, Any], path: str, required: set[str], spec: bool) -> 
         change = f" {_on_change(here)} |" if spec else ""
         yield f"| `{here}` | {_type(child)} | {must} | {shown} | {description}{limits} |{change}"
         target = child.get("items", child)
-        if "properties" in target:
+        if "properties" in target and here != "spec.template":  # a job's spec: its fields are above
             yield from _rows(
                 target, here + ("[]" if "items" in child else ""), set(target.get("required", ())), spec
             )
+
+
+def _tables(root: dict[str, Any], suffix: str, *, with_change: bool) -> list[str]:
+    """A kind's spec and status, a table each; with_change: the spec's says what a change does."""
+    lines: list[str] = []
+    for top in ("spec", "status"):
+        schema = root["properties"][top]
+        change = with_change and top == "spec"
+        lines += [
+            f"## {top}{suffix}",
+            "",
+            schema.get("description", ""),
+            "",
+            "| field | type | required | default | description |" + (" on change |" if change else ""),
+            "|---|---|---|---|---|" + ("---|" if change else ""),
+        ]
+        lines += list(_rows(schema, top, set(schema.get("required", ())), spec=change))
+        lines.append("")
+    return lines
 
 
 def render() -> str:
@@ -67,18 +87,17 @@ def render() -> str:
         "**applies now** (the operator reads it at its next look; nothing restarts).",
         "",
     ]
-    for top in ("spec", "status"):
-        schema = root["properties"][top]
-        lines += [
-            f"## {top}",
-            "",
-            schema.get("description", ""),
-            "",
-            "| field | type | required | default | description |" + (" on change |" if top == "spec" else ""),
-            "|---|---|---|---|---|" + ("---|" if top == "spec" else ""),
-        ]
-        lines += list(_rows(schema, top, set(schema.get("required", ())), spec=top == "spec"))
-        lines.append("")
+    lines += _tables(root, "", with_change=True)
+    scheduled = schedule_resource_definition()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    lines += [
+        "# ScheduledSparkJob reference",
+        "",
+        "Short name `ssj`. A FaultTolerantSparkJob started at each time of a cron schedule, named",
+        '`<name>-<minutes since the epoch>` and owned by the schedule (docs/concepts.md, "Scheduled runs").',
+        "A change applies from the next run on; runs in progress keep their spec.",
+        "",
+    ]
+    lines += _tables(scheduled, " (ScheduledSparkJob)", with_change=False)
     return "\n".join(lines)
 
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ftspark import API_GROUP, API_VERSION, KIND, PLURAL
+from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s import server_message, without_answer
 from ftspark.adapters.k8s.lease_lock import KubernetesLeaseLock
 from ftspark.adapters.seal import RecordSeal
@@ -145,21 +145,27 @@ def job_resource(key: JobKey, body: Mapping[str, Any]) -> JobResource:
     )
 
 
+def read_custom_object(objects: client.CustomObjectsApi, plural: str, key: JobKey) -> dict[str, Any] | None:
+    """One of ftspark's custom objects, as the API server has it now (None: there is none)."""
+    try:
+        body: dict[str, Any] = objects.get_namespaced_custom_object(
+            API_GROUP, API_VERSION, key.namespace, plural, key.name
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return body
+
+
 class KubeJobs:
     def __init__(self, api: client.ApiClient) -> None:
         self._objects = client.CustomObjectsApi(api)
         self._core = client.CoreV1Api(api)
 
     def get(self, key: JobKey) -> JobResource | None:
-        try:
-            body = self._objects.get_namespaced_custom_object(
-                API_GROUP, API_VERSION, key.namespace, PLURAL, key.name
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return job_resource(key, body)
+        body = read_custom_object(self._objects, PLURAL, key)
+        return None if body is None else job_resource(key, body)
 
     def delete_unchanged(self, job: JobResource) -> None:
         # Preconditions: the API server deletes only the object the decision was made on (409 otherwise).
@@ -475,7 +481,7 @@ class KubeEvents:
             metadata=client.V1ObjectMeta(name=name, namespace=job.key.namespace),
             involved_object=client.V1ObjectReference(
                 api_version=f"{API_GROUP}/{API_VERSION}",
-                kind=KIND,
+                kind=job.kind,
                 name=job.key.name,
                 namespace=job.key.namespace,
                 uid=job.uid,
