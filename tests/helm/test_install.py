@@ -140,7 +140,8 @@ def test_chart_service_account_runs_the_operator_and_nothing_more(
         partial(client.CoreV1Api(operator).list_namespaced_secret, operator_ns),
         partial(client.CoreV1Api(operator).read_namespaced_secret, "charted-1-driver-rpc", jobs_ns),
         partial(client.CoreV1Api(operator).delete_collection_namespaced_pod, jobs_ns),
-        partial(client.CoreV1Api(operator).list_node),
+        # Nodes it lists and watches (a drain coming), never changes.
+        partial(client.CoreV1Api(operator).patch_node, "any", {"spec": {"unschedulable": True}}),
         partial(client.CoreV1Api(operator).list_namespaced_pod, "default"),
         partial(
             client.CustomObjectsApi(operator).patch_namespaced_custom_object,
