@@ -18,12 +18,14 @@ and after all of it, a machine left as it was found.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -37,7 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ftspark.cli import main as cli
 from ftspark.domain.models import DRIVER_REQUEST_CORES
 from ftspark.domain.remedies import REMEDIES
-from ftspark.protocol import JOB_LABEL, SPARK_EXEC_ID_LABEL
+from ftspark.protocol import JOB_LABEL, SPARK_EXEC_ID_LABEL, UI_PORT, spark_app_id, ui_service_name
 from ftspark_dev.cluster.processes import REPO_ROOT
 from ftspark_dev.cluster.versions import OTHER_LINE, OWN_IMAGE
 from ftspark_dev.generate.bundle import BUNDLE
@@ -563,7 +565,11 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
     probe = {"periodSeconds": 5, "failureThreshold": 2}
     template = {"spec": {"containers": [{"name": "driver", "livenessProbe": probe}]}}
     local = {"enabled": True, "hostPath": str(sweeper_root(world))}
-    spec = {"driver": {"standby": 1, "podTemplate": template}, "localRecovery": local}
+    spec = {
+        "driver": {"standby": 1, "podTemplate": template},
+        "localRecovery": local,
+        "ui": {"enabled": True},
+    }
     tour = RealFaultTour(world, tmp_path, spec=spec)
     _local_recovery_namespace(world, True)
     try:
@@ -598,6 +604,7 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
         assert world.status(tour.name)["lastFailure"]["reason"] == "NodeLost"
         tour.stop_and_resume()
         tour.drain_node()  # the standby takes over, no failure is counted
+        assert _ui_applications(world, tour.name) == [spark_app_id(world.uid(tour.name), tour.attempt())]
         figures = tour.finish()
         print(f"\nreal nodes:\n{tour.report(figures)}")
         assert (figures["lost"], figures["duplicated"]) == (0, 0)
@@ -644,6 +651,15 @@ def test_a_users_own_image_of_the_other_spark_line_runs_the_job_exactly_once(
     assert (figures["lost"], figures["duplicated"]) == (0, 0)
     assert figures["most drivers alive at once"] == 1
     assert {"Restarted", "Stopped", "Resumed"} <= set(tour.events()), tour.events()
+
+
+def _ui_applications(world: RealWorld, name: str) -> list[str]:
+    """The Spark applications the job's UI Service answers for, from the host (kube-proxy routes it): the
+    current attempt's alone, through every driver kill, promotion and drain before."""
+    service = world.core.read_namespaced_service(ui_service_name(name), JOBS_NAMESPACE)
+    url = f"http://{service.spec.cluster_ip}:{UI_PORT}/api/v1/applications"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        return [app["id"] for app in json.loads(answer.read())]
 
 
 def _mount_the_directory_through_the_claim(world: RealWorld) -> None:

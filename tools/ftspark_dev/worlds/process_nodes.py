@@ -239,7 +239,6 @@ class World(JobsClient):
             "env": [{"name": k, "value": v} for k, v in env.items()] + S3_CREDENTIALS_ENV,
             "sparkConf": {
                 "spark.sql.shuffle.partitions": "2",
-                "spark.ui.enabled": "false",
                 **self.s3.spark_conf(credentials=False),
             },
         }

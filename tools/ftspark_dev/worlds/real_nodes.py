@@ -222,7 +222,8 @@ class RealWorld(JobsClient):
                 {"name": RuntimeEnv.LEASE_RETRY_PERIOD, "value": "0.5"},
             ],
         }
-        body["spec"]["sparkConf"] |= {"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"}
+        # The UI is off unless the job's spec.ui turns it on (the operator's default).
+        body["spec"]["sparkConf"] |= {"spark.sql.shuffle.partitions": "2"}
         body["spec"]["sparkConf"] |= spec.pop("sparkConf", {})  # the example's S3 settings are kept
         # e.g. a standby, a probe in the driver's pod template: merged as the operator merges templates.
         body["spec"]["driver"] = merge_template(body["spec"]["driver"], spec.pop("driver", {}))
