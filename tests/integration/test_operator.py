@@ -608,6 +608,42 @@ def test_a_run_due_while_no_operator_led_is_started_once_when_one_leads_again(
     assert len(minutes) == len(set(minutes))
 
 
+def test_a_schedules_history_deletes_its_own_finished_runs_never_a_job_that_only_wears_its_label(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    """Hostile: a tenant's job labelled (and annotated) as a run of the schedule is not its run: only a job
+    the schedule owns is deleted beyond its history."""
+    ns, objects = fleet.watch_namespace, client.CustomObjectsApi(api_client)
+    template = job_manifest("unused", bucket)["spec"]
+    body = {
+        "apiVersion": f"{API_GROUP}/{API_VERSION}",
+        "kind": "ScheduledSparkJob",
+        "metadata": {"name": "hist"},
+        "spec": {"schedule": "0 0 1 1 *", "successfulRunsHistoryLimit": 0, "template": template},
+    }
+    made = objects.create_namespaced_custom_object(API_GROUP, API_VERSION, ns, "scheduledsparkjobs", body)
+    owner = {"apiVersion": f"{API_GROUP}/{API_VERSION}", "kind": "ScheduledSparkJob", "name": "hist"}
+    finished = {"result": {"state": "Succeeded", "time": "2026-01-01T00:00:00Z"}, "phase": "Succeeded"}
+    for name, owners in (("hist-1", [{**owner, "uid": made["metadata"]["uid"]}]), ("forged", [])):
+        manifest = job_manifest(name, bucket)
+        manifest["metadata"] |= {
+            "labels": {"ftspark.io/schedule": "hist"},
+            "annotations": {"ftspark.io/due": "2026-01-01T00:00:00+00:00"},
+            "ownerReferences": owners,
+        }
+        create_job(api_client, ns, manifest)
+        objects.patch_namespaced_custom_object_status(
+            API_GROUP, API_VERSION, ns, PLURAL, name, {"status": finished}
+        )
+    fleet.start()
+
+    def names() -> list[str]:
+        listed = objects.list_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL)
+        return sorted(item["metadata"]["name"] for item in listed["items"])
+
+    eventually(lambda: names() == ["forged"], timeout=30, what="its own finished run deleted, the other kept")
+
+
 def test_stop_that_times_out_is_escalated_to_cancel(
     fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
 ) -> None:
