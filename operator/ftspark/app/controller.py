@@ -169,7 +169,7 @@ class Controller:
                 requeue = 0.0  # changed while decided on: decided again on a fresh read
             except Exception:
                 count = failures[key] = failures.get(key, 0) + 1
-                requeue = min(_MIN_ERROR_BACKOFF * 2 ** (count - 1), _MAX_ERROR_BACKOFF)
+                requeue = _error_backoff(count)
                 log.exception("%s: schedule pass failed (%d in a row); again in %.1f s", key, count, requeue)
             finally:
                 self._schedule_queue.done(key, again_after=requeue)
@@ -220,12 +220,16 @@ class Controller:
                 RECONCILE_SECONDS.labels(outcome="error").observe(time.monotonic() - started)
                 with self._failures_lock:
                     count = self._failures[key] = self._failures.get(key, 0) + 1
-                requeue = min(_MIN_ERROR_BACKOFF * 2 ** (count - 1), _MAX_ERROR_BACKOFF)
+                requeue = _error_backoff(count)
                 log.exception("%s: reconcile failed (%d in a row); again in %.1f s", key, count, requeue)
                 if count >= _REPORTED_AFTER and not isinstance(error, FencedOutError):
                     self._report(key, error)
             finally:
                 self._queue.done(key, again_after=requeue)
+
+
+def _error_backoff(failures_in_a_row: int) -> float:
+    return float(min(_MIN_ERROR_BACKOFF * 2.0 ** (failures_in_a_row - 1), _MAX_ERROR_BACKOFF))
 
 
 def failure_in_words(error: Exception) -> str:

@@ -188,23 +188,30 @@ class KubeJobs:
         return NamespaceMetadata(metadata.labels or {}, metadata.annotations or {})
 
     def write_status(self, job: JobResource, status: dict[str, Any]) -> str:
-        # A merge patch of the status subresource; keys we no longer set are nulled explicitly. With the
-        # resourceVersion it was read at: a writer who decided on an older read (a deposed leader resumed
-        # after a pause) gets 409 Conflict instead of overwriting a newer status.
-        patch = {**{key: None for key in job.status if key not in status}, **status}
-        body = {"metadata": {"resourceVersion": job.resource_version}, "status": patch}
-        try:
-            written = self._objects.patch_namespaced_custom_object_status(
-                API_GROUP, API_VERSION, job.key.namespace, PLURAL, job.key.name, body
-            )
-        except ApiException as error:
-            if error.status == 409:
-                raise StaleReadError(
-                    f"{job.key} changed since it was read at {job.resource_version}"
-                ) from None
-            raise
-        version: str = written["metadata"]["resourceVersion"]
-        return version
+        return write_status(self._objects, PLURAL, job, status)
+
+
+def write_status(
+    objects: client.CustomObjectsApi, plural: str, resource: JobResource, status: dict[str, Any]
+) -> str:
+    """Replace the status subresource of one of ftspark's objects; the resourceVersion it makes."""
+    # A merge patch of the status subresource; keys we no longer set are nulled explicitly. With the
+    # resourceVersion it was read at: a writer who decided on an older read (a deposed leader resumed
+    # after a pause) gets 409 Conflict instead of overwriting a newer status.
+    patch = {**{key: None for key in resource.status if key not in status}, **status}
+    body = {"metadata": {"resourceVersion": resource.resource_version}, "status": patch}
+    try:
+        written = objects.patch_namespaced_custom_object_status(
+            API_GROUP, API_VERSION, resource.key.namespace, plural, resource.key.name, body
+        )
+    except ApiException as error:
+        if error.status == 409:
+            raise StaleReadError(
+                f"{resource.key} changed since it was read at {resource.resource_version}"
+            ) from None
+        raise
+    version: str = written["metadata"]["resourceVersion"]
+    return version
 
 
 class KubeDrivers:

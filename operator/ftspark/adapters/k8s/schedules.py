@@ -12,10 +12,10 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ftspark import API_GROUP, API_VERSION, KIND, PLURAL, SCHEDULE_KIND, SCHEDULE_PLURAL
-from ftspark.adapters.k8s.cluster import job_resource, read_custom_object
+from ftspark.adapters.k8s.cluster import job_resource, read_custom_object, write_status
 from ftspark.domain.ha import JobKey
 from ftspark.domain.scheduling import Run
-from ftspark.ports.cluster import JobResource, StaleReadError
+from ftspark.ports.cluster import JobResource
 from ftspark.protocol import MANAGED
 
 SCHEDULE_LABEL = "ftspark.io/schedule"
@@ -100,13 +100,4 @@ class KubeSchedules:
                 raise
 
     def write_status(self, schedule: JobResource, status: dict[str, Any]) -> None:
-        patch = {**{key: None for key in schedule.status if key not in status}, **status}
-        body = {"metadata": {"resourceVersion": schedule.resource_version}, "status": patch}
-        try:
-            self._objects.patch_namespaced_custom_object_status(
-                API_GROUP, API_VERSION, schedule.key.namespace, SCHEDULE_PLURAL, schedule.key.name, body
-            )
-        except ApiException as error:
-            if error.status == 409:
-                raise StaleReadError(f"{schedule.key} changed since it was read") from None
-            raise
+        write_status(self._objects, SCHEDULE_PLURAL, schedule, status)
