@@ -14,12 +14,14 @@ import sys
 from typing import Any, assert_never, get_args
 
 from kubernetes import client, config
+from pydantic import ValidationError
 from urllib3.exceptions import HTTPError
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
 from ftspark.adapters.k8s import server_message
 from ftspark.adapters.k8s.driver_logs import TAIL_BYTES, read_kept
-from ftspark.domain.models import DesiredState
+from ftspark.domain.lifecycle.timing import summary
+from ftspark.domain.models import DesiredState, RecoveryPhases
 from ftspark.domain.remedies import remedy_for
 from ftspark.protocol import (
     DRIVER_CONTAINER,
@@ -116,6 +118,8 @@ def _status_lines(job: dict[str, Any]) -> list[str]:
         recovered = failed.get("recoverySeconds")
         after = "" if recovered is None else f", the next batch {recovered} s later"
         lines.append(f"failed:         attempt {failed['attempt']} ({ended}{after}) {failed['reason']}")
+    if phases := _recovery_phases(status.get("lastFailure")):
+        lines.append(f"last recovery:  {summary(phases)}")
     for condition in status.get("conditions", []):
         reason = f"{condition['reason']}: {condition.get('message', '')}"
         lines.append(f"{condition['type']:<15} {condition['status']} {reason}")
@@ -130,6 +134,16 @@ def _status_lines(job: dict[str, Any]) -> list[str]:
 
 
 MAX_EVENTS = 10
+
+
+def _recovery_phases(failure: Any) -> RecoveryPhases | None:
+    """The last failure's recovery as the status says it; None before it ended, or if it does not read."""
+    if not isinstance(failure, dict) or "recoveryPhases" not in failure:
+        return None
+    try:
+        return RecoveryPhases.model_validate(failure["recoveryPhases"])
+    except ValidationError:
+        return None
 
 
 def _event_lines(namespace: str, job: dict[str, Any]) -> list[str]:

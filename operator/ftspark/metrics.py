@@ -18,13 +18,21 @@ from prometheus_client.core import REGISTRY, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ftspark.domain.ha import JobKey
-from ftspark.domain.models import BatchFigures, JobStatus
+from ftspark.domain.models import BatchFigures, Failure, JobStatus
 
 RECONCILE_SECONDS = Histogram(
     "ftspark_reconcile_duration_seconds",
     "Time of one reconcile of one job (observe, decide, act, record).",
     ["outcome"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+RECOVERY_PHASE_SECONDS = Histogram(
+    "ftspark_recovery_phase_seconds",
+    "For each recovery a later attempt's first committed batch ended: seconds from the failure until each "
+    "step was done (status.lastFailure.recoveryPhases; a step's own time is its figure less the step's "
+    "before). way: new-driver, or standby (a hot standby promoted).",
+    ["phase", "way"],
+    buckets=(0.5, 1, 2, 3, 5, 8, 12, 16, 20, 30, 45, 60, 90, 120, 180, 300),
 )
 LEADER = Gauge("ftspark_leader", "1 while this replica holds the operator Lease, else 0.")
 LEASE_TRANSITIONS = Counter("ftspark_lease_transitions_total", "Changes of the operator Lease holder seen.")
@@ -84,6 +92,16 @@ LOCAL_STATE_OVER_BOUND = Gauge(
     "After the sweeper's last pass: bytes above the per-job bound it could not remove (files newer than the "
     "grace period, or Spark's own files outside state/), all live jobs on this node together.",
 )
+
+
+def observe_recovery(before: Failure | None, after: Failure | None) -> None:
+    """A recovery the status just recorded (after's phases, none in before): one observation per step."""
+    if after is None or after.recovery_phases is None or (before is not None and before.recovery_phases):
+        return
+    phases = after.recovery_phases
+    way = "standby" if phases.standby else "new-driver"
+    for phase, seconds in phases.model_dump(exclude={"standby"}, exclude_none=True).items():
+        RECOVERY_PHASE_SECONDS.labels(phase, way).observe(seconds)
 
 
 class JobMetrics(Collector):

@@ -112,6 +112,8 @@ def said(reason: str, code: int, message: str) -> str:
 def seen(
     phase: DriverPhase, *, code: int | None = None, reason: str = "", message: str = "", **more: Any
 ) -> DriverObservation:
+    if more.get("ended") and code is not None:  # a container the kubelet saw end (exited: finishedAt)
+        more.setdefault("ended_at", datetime.fromisoformat(DELETED))
     return DriverObservation(1, NAME, phase, code, reason, message, **more)
 
 
@@ -322,7 +324,7 @@ EVICTED = "The node was low on resource: memory. Container driver was using 3Gi,
                 ],
             },
             False,
-            seen(DriverPhase.FAILED, code=1, reason="Error", ended=True),
+            seen(DriverPhase.FAILED, code=1, reason="Error", ended=True, ended_at=None),
             id="sidecar-listed-first",
         ),
         pytest.param(

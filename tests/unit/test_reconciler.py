@@ -19,9 +19,9 @@ from ftspark.adapters.records import JOBGRAPH_POINTER, RecordId
 from ftspark.app import controller as controller_module
 from ftspark.app.controller import Controller
 from ftspark.domain.fencing import Epoch
-from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
+from ftspark.domain.ha import CheckpointPointer, DriverStart, JobGraph, JobKey, JobResultEntry
 from ftspark.domain.lifecycle import OPERATOR_ERROR, DriverPhase, SavepointReport
-from ftspark.domain.models import BatchFigures, Condition, JobSpec, JobStatus
+from ftspark.domain.models import BatchFigures, Condition, JobSpec, JobStatus, RecoveryPhases
 from ftspark.domain.policy import STORAGE_PREFIXES_ANNOTATION, Allowance, outside_storage
 from ftspark.ports.cluster import JobResource, NamespaceMetadata, StaleReadError
 from ftspark.ports.stores import HaStores, StoreUnavailableError
@@ -126,7 +126,9 @@ class Cluster:
         assert job is not None
         return JobStatus.model_validate(job.status)
 
-    def commit(self, attempt: int, checkpoint_id: int, location: str = "") -> None:
+    def commit(
+        self, attempt: int, checkpoint_id: int, location: str = "", *, start: DriverStart | None = None
+    ) -> None:
         """The attempt's driver records a completed checkpoint, as the runtime does (by default in the job's
         checkpoint directory)."""
         graph = self.stores.job_graphs.get(KEY)
@@ -138,6 +140,7 @@ class Cluster:
             completed_at=self.now,
             attempt=attempt,
             figures=BatchFigures(duration_ms=checkpoint_id * 100, input_rows=checkpoint_id),
+            start=start,
         )
         driver = Epoch("driver", attempt, driver_pod_name(KEY.name, attempt))
         self.stores.checkpoints.add(KEY, pointer, driver, retained=5)
@@ -1210,24 +1213,64 @@ def _failures(controller: Controller) -> int:
 
 
 def test_a_failure_is_recovered_when_a_later_attempt_commits_its_first_batch(cluster: Cluster) -> None:
-    """Its time, from the failure seen to that batch, in the failure (status and history) and as a gauge."""
+    """Its time, from the failure seen to that batch, in the failure (status and history) and as a gauge;
+    where the seconds went, from the container's end (the kubelet's word), the operator's own times and the
+    new driver's: in the status, an Event and one histogram observation per step."""
     cluster.jobs.apply(KEY, SPEC, uid=UID)
     cluster.reconcile()
     cluster.running()
     cluster.commit(1, 1)
     cluster.reconcile(after=1)
-    cluster.fail()
+    ended = cluster.now
+    cluster.now += timedelta(seconds=2)  # the operator sees it 2 s after the container ended
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.FAILED, exit_code=137, ended_at=ended)
+    cluster.reconcile()
+    cluster.drivers.pods.pop(KEY, None)
     failed = cluster.status().last_failure
-    assert failed is not None and failed.recovery_seconds is None
-    cluster.reconcile(after=6)  # past the 5 s restart delay: attempt 2
-    cluster.running(2)
+    assert failed is not None and failed.recovery_seconds is None and failed.ended_at == ended
+    cluster.reconcile(after=6)  # past the 5 s restart delay: attempt 2, 8 s after the end
+    cluster.now += timedelta(seconds=1)
+    cluster.running(2)  # 9 s
+    before = _phase_observations("committed")
     cluster.now += timedelta(seconds=12)
     cluster.reconcile(after=1)
     assert cluster.status().last_failure == failed, "running is not recovered: a batch committed is"
-    cluster.commit(2, 3)
+    start = DriverStart(
+        runtime_started=ended + timedelta(seconds=10),
+        lease_acquired=ended + timedelta(seconds=11),
+        executors_registered=ended + timedelta(seconds=15),
+        session_up=ended + timedelta(seconds=14),  # before its executors registered: done with them
+        first_batch_started=ended + timedelta(seconds=18),
+    )
+    cluster.commit(2, 3, start=start)  # 22 s after the end
     cluster.reconcile(after=1)
     status = cluster.status()
-    assert status.last_failure is not None and status.last_failure.recovery_seconds == 19.0
+    assert status.last_failure is not None and status.last_failure.recovery_seconds == 20.0
+    assert status.last_failure.recovery_phases == RecoveryPhases(
+        seen=2.0,
+        submitted=8.0,
+        pod_running=9.0,
+        runtime_started=10.0,
+        lease_acquired=11.0,
+        executors_registered=15.0,
+        session_up=15.0,
+        first_batch_started=18.0,
+        committed=22.0,
+    )
     assert status.failures == [status.last_failure]
     labels = {"namespace": KEY.namespace, "job": KEY.name}
-    assert REGISTRY.get_sample_value("ftspark_job_last_recovery_seconds", labels) == 19.0
+    assert REGISTRY.get_sample_value("ftspark_job_last_recovery_seconds", labels) == 20.0
+    assert _phase_observations("committed") == before + 1
+    cluster.reconcile(after=1)
+    assert _phase_observations("committed") == before + 1, "observed once, when recorded"
+    (recovered,) = [e for e in cluster.events.emitted if e.reason == "Recovered"]
+    assert recovered.message == (
+        "attempt 2 committed batch 3: recovered in 22.0 s by a new driver (seen 2.0, submitted 6.0, pod "
+        "started 1.0, runtime 1.0, lease 1.0, executors 4.0, session 0.0, first batch started 3.0, committed "
+        "4.0 s)"
+    )
+
+
+def _phase_observations(phase: str) -> float:
+    labels = {"phase": phase, "way": "new-driver"}
+    return REGISTRY.get_sample_value("ftspark_recovery_phase_seconds_count", labels) or 0.0

@@ -33,6 +33,20 @@ class JobGraph(BaseModel):
     submitted_at: datetime
 
 
+class DriverStart(BaseModel):
+    """When an attempt's driver reached each step of its start, on its own clock. It goes with the attempt's
+    checkpoint pointers, so the operator can say where a recovery's seconds went (status.lastFailure.
+    recoveryPhases). The driver's word only: the operator bounds what it makes of it by its own times."""
+
+    model_config = ConfigDict(frozen=True)
+    runtime_started: datetime  # the runtime's Python began (the container started before)
+    promoted: datetime | None = None  # a hot standby: its promotion reached it
+    lease_acquired: datetime | None = None  # it holds the driver Lease: older drivers are fenced out
+    executors_registered: datetime | None = None  # the first of its current executors registered
+    session_up: datetime | None = None  # its SparkSession is built
+    first_batch_started: datetime | None = None  # the first batch it committed began (Spark's trigger)
+
+
 class CheckpointPointer(BaseModel):
     """A completed checkpoint (a committed micro-batch) as reported by the driver."""
 
@@ -44,6 +58,7 @@ class CheckpointPointer(BaseModel):
     attempt: int = Field(ge=0)
     source_end_offsets: dict[str, str] = Field(default_factory=dict)
     figures: BatchFigures | None = None  # from Spark's progress report; None: found committed at a stop
+    start: DriverStart | None = None  # how the attempt that wrote it started
 
 
 class JobResultEntry(BaseModel):

@@ -958,6 +958,56 @@ class Placement(_Model):
     nodes: list[str] = Field(default_factory=list, description="Nodes that ran its executors (local state).")
 
 
+class RecoveryPhases(_Model):
+    """Where a recovery's seconds went: for each step, the seconds from the failure (the driver's container
+    ended, on its kubelet's word, else the failure seen) until the step was done. A step's own time is its
+    figure less the one before. A step done before the one listed above it (a standby's session, up before
+    the failure) counts as done with it; a step this attempt had no part in (a standby's pod start) is
+    absent."""
+
+    seen: float = Field(ge=0, le=JSON_SAFE, description="The operator saw the failure.")
+    submitted: float | None = Field(
+        default=None,
+        ge=0,
+        le=JSON_SAFE,
+        description="The next attempt was submitted: its driver pod created, or the standby promoted (the "
+        "restart strategy's delay comes before).",
+    )
+    pod_running: float | None = Field(
+        default=None,
+        ge=0,
+        le=JSON_SAFE,
+        description="The new driver's container started (scheduling, the image, the container).",
+    )
+    runtime_started: float | None = Field(
+        default=None, ge=0, le=JSON_SAFE, description="The driver runtime's Python began."
+    )
+    lease_acquired: float | None = Field(
+        default=None,
+        ge=0,
+        le=JSON_SAFE,
+        description="The new driver holds the driver Lease: every older driver is fenced out.",
+    )
+    executors_registered: float | None = Field(
+        default=None, ge=0, le=JSON_SAFE, description="Its first executor registered with it."
+    )
+    session_up: float | None = Field(
+        default=None, ge=0, le=JSON_SAFE, description="Its SparkSession was up (the JVM, the SparkContext)."
+    )
+    first_batch_started: float | None = Field(
+        default=None,
+        ge=0,
+        le=JSON_SAFE,
+        description="Its first batch began: the user's script ran and the query started.",
+    )
+    committed: float = Field(
+        ge=0,
+        le=JSON_SAFE,
+        description="That batch was committed: the state restored, the batch run, its checkpoint recorded.",
+    )
+    standby: bool = Field(default=False, description="The attempt was a hot standby, promoted.")
+
+
 class Failure(_Model):
     reason: str = Field(description="Why the attempt ended, e.g. DriverError, OOMKilled, NodeLost.")
     message: str = Field(default="", description="The driver's termination message or the observed cause.")
@@ -972,12 +1022,19 @@ class Failure(_Model):
     started_at: datetime | None = Field(
         default=None, description="When the attempt started (its driver ran, or its standby was promoted)."
     )
+    ended_at: datetime | None = Field(
+        default=None,
+        description="When the driver's container ended, on its kubelet's word (none for a lost node or pod).",
+    )
     time: datetime = Field(description="When the failure was observed.")
     recovery_seconds: float | None = Field(
         default=None,
         ge=0,
         description="From this failure seen to the next committed batch (the first checkpoint of a later "
         "attempt); absent until then.",
+    )
+    recovery_phases: RecoveryPhases | None = Field(
+        default=None, description="Where the recovery's seconds went; absent until the next batch committed."
     )
 
 

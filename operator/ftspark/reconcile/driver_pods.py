@@ -90,6 +90,7 @@ class Terminated(_View):
     exit_code: int
     reason: str = ""
     message: str = ""
+    finished_at: datetime | None = None
 
 
 class ContainerState(_View):
@@ -208,7 +209,15 @@ def _phase(pod: PodView, attempt: int) -> DriverObservation:
             reason, message = done.reason, done.message
         else:
             reason, message = words.reason, words.message
-        return DriverObservation(attempt, name, phase, done.exit_code, _bounded(reason), _bounded(message))
+        return DriverObservation(
+            attempt,
+            name,
+            phase,
+            done.exit_code,
+            _bounded(reason),
+            _bounded(message),
+            ended_at=done.finished_at,
+        )
     if status.phase in {"Failed", "Unknown"}:  # e.g. evicted, or its node was lost
         reason = status.reason or (NODE_LOST if status.phase == "Unknown" else "PodFailed")
         return DriverObservation(attempt, name, DriverPhase.FAILED, None, reason, status.message)

@@ -28,7 +28,7 @@ from ftspark.domain.lifecycle import (
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.policy import namespace_allowances, outside_storage, storage_prefixes, violations
 from ftspark.domain.rollback import effective_spec
-from ftspark.metrics import JOBS
+from ftspark.metrics import JOBS, observe_recovery
 from ftspark.ports.cluster import JobResource, ObjectDeferredError, ObjectRejectedError
 from ftspark.ports.stores import UntrustedRecordError
 from ftspark.reconcile.actuator import Actuator
@@ -252,4 +252,5 @@ class Reconciler:
             return False
         self._epoch()  # still leading (raises otherwise): the status is the operator's word
         self._status_writes.write(job.key, lambda: self._jobs.write_status(job, written))
+        observe_recovery(self._status(job).last_failure, decision.status.last_failure)
         return True

@@ -21,6 +21,8 @@ import sys
 import threading
 import time
 import traceback
+from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import assert_never
 
@@ -59,12 +61,13 @@ from ftspark.runtime.control import ControlWatcher, stop_at_boundary
 from ftspark.runtime.fencing import DriverLease
 from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog, executors_waiting, start_watchdog
 from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
-from ftspark.runtime.reporting import PointerReporter, ProgressListener
+from ftspark.runtime.reporting import PointerReporter, ProgressListener, StartMarks
 from ftspark.runtime.savepoint import SavepointError
 from ftspark.runtime.session import (
     Queries,
     SparkNotStartedError,
     build_session,
+    first_executor_registered,
     spark_settings,
     spark_uri,
 )
@@ -89,9 +92,10 @@ def kube_client(kubeconfig: str | None, pod_name: str) -> client.ApiClient:
 
 
 class Driver:
-    def __init__(self, config: RuntimeConfig, ending: Ending) -> None:
+    def __init__(self, config: RuntimeConfig, ending: Ending, started: datetime) -> None:
         self.config = config
         self.ending = ending
+        self.marks = StartMarks(started)  # the steps of this driver's start, sent with its pointers
         self._s3 = s3_client(config.spark_conf)
         self.objects = ObjectStore(self._s3)
         self.queries = Queries(config.checkpoint_root, self._prepare)
@@ -137,6 +141,7 @@ class Driver:
                 f"the driver lease was not ours within {cfg.lease_acquire_timeout:g} s",
             )
             return
+        self.marks.now("lease_acquired")
         try:
             self._checkpoints = checkpoint_store(
                 cfg.ha_store,
@@ -153,6 +158,7 @@ class Driver:
                 Epoch(scope="driver", term=cfg.attempt, holder=cfg.pod_name),
                 retained=cfg.retained_checkpoints,
                 on_fenced=lambda why: self.fence_out("FencedOut", why),
+                marks=self.marks,
             )
             self._watcher = ControlWatcher(
                 api, cfg.job.namespace, cfg.pod_name, cfg.control_interval, self._control, cfg.term_floor
@@ -178,10 +184,12 @@ class Driver:
             warmed = warm_up(spark, standby.sample_object(self.objects, root))
             log.info("standing by: %d executors warmed in %.1f s", warm, warmed)
         self.session_ready.set()
+        self.marks.now("session_up")
         log.info(
             "standing by: spark session ready in %.1f s, waiting to be promoted", time.monotonic() - started
         )
         restore_batch = standby.await_promotion(api, self.config)
+        self.marks.now("promoted")
         self.config = dataclasses.replace(self.config, restore_batch=restore_batch)
         log.info(
             "promoted after %.1f s standing by (restore batch: %s)", time.monotonic() - started, restore_batch
@@ -202,11 +210,15 @@ class Driver:
             started = time.monotonic()
             spark = self._session(app)
             self.session_ready.set()
+            self.marks.now("session_up")
             log.info("spark session ready in %.1f s", time.monotonic() - started)
         else:
             standby.request_remaining_executors(spark, self.config, app.spark_conf(self.config.spark_conf))
         signs = SignsOfLife()
-        spark.streams.addListener(ProgressListener(self.queries, self._reporter, signs))
+        listener = ProgressListener(
+            self.queries, self._reporter, signs, partial(first_executor_registered, spark)
+        )
+        spark.streams.addListener(listener)
         idle_interval = spark.conf.get(NO_DATA_INTERVAL_KEY)
         self._watchdog = start_watchdog(signs, self.config.progress_timeout, idle_interval, self.no_progress)
         self._watcher.start()
@@ -422,6 +434,7 @@ def serve_health(cfg: RuntimeConfig, ready: threading.Event) -> None:
 
 
 def main(argv: list[str]) -> int:
+    started = datetime.now(UTC)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)  # it logs every callback at INFO
     if len(argv) < 2 or argv[0] != "driver":
@@ -434,7 +447,7 @@ def main(argv: list[str]) -> int:
         ending.set(Exit.BAD_INPUT, error.reason, str(error))
         ending.write_once(Path(os.environ.get(RuntimeEnv.TERMINATION_LOG) or "/dev/termination-log"), {})
         return int(ending.code)
-    driver = Driver(cfg, ending)
+    driver = Driver(cfg, ending, started)
     serve_health(cfg, driver.session_ready)
     try:
         driver.run(argv[1], argv[2:])

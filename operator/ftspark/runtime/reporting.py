@@ -15,13 +15,13 @@ import math
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from ftspark.domain.fencing import Epoch, FencedOutError
-from ftspark.domain.ha import CheckpointPointer, JobKey
+from ftspark.domain.ha import CheckpointPointer, DriverStart, JobKey
 from ftspark.domain.models import BatchFigures
 from ftspark.ports.stores import CheckpointStore, StoreUnavailableError
 from ftspark.runtime.liveness import SignsOfLife
@@ -29,6 +29,37 @@ from ftspark.runtime.objects import ObjectStore, StorageError, join
 from ftspark.runtime.session import Queries
 
 log = logging.getLogger(__name__)
+
+
+DriverStep = Literal[
+    "promoted", "lease_acquired", "executors_registered", "session_up", "first_batch_started"
+]
+
+
+class StartMarks:
+    """This driver's start as it goes (DriverStart): each step marked once, from whichever thread reaches it;
+    every pointer carries them, so the operator can time the recovery this attempt ends."""
+
+    def __init__(self, runtime_started: datetime) -> None:
+        self._lock = threading.Lock()
+        self._start = DriverStart(runtime_started=runtime_started)
+
+    def mark(self, step: DriverStep, at: datetime | None) -> None:
+        """at: when the step was done (None: not known, left unmarked); only its first mark counts."""
+        with self._lock:
+            if at is not None and getattr(self._start, step) is None:
+                self._start = self._start.model_copy(update={step: at})
+
+    def now(self, step: DriverStep) -> None:
+        self.mark(step, datetime.now(UTC))
+
+    def marked(self, step: DriverStep) -> bool:
+        with self._lock:
+            return getattr(self._start, step) is not None
+
+    def snapshot(self) -> DriverStart:
+        with self._lock:
+            return self._start
 
 
 class PointerReporter:
@@ -41,7 +72,9 @@ class PointerReporter:
         *,
         retained: int,
         on_fenced: Callable[[str], None],
+        marks: StartMarks,
     ) -> None:
+        self._marks = marks
         self._checkpoints = checkpoints
         self._objects = objects
         self._job = job
@@ -61,14 +94,22 @@ class PointerReporter:
         batch_id: int,
         offsets: dict[str, str] | None = None,
         figures: BatchFigures | None = None,
+        *,
+        started_at: datetime | None = None,
+        executors_registered: Callable[[], datetime | None] | None = None,
     ) -> bool:
-        """Write the pointer of batch_id unless written already; False if it could not be written."""
+        """Write the pointer of batch_id unless written already; False if it could not be written.
+        started_at: when Spark began the batch; executors_registered: asked once, at the first batch."""
         with self._lock:
             if batch_id <= self._reported.get(location, -1):
                 return True
             try:
                 if not self._objects.exists(join(location, "commits", str(batch_id))):
                     return False  # an idle query's event: that batch has not run
+                if not self._marks.marked("first_batch_started"):
+                    if executors_registered is not None:
+                        self._marks.mark("executors_registered", executors_registered())
+                    self._marks.mark("first_batch_started", started_at)
                 self._add(location, batch_id, offsets or {}, figures)
             except FencedOutError as error:
                 self._on_fenced(f"fenced out of the checkpoint store: {error}")
@@ -94,6 +135,7 @@ class PointerReporter:
                 attempt=self._epoch.term,
                 source_end_offsets=offsets,
                 figures=figures,
+                start=self._marks.snapshot(),
             )
             try:
                 self._checkpoints.add(self._job, pointer, self._epoch, retained=self._retained)
@@ -126,15 +168,30 @@ def batch_figures(progress: Any) -> BatchFigures | None:
         return None
 
 
+def _timestamp(value: Any) -> datetime | None:
+    """Spark's progress timestamp (ISO 8601, UTC); None if it does not read as one."""
+    try:
+        return datetime.fromisoformat(str(value)).astimezone(UTC)
+    except ValueError:
+        return None
+
+
 class ProgressListener(StreamingQueryListener):
     """Runs on Spark's listener thread; never raises into it. Every event of a query is a sign of life
     (runtime/liveness.py), recorded before anything that could take a while."""
 
-    def __init__(self, queries: Queries, reporter: PointerReporter, signs: SignsOfLife) -> None:
+    def __init__(
+        self,
+        queries: Queries,
+        reporter: PointerReporter,
+        signs: SignsOfLife,
+        first_executor: Callable[[], datetime | None],
+    ) -> None:
         super().__init__()
         self._queries = queries
         self._reporter = reporter
         self._signs = signs
+        self._first_executor = first_executor
 
     def onQueryStarted(self, event: Any) -> None:  # noqa: N802 (Spark's names)
         self._signs.started(str(event.id), event.name)
@@ -153,7 +210,12 @@ class ProgressListener(StreamingQueryListener):
                 for i, source in enumerate(progress.sources)
             }
             self._reporter.committed(
-                running.location, int(progress.batchId), offsets, batch_figures(progress)
+                running.location,
+                int(progress.batchId),
+                offsets,
+                batch_figures(progress),
+                started_at=_timestamp(progress.timestamp),
+                executors_registered=self._first_executor,
             )
         except Exception:
             log.exception("reporting the progress of query %s failed", progress.id)

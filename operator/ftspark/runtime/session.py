@@ -15,9 +15,11 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from py4j.protocol import Py4JError
 from pyspark import SparkConf, SparkContext
 from pyspark.errors import PySparkRuntimeError
 from pyspark.java_gateway import launch_gateway
@@ -102,6 +104,18 @@ def build_session(settings: Mapping[str, str], *, executors: int | None = None) 
             "the Spark JVM exited before it started: a setting it refuses (spec.sparkConf), or too little "
             "memory; it names the cause in the driver's log (ftspark logs JOB --attempt N)"
         ) from None
+
+
+def first_executor_registered(spark: SparkSession) -> datetime | None:
+    """When the first of the application's current executors registered (Spark's status store, which the UI
+    reads too); None before any did, or if the JVM cannot say."""
+    try:
+        executors = spark.sparkContext._jsc.sc().statusStore().executorList(True)  # no Python API
+        added = [executors.apply(i) for i in range(executors.size())]
+        times = [summary.addTime().getTime() for summary in added if summary.id() != "driver"]
+    except Py4JError:
+        return None
+    return datetime.fromtimestamp(min(times) / 1000, UTC) if times else None
 
 
 @dataclass(frozen=True)

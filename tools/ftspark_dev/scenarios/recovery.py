@@ -37,7 +37,8 @@ from pathlib import Path
 
 from kubernetes import client
 
-from ftspark.domain.models import JobSpec
+from ftspark.domain.lifecycle.timing import summary
+from ftspark.domain.models import JobSpec, RecoveryPhases
 from ftspark.manifests import (
     AttemptPlan,
     Manifest,
@@ -159,6 +160,9 @@ class FtsparkRun:
     promotions: int = 0  # attempts after a kill that were a promoted standby (their runtime's log says so)
     warmed: int = 0  # ... whose executors had run their warm-up before it
     standby_cost: StandbyCost | None = None  # the first standby's, once its session was up
+    # Each recovery as the operator timed it (status.lastFailure.recoveryPhases): from the killed
+    # container's end, where the outside timelines count from the kill.
+    phases: list[RecoveryPhases] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,7 @@ def ftspark_recoveries(
     tour = FaultTour(world, work / row, subject=subject, feed_interval=FEED_INTERVAL, spec=spec)
     tour.start()
     runs = _runs(tour.output)
-    timelines, leases, promotions, warmed, cost = [], [], 0, 0, None
+    timelines, leases, promotions, warmed, cost, phases = [], [], 0, 0, None, []
     takeovers: list[str] = []  # each successor's promotion line (its restore batch), for a failure's message
     try:
         for _ in range(kills):
@@ -216,10 +220,12 @@ def ftspark_recoveries(
                 # batch of the usual size, as on the other rows.
                 _settle(runs)
             killed = tour.current_driver().metadata.name
-            successor = driver_pod_name(tour.name, tour.attempt() + 1)
+            attempt = tour.attempt()
+            successor = driver_pod_name(tour.name, attempt + 1)
             killed_at = time.monotonic()
             world.kill_pod(killed)
             timelines.append(watch_recovery(world, _named(successor), runs, killed_at))
+            phases.append(operator_timing(world, tour.name, attempt))
             log = world.log(successor)
             leases.append(
                 next((line for line in log.splitlines() if "holding lease" in line), "no lease line")
@@ -235,7 +241,21 @@ def ftspark_recoveries(
             ) from None
     finally:
         world.delete(tour.name)
-    return FtsparkRun(timelines, leases, figures, promotions, warmed, cost)
+    return FtsparkRun(timelines, leases, figures, promotions, warmed, cost, phases)
+
+
+def operator_timing(world: World, job: str, attempt: int) -> RecoveryPhases:
+    """The recovery from the failure of attempt as the status says it, once the operator recorded it."""
+    found: list[RecoveryPhases] = []
+
+    def recorded() -> bool:
+        failure = world.status(job).get("lastFailure") or {}
+        if failure.get("attempt") == attempt and "recoveryPhases" in failure:
+            found.append(RecoveryPhases.model_validate(failure["recoveryPhases"]))
+        return bool(found)
+
+    _wait(recorded, 30, f"the operator's timing of the recovery from attempt {attempt}")
+    return found[-1]
 
 
 def _standing_by(world: World, job: str) -> bool:
@@ -426,6 +446,25 @@ class SideBySide:
             lines.append(f"{label} / plain Spark, kill → first batch run: {self.ratio(timelines):.2f} times")
         return "\n".join(lines)
 
+    def phase_table(self) -> str:
+        """Where the seconds went, as the operator timed them (medians, seconds from the container's end)."""
+        names = [name for name in RecoveryPhases.model_fields if name != "standby"]
+        lines = [
+            "| the operator's timing → | " + " | ".join(_words(name) for name in names) + " |",
+            "|---|" + "---|" * len(names),
+        ]
+        for label, run in self.runs():
+            medians = []
+            for name in names:
+                values = [v for p in run.phases if (v := getattr(p, name)) is not None]
+                medians.append(f"{statistics.median(values):.1f}" if values else "-")
+            lines.append(f"| {label} (median of {len(run.phases)}) | " + " | ".join(medians) + " |")
+        return "\n".join(lines)
+
+
+def _words(name: str) -> str:
+    return name.replace("_", " ")
+
 
 def side_by_side(
     world: World,
@@ -457,6 +496,8 @@ def main() -> None:
     with running_world() as world, tempfile.TemporaryDirectory(prefix="ftspark-recovery-") as work:
         compared = side_by_side(world, Path(work), args.kills)
     print(compared.table())
+    print()
+    print(compared.phase_table())
     for label, run in compared.runs():
         print(f"{label}: the job after its kills: " + ", ".join(f"{k} {v}" for k, v in run.figures.items()))
         for n, line in enumerate(run.leases, 1):
@@ -464,6 +505,9 @@ def main() -> None:
     for label, timelines in compared.rows():
         for n, timeline in enumerate(timelines, 1):
             print(f"{label} kill {n}: " + ", ".join(f"{s:.1f}" for s in timeline.seconds))
+    for label, run in compared.runs():
+        for n, phases in enumerate(run.phases, 1):
+            print(f"{label} kill {n}, the operator's Event: {summary(phases)}")
 
 
 if __name__ == "__main__":

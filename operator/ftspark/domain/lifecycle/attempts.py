@@ -10,6 +10,7 @@ from ftspark.domain.ha import CheckpointPointer
 from ftspark.domain.lifecycle.actions import EmitEvent, RecordResult
 from ftspark.domain.lifecycle.draft import Draft, says_already
 from ftspark.domain.lifecycle.observation import DriverObservation
+from ftspark.domain.lifecycle.timing import recovery_phases, summary
 from ftspark.domain.models import Failure, JobSpec, JobStatus, Placement, RollbackRef
 from ftspark.domain.recovery import folder_of, is_checkpoint_directory
 from ftspark.domain.restart import category
@@ -103,15 +104,26 @@ def note_commit(draft: Draft, newest: CheckpointPointer) -> None:
     if failure is None or failure.recovery_seconds is not None or newest.attempt <= failure.attempt:
         return
     seconds = round(max(0.0, (newest.completed_at - failure.time).total_seconds()), 1)
-    recovered = failure.model_copy(update={"recovery_seconds": seconds})
-    failures = [recovered if entry == failure else entry for entry in draft.status.failures]
+    status = draft.status
+    own = newest.attempt == status.attempt  # the status's times are this attempt's
+    phases = recovery_phases(
+        failure,
+        newest,
+        status.attempt_submitted_at if own else None,
+        status.attempt_started_at if own else None,
+    )
+    recovered = failure.model_copy(update={"recovery_seconds": seconds, "recovery_phases": phases})
+    failures = [recovered if entry == failure else entry for entry in status.failures]
     draft.update(last_failure=recovered, failures=failures)
+    message = f"attempt {newest.attempt} committed batch {newest.batch_id}: {summary(phases)}"
+    draft.actions.append(EmitEvent("Normal", "Recovered", message))
 
 
 def _failure_of(
     driver: DriverObservation | None, attempt: int, started_at: datetime | None, now: datetime
 ) -> Failure:
-    when = {"attempt": attempt, "started_at": started_at, "time": now}
+    ended_at = driver.ended_at if driver is not None else None
+    when = {"attempt": attempt, "started_at": started_at, "ended_at": ended_at, "time": now}
     if driver is None:
         return Failure(reason="DriverLost", message="the driver pod disappeared", **when)
     if driver.reason in {STOPPED, STOP_TIMED_OUT}:

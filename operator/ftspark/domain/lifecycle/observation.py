@@ -44,6 +44,7 @@ class DriverObservation:
     reason: str = ""
     message: str = ""
     started_at: datetime | None = None
+    ended_at: datetime | None = None  # its container ended, on its kubelet's word
     savepoint: SavepointReport | None = None
     rollbacks: tuple[str, ...] = ()  # the driver gave up committed batches of a damaged checkpoint
     # Its node stopped reporting: no kubelet will finish a graceful deletion, so the pod is deleted by force.
