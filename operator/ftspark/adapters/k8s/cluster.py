@@ -191,15 +191,31 @@ class KubeJobs:
         return write_status(self._objects, PLURAL, job, status)
 
 
+def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that makes old into new. A merge patch merges objects into objects at
+    every depth, so a key new leaves out is nulled at every depth: a new status.lastFailure must not keep the
+    recoveryPhases of the failure before it. Lists are replaced whole."""
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            patch[key] = merge_patch(before, value)
+        else:
+            patch[key] = value
+    return patch
+
+
 def write_status(
     objects: client.CustomObjectsApi, plural: str, resource: JobResource, status: dict[str, Any]
 ) -> str:
     """Replace the status subresource of one of ftspark's objects; the resourceVersion it makes."""
-    # A merge patch of the status subresource; keys we no longer set are nulled explicitly. With the
-    # resourceVersion it was read at: a writer who decided on an older read (a deposed leader resumed
-    # after a pause) gets 409 Conflict instead of overwriting a newer status.
-    patch = {**{key: None for key in resource.status if key not in status}, **status}
-    body = {"metadata": {"resourceVersion": resource.resource_version}, "status": patch}
+    # A merge patch of the status subresource, with the resourceVersion it was read at: a writer who decided
+    # on an older read (a deposed leader resumed after a pause) gets 409 Conflict instead of overwriting a
+    # newer status.
+    body = {
+        "metadata": {"resourceVersion": resource.resource_version},
+        "status": merge_patch(resource.status, status),
+    }
     try:
         written = objects.patch_namespaced_custom_object_status(
             API_GROUP, API_VERSION, resource.key.namespace, plural, resource.key.name, body
