@@ -39,12 +39,16 @@ def test_a_killed_driver_comes_back_through_every_step_and_ftspark_fences_and_go
     assert (compared.ftspark_run.promotions, standby.promotions) == (0, 1), "the standby took over"
     assert standby.warmed == 1, "on the executor it had kept up and warmed"
 
-    # The operator timed each recovery itself (status.lastFailure.recoveryPhases), every step there; its
-    # end is the first batch the outside watch saw, give or take the watch's poll and the commit after it.
+    # The operator timed each recovery itself (status.lastFailure.recoveryPhases), every step there. Counted
+    # from the container's end (its kubelet's word, a moment after the kill), they agree with the outside
+    # watch: the same container start, and the batch committed after the sink saw it run (never before; its
+    # commit, state and pointer follow, seconds later on two busy cores).
     print(f"\n{compared.phase_table()}")
     for run, absent in ((compared.ftspark_run, set()), (standby, {"pod_running", "runtime_started"})):
         ((phases, timeline),) = zip(run.phases, run.timelines, strict=True)
         steps = phases.model_dump(exclude={"standby"})
         assert {name for name, value in steps.items() if value is None} == absent, phases
         assert phases.standby == (run is standby)
-        assert abs(phases.committed - timeline.seconds[-1]) < 3.0, (phases, timeline)
+        if phases.pod_running is not None:
+            assert abs(phases.pod_running - timeline.seconds[1]) < 2.0, (phases, timeline)
+        assert timeline.seconds[-1] - 1.5 < phases.committed < timeline.seconds[-1] + 15, (phases, timeline)

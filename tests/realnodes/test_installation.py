@@ -589,8 +589,9 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
         before, since = set(jvm_counters(state)), world.s3.access_log_offset()
         tour.kill_driver()
         assert tour.events().count("StandbyPromoted") == 1, "the hot standby took over from the killed driver"
-        restored = _restored_locally(world, tour.name, state, since, before)
-        print(f"the promoted standby's executors read {restored} B of local copies")
+        print(
+            f"promoted: executors read {_restored_locally(world, tour.name, state, since, before)} B locally"
+        )
         frozen = tour.freeze_driver()
         assert {"Unhealthy", "Killing"} <= set(world.events(frozen)), (
             "the liveness probe found it, the kubelet kills"
@@ -608,8 +609,8 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
         figures = tour.finish()
         print(f"\nreal nodes:\n{tour.report(figures)}")
         assert (figures["lost"], figures["duplicated"]) == (0, 0)
-        assert figures["most drivers alive at once"] == 1, "never two drivers of one job at once"
-        assert figures["most operator leaders acting at once"] == 1, "never two acting leaders"
+        at_once = (figures["most drivers alive at once"], figures["most operator leaders acting at once"])
+        assert at_once == (1, 1), "never two drivers of one job at once, nor two acting leaders"
         faults = sum(step.endswith("-> next batch") for step in tour.recovery)
         assert figures["re-processed by re-run batches"] <= faults * RECORDS_PER_FILE, (
             "at most one batch a fault"
@@ -619,6 +620,12 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
         # The driver kill, the freeze and the node kill: each answered by a new attempt, or by the standby
         # when one was ready by then (which of the two is a matter of timing).
         assert events.count("Restarted") + events.count("StandbyPromoted") >= 3, events
+        # ... and each timed by the operator, step by step (status.lastFailure.recoveryPhases).
+        assert [fault.split(" (")[0] for fault, _ in tour.timings] == [
+            "driver kill",
+            "driver container frozen",
+            "node kill",
+        ], tour.timings
     finally:
         _local_recovery_namespace(world, False)
 

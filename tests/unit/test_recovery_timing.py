@@ -46,8 +46,8 @@ def test_a_promoted_standby_has_no_pod_start_and_its_session_counts_as_done_with
         standby=True,
     )
     assert summary(phases) == (
-        "recovered in 4.2 s by a standby promoted (seen 1.0, submitted 0.4, lease 0.4, executors 0.0, session "
-        "0.0, first batch started 0.7, committed 1.7 s)"
+        "recovered in 4.2 s by a standby promoted (seen 1.0, submitted 0.4, lease 0.4, executors 0.0, "
+        "session 0.0, first batch started 0.7, committed 1.7 s)"
     )
 
 

@@ -19,6 +19,8 @@ from typing import Any, Protocol
 import urllib3
 from kubernetes import client
 
+from ftspark.domain.lifecycle.timing import summary
+from ftspark.domain.models import RecoveryPhases
 from ftspark.protocol import NO_PROGRESS, SPARK_ROLE_LABEL, DriverEnv, Exit, driver_pod_name
 from ftspark_dev.cluster.controlplane import ControlPlane
 from ftspark_dev.cluster.operators import condition
@@ -108,6 +110,9 @@ class FaultTour:
         self.source, self.output = work / self.name / "in", SinkFolder(work / self.name / "out")
         self.recovery: dict[str, float] = {}  # the last time of each step
         self.timeline: list[tuple[str, float]] = []  # every step's time, in order
+        # The operator's own timing of each recovery a fault caused (status.lastFailure.recoveryPhases).
+        self.timings: list[tuple[str, RecoveryPhases]] = []
+        self._timed_attempt = 0
         self._stop_feeding = threading.Event()
         self._feeder = threading.Thread(target=self._feed, daemon=True)
         self.fed = 0
@@ -253,6 +258,7 @@ class FaultTour:
         """One line per fault's recovery time and per figure (log viewers cut long lines)."""
         lines = [f"{fault + ':':<48} {seconds:6.1f} s" for fault, seconds in self.recovery.items()]
         lines += [f"{figure + ':':<48} {value}" for figure, value in figures.items()]
+        lines += [f"{fault}, the operator's timing: {summary(phases)}" for fault, phases in self.timings]
         return "\n".join(lines)
 
     # -- helpers -------------------------------------------------------------------------------------------
@@ -285,6 +291,22 @@ class FaultTour:
         before, started = self.batches(), time.monotonic()
         self.wait_for(lambda: self.batches() > before, timeout, f"progress after the {fault}")
         self._took(f"{fault} -> next batch", time.monotonic() - (since or started))
+        self._note_recovery(fault)
+
+    def _note_recovery(self, fault: str) -> None:
+        """The operator's timing of the recovery, when the fault failed an attempt: recorded once the
+        operator saw the batch the tour saw."""
+
+        def new_failure() -> dict[str, Any] | None:
+            failure: dict[str, Any] = self.world.status(self.name).get("lastFailure") or {}
+            return failure if failure.get("attempt", 0) > self._timed_attempt else None
+
+        if new_failure() is None:
+            return
+        self.wait_for(lambda: "recoveryPhases" in (new_failure() or {}), 30, f"the timing of the {fault}")
+        failure = new_failure() or {}
+        self._timed_attempt = failure["attempt"]
+        self.timings.append((fault, RecoveryPhases.model_validate(failure["recoveryPhases"])))
 
     def wait_for(
         self, probe: Callable[[], object], timeout: float, what: str, moving: Callable[[], int] | None = None
