@@ -68,7 +68,6 @@ from ftspark.runtime.session import (
     SparkNotStartedError,
     build_session,
     first_executor_registered,
-    open_storage,
     spark_settings,
     spark_uri,
 )
@@ -80,7 +79,6 @@ log = logging.getLogger("ftspark.runtime")
 # After a stop the script normally returns at once (its queries stopped); one that does not (it waits for
 # something else, or starts new queries) is cut off.
 SCRIPT_GRACE_SECONDS = 10.0
-JVM_START_SECONDS = 120.0  # the storage's head start waits this long for the JVM, then gives up
 JVM_REAP_SECONDS = 5.0  # a SIGKILLed JVM is gone in milliseconds; this only bounds a stuck kernel
 
 
@@ -181,7 +179,7 @@ class Driver:
         started = time.monotonic()
         spark = self._session(app, standing_by=True)
         root = self.config.checkpoint_root
-        open_storage(root)
+        standby.open_storage(spark, root)
         if warm := standby.warm_executors(self.config, app.spark_conf(self.config.spark_conf)):
             warmed = warm_up(spark, standby.sample_object(self.objects, root))
             log.info("standing by: %d executors warmed in %.1f s", warm, warmed)
@@ -203,10 +201,6 @@ class Driver:
         settings = spark_settings(conf, self.config.checkpoint_root, self._jars())
         # With dynamic allocation Spark's allocation manager asks for executors as tasks come: none before.
         warm = standing_by and not standby.dynamic_allocation(settings)
-        if not standing_by:  # a standby opens it once its session is up, off any recovery's path
-            root, wait = self.config.checkpoint_root, JVM_START_SECONDS
-            opening = threading.Thread(target=open_storage, args=(root,), kwargs={"wait": wait}, daemon=True)
-            opening.start()
         return build_session(settings, executors=standby.warm_executors(self.config, conf) if warm else None)
 
     def _run_script(self, app: Application, args: list[str], spark: SparkSession | None) -> None:

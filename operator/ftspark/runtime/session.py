@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,8 +28,6 @@ from pyspark.sql.streaming.readwriter import DataStreamWriter
 
 from ftspark.protocol import IN_CLUSTER_MASTER, DriverEnv
 from ftspark.runtime.classdata import driver_java_options, extra_classpath, spark_home
-
-log = logging.getLogger(__name__)
 
 CHECKPOINT_OPTION = "checkpointlocation"
 EXECUTOR_INSTANCES = "spark.executor.instances"
@@ -108,29 +104,6 @@ def build_session(settings: Mapping[str, str], *, executors: int | None = None) 
             "the Spark JVM exited before it started: a setting it refuses (spec.sparkConf), or too little "
             "memory; it names the cause in the driver's log (ftspark logs JOB --attempt N)"
         ) from None
-
-
-def open_storage(checkpoint_root: str, *, wait: float = 0.0) -> None:
-    """The checkpoint root read once through the JVM's Hadoop FileSystem (a read: a head start only), so that
-    S3A has started (the AWS SDK's classes, its client, the bucket's first request) before the queries
-    restart. wait: seconds to wait for the JVM, which another thread may be starting: run beside the
-    SparkContext's start, the storage opens while the context waits for its executors. The Hadoop settings
-    are the ones Spark makes of the JVM's SparkConf, so the FileSystem cached here is the one the queries
-    get. A failure is only logged: the queries' own start reports a real one."""
-    deadline = time.monotonic() + wait
-    while (jvm := SparkContext._jvm) is None:
-        if time.monotonic() >= deadline:
-            return
-        time.sleep(0.05)
-    started = time.monotonic()
-    try:
-        hadoop = jvm.org.apache.spark.deploy.SparkHadoopUtil.get()
-        root = jvm.org.apache.hadoop.fs.Path(spark_uri(checkpoint_root))
-        root.getFileSystem(hadoop.newConfiguration(jvm.org.apache.spark.SparkConf())).exists(root)
-    except Py4JError as error:
-        log.warning("the checkpoint storage could not be read yet: %s", error)
-        return
-    log.info("checkpoint storage opened in %.1f s", time.monotonic() - started)
 
 
 def first_executor_registered(spark: SparkSession) -> datetime | None:

@@ -9,6 +9,7 @@ import queue
 from collections.abc import Mapping
 
 from kubernetes import client
+from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
 from ftspark.protocol import ControlRequest
@@ -52,6 +53,18 @@ def request_remaining_executors(spark: SparkSession, config: RuntimeConfig, conf
         kept,
         "requested" if granted else "not supported by this master",
     )
+
+
+def open_storage(spark: SparkSession, checkpoint_root: str) -> None:
+    """The checkpoint root read once through the JVM's Hadoop FileSystem (a read: a standby writes nothing),
+    so that S3A has started before the queries restart."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    root = jvm.org.apache.hadoop.fs.Path(spark_uri(checkpoint_root))
+    try:
+        root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(root)
+    except Py4JError as error:  # only a head start: the queries' own start reports a real failure
+        log.warning("standing by: the checkpoint storage could not be read yet: %s", error)
 
 
 def sample_object(objects: ObjectStore, checkpoint_root: str) -> str | None:
