@@ -112,7 +112,9 @@ def test_a_failed_driver_is_replaced_by_promoting_its_ready_standby_after_the_fe
     running_with_standby(cluster)
     plans = len(cluster.drivers.plans)
     fail_driver(cluster)
-    cluster.reconcile(after=5)  # the restart delay (fixed-delay, 5 s)
+    (restarting,) = [e.message for e in cluster.events.emitted if e.reason == "Restarting"]
+    assert "restart in 0.0 s (a first failure in a row, with a standby ready)" in restarting, restarting
+    cluster.reconcile()  # no restart delay
     assert len(cluster.drivers.plans) == plans, "no new pod: the standby takes over"
     assert cluster.drivers.controls[-1] == (STANDBY_2, "promote@7")
     assert cluster.drivers.control_terms[-1] == 1, "the leader's term, as every control request"
@@ -134,6 +136,27 @@ def test_a_failed_driver_is_replaced_by_promoting_its_ready_standby_after_the_fe
     cluster.reconcile(after=5)
     standby_3 = cluster.drivers.plans[-1]
     assert (standby_3.attempt, standby_3.standby) == (3, True), "the next standby"
+
+
+def test_a_failure_after_another_in_a_row_waits_out_the_restart_delay_even_with_a_standby_ready() -> None:
+    """The strategy's delay (fixed-delay, 5 s) keeps a failing job from a tight loop of restarts: only a first
+    failure in a row skips it for a ready standby."""
+    cluster = Cluster()
+    running_with_standby(cluster)
+    job = cluster.jobs.get(KEY)
+    assert job is not None
+    status = cluster.status()
+    earlier = status.model_copy(
+        update={"restarts": status.restarts.model_copy(update={"consecutive_failures": 1})}
+    )
+    cluster.jobs.write_status(job, earlier.model_dump(mode="json", by_alias=True, exclude_none=True))
+    fail_driver(cluster)
+    (restarting,) = [e.message for e in cluster.events.emitted if e.reason == "Restarting"]
+    assert "restart in 5.0 s" in restarting, restarting
+    cluster.reconcile(after=1)
+    assert not any(c[1].startswith("promote") for c in cluster.drivers.controls), "not before the delay"
+    cluster.reconcile(after=5)
+    assert cluster.drivers.controls[-1] == (STANDBY_2, "promote@7")
 
 
 def test_a_promotion_the_standby_refused_is_asked_again_with_this_leaders_term() -> None:

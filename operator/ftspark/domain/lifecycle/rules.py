@@ -11,6 +11,7 @@ from typing import Literal, assert_never
 
 from ftspark.domain.ha import JobResultEntry
 from ftspark.domain.lifecycle import attempts, retention, savepointing, stopping, upgrade_rollback
+from ftspark.domain.lifecycle import standby as hot_standby
 from ftspark.domain.lifecycle.actions import (
     Action,
     Decision,
@@ -508,15 +509,20 @@ class _Context(Submission):
             if not verdict.fix_the_cause:
                 self.condition("Ready", "False", "RestartsExhausted", message)
             return self._done(WAIT)
-        due = self.now + timedelta(seconds=verdict.delay_seconds)
+        delay, why = verdict.delay_seconds, verdict.reason
+        if verdict.state.consecutive_failures == 1 and hot_standby.ready(self) is not None:
+            # The strategy's delay keeps a failing job from restarting in a tight loop. A first failure in a
+            # row with a standby ready is no loop yet: the standby, up before the failure, takes over at once
+            # (a failure after it is delayed as the strategy says, and a new standby takes its time to start).
+            delay, why = 0.0, "a first failure in a row, with a standby ready"
+        due = self.now + timedelta(seconds=delay)
         self.update(restarts=verdict.state.model_copy(update={"next_attempt_at": due}))
         # Not deleted yet: its exit code and message are in this status first (phase Restarting deletes it,
         # woken by this status write), so a write refused as stale loses nothing with the pod.
         self.set_phase(
             "Restarting",
             "Restarting",
-            f"attempt {self.status.attempt} failed ({failure.reason}); "
-            f"restart in {verdict.delay_seconds:.1f} s ({verdict.reason})",
+            f"attempt {self.status.attempt} failed ({failure.reason}); restart in {delay:.1f} s ({why})",
         )
         self.condition("Ready", "False", "Restarting", failure.message)
-        return self._done(SOON if current is not None else max(SOON, verdict.delay_seconds))
+        return self._done(SOON if current is not None else max(SOON, delay))

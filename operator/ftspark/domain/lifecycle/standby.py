@@ -28,6 +28,11 @@ def promotable(
         return None
     if graph is None or recovered is not None:
         return None
+    return ready(draft)
+
+
+def ready(draft: Draft) -> DriverObservation | None:
+    """A standby that could take over now: running, its session up, made for this spec."""
     return next(
         (s for s in draft.standbys if s.phase == DriverPhase.RUNNING and s.ready and not _outdated(draft, s)),
         None,
