@@ -74,6 +74,7 @@ class ControlWatcher:
         self._interval = interval
         self._on_request = on_request
         self._stop = threading.Event()
+        self._poke = threading.Event()  # look now, not at the next interval
         self._thread = threading.Thread(target=self._run, name="control", daemon=True)
 
     def start(self) -> None:
@@ -81,6 +82,11 @@ class ControlWatcher:
 
     def stop(self) -> None:
         self._stop.set()
+        self._poke.set()
+
+    def poke(self) -> None:
+        """Read the pod now (it changed), not at the next interval."""
+        self._poke.set()
 
     def annotate(self, key: str, value: str) -> None:
         """An answer the operator reads from the pod (a savepoint taken, checkpoints rolled back): one failed
@@ -99,7 +105,11 @@ class ControlWatcher:
 
     def _run(self) -> None:
         handled = failure = retrying = ""
-        while not self._stop.wait(self._interval):
+        while True:
+            self._poke.wait(self._interval)
+            self._poke.clear()
+            if self._stop.is_set():
+                return
             try:
                 pod = self._core.read_namespaced_pod(self._pod, self._namespace, _request_timeout=_TIMEOUT)
             except (ApiException, urllib3.exceptions.HTTPError) as error:

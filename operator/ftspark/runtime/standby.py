@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import logging
 import queue
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 
-from kubernetes import client
+import urllib3
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
 from py4j.protocol import Py4JError
 from pyspark.sql import SparkSession
 
@@ -19,6 +22,8 @@ from ftspark.runtime.objects import ObjectStore, StorageError
 from ftspark.runtime.session import EXECUTOR_INSTANCES, spark_uri
 
 log = logging.getLogger(__name__)
+
+_WATCH_SECONDS = 60  # each watch of the standby's pod; then a new one
 
 # Spark's number of executors on Kubernetes when spark.executor.instances is not set.
 SPARK_DEFAULT_EXECUTORS = 2
@@ -97,10 +102,39 @@ def await_promotion(api: client.ApiClient, config: RuntimeConfig) -> int | None:
         api, config.job.namespace, config.pod_name, config.control_interval, on_request, config.term_floor
     )
     watcher.start()
+    waiting = threading.Event()
+    threading.Thread(
+        target=_poke_on_change, args=(api, config, watcher.poke, waiting), name="promotion-watch", daemon=True
+    ).start()
     try:
         return promotions.get()
     finally:
+        waiting.set()
         watcher.stop()
+
+
+def _poke_on_change(
+    api: client.ApiClient, config: RuntimeConfig, poke: Callable[[], None], done: threading.Event
+) -> None:
+    """A watch of the standby's own pod: its promotion is read as soon as the operator writes it, not at the
+    next poll (half an interval sooner on average). The poll stays: a watch that breaks only costs that."""
+    core = client.CoreV1Api(api)
+    selector = f"metadata.name={config.pod_name}"
+    while not done.is_set():
+        try:
+            for _ in watch.Watch().stream(
+                core.list_namespaced_pod,
+                config.job.namespace,
+                field_selector=selector,
+                timeout_seconds=_WATCH_SECONDS,
+                _request_timeout=_WATCH_SECONDS + 10,
+            ):
+                if done.is_set():
+                    return
+                poke()
+        except (ApiException, urllib3.exceptions.HTTPError) as error:
+            log.debug("standing by: the watch of its pod broke (the poll goes on): %s", error)
+            done.wait(config.control_interval)
 
 
 def _executors_wanted(conf: Mapping[str, str]) -> int:
