@@ -35,6 +35,12 @@ def test_cli_steers_the_gitops_way(
             "status": {
                 "phase": "Running",
                 "attempt": 2,
+                "lastFailure": {
+                    "attempt": 1,
+                    "reason": "OOMKilled",
+                    "time": "2026-01-01T00:00:00Z",
+                    "recoveryPhases": {"seen": 0.5, "submitted": 1.6, "committed": 14.7},
+                },
                 "failures": [
                     {
                         "attempt": 1,
@@ -62,6 +68,10 @@ def test_cli_steers_the_gitops_way(
     assert "checkpoint:     id 7, Spark batch 5 at 2026-01-01T00:00:00Z (s3://b/c)" in shown
     assert (
         "failed:         attempt 1 (2026-01-01T00:00:00Z, exit 137, the next batch 14.2 s later) OOMKilled"
+        in shown
+    )
+    assert (
+        "last recovery:  recovered in 14.7 s by a new driver (seen 0.5, submitted 1.1, committed 13.1 s)"
         in shown
     )
 
