@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
+import pytest
+
+from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import JobKey
 from ftspark.domain.models import BatchFigures, CheckpointRef, JobStatus
 from ftspark.metrics import JobMetrics
-from ftspark.runtime.reporting import batch_figures
+from ftspark.runtime.objects import ObjectStore
+from ftspark.runtime.reporting import PointerReporter, StartMarks, batch_figures
+from ftspark.testing.stores import memory_stores
 
 
 def progress(**changes: object) -> SimpleNamespace:
@@ -67,3 +73,54 @@ def test_the_newest_batch_s_figures_are_the_job_s_metrics() -> None:
     assert samples[("ftspark_job_processed_rows_per_second", "counts")] == 20
     assert samples[("ftspark_job_state_rows", "counts")] == 3
     assert ("ftspark_job_state_rows", "new") not in samples, "no batch yet: no figure"
+
+
+class _Committed(ObjectStore):
+    """Every batch's commit file is there (the reporter writes a pointer only for a committed batch)."""
+
+    def __init__(self) -> None:
+        super().__init__(None)  # type: ignore[arg-type]  # no S3: exists() is all the reporter reads
+
+    def exists(self, uri: str) -> bool:
+        return True
+
+
+def test_the_first_committed_batch_marks_the_drivers_start_in_every_pointer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The steps of the driver's start go with its pointers (the operator times the recovery from them);
+    the first batch's parts are logged in Spark's words, once."""
+    job, started = JobKey(namespace="ns", name="job"), datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+    marks = StartMarks(started)
+    marks.now("lease_acquired")
+    stores = memory_stores()
+    driver = Epoch("driver", 2, "job-2-driver")
+    stores.checkpoints.advance_fence(job, driver, Epoch("operator", 1, "leader"), new=True)  # as a submission
+    reporter = PointerReporter(
+        stores.checkpoints,
+        _Committed(),
+        job,
+        driver,
+        retained=5,
+        on_fenced=lambda why: None,
+        marks=marks,
+    )
+    registered = datetime(2026, 11, 29, 12, 0, 5, tzinfo=UTC)
+    began = datetime(2026, 11, 29, 12, 0, 9, tzinfo=UTC)
+    with caplog.at_level(logging.INFO, logger="ftspark.runtime.reporting"):
+        assert reporter.committed(
+            "s3a://b/q",
+            7,
+            started_at=began,
+            executors_registered=lambda: registered,
+            durations={"addBatch": 900},
+        )
+        assert reporter.committed(
+            "s3a://b/q", 8, started_at=began.replace(second=30), durations={"addBatch": 1}
+        )
+    second, first = stores.checkpoints.pointers(job)  # newest first
+    assert first.start is not None and first.start == second.start, "every pointer says how the attempt began"
+    assert (first.start.runtime_started, first.start.executors_registered) == (started, registered)
+    assert first.start.first_batch_started == began and first.start.lease_acquired is not None
+    logged = [r.getMessage() for r in caplog.records if "first batch" in r.getMessage()]
+    assert logged == ["first batch of this attempt: batch 7, {'addBatch': 900}"]

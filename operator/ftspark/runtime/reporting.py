@@ -97,9 +97,11 @@ class PointerReporter:
         *,
         started_at: datetime | None = None,
         executors_registered: Callable[[], datetime | None] | None = None,
+        durations: dict[str, int] | None = None,
     ) -> bool:
         """Write the pointer of batch_id unless written already; False if it could not be written.
-        started_at: when Spark began the batch; executors_registered: asked once, at the first batch."""
+        started_at: when Spark began the batch; executors_registered: asked once, at the first batch;
+        durations: Spark's milliseconds per part of the batch (logged for the first)."""
         with self._lock:
             if batch_id <= self._reported.get(location, -1):
                 return True
@@ -110,6 +112,10 @@ class PointerReporter:
                     if executors_registered is not None:
                         self._marks.mark("executors_registered", executors_registered())
                     self._marks.mark("first_batch_started", started_at)
+                    # Its time by part (planning, the state's read, the batch), in Spark's words.
+                    log.info(
+                        "first batch of this attempt: batch %s, %s", batch_id, durations or "no durations"
+                    )
                 self._add(location, batch_id, offsets or {}, figures)
             except FencedOutError as error:
                 self._on_fenced(f"fenced out of the checkpoint store: {error}")
@@ -168,6 +174,15 @@ def batch_figures(progress: Any) -> BatchFigures | None:
         return None
 
 
+def _durations(progress: Any) -> dict[str, int]:
+    """Spark's milliseconds per part of a batch; none if they do not read as such (never raises: the pointer
+    comes first)."""
+    try:
+        return {str(part): int(ms) for part, ms in (progress.durationMs or {}).items()}
+    except (AttributeError, TypeError, ValueError):
+        return {}
+
+
 def _timestamp(value: Any) -> datetime | None:
     """Spark's progress timestamp (ISO 8601, UTC); None if it does not read as one."""
     try:
@@ -216,6 +231,7 @@ class ProgressListener(StreamingQueryListener):
                 batch_figures(progress),
                 started_at=_timestamp(progress.timestamp),
                 executors_registered=self._first_executor,
+                durations=_durations(progress),
             )
         except Exception:
             log.exception("reporting the progress of query %s failed", progress.id)

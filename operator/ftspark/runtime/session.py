@@ -113,7 +113,7 @@ def first_executor_registered(spark: SparkSession) -> datetime | None:
         executors = spark.sparkContext._jsc.sc().statusStore().executorList(True)  # no Python API
         added = [executors.apply(i) for i in range(executors.size())]
         times = [summary.addTime().getTime() for summary in added if summary.id() != "driver"]
-    except Py4JError:
+    except (Py4JError, AttributeError, TypeError, ValueError):  # never in the way of the pointer it goes with
         return None
     return datetime.fromtimestamp(min(times) / 1000, UTC) if times else None
 
