@@ -958,6 +958,11 @@ class Placement(_Model):
     nodes: list[str] = Field(default_factory=list, description="Nodes that ran its executors (local state).")
 
 
+def _step(description: str) -> Any:
+    """A step of a recovery: seconds from the failure, absent when the attempt had no part in it."""
+    return Field(default=None, ge=0, le=JSON_SAFE, description=description)
+
+
 class RecoveryPhases(_Model):
     """Where a recovery's seconds went: for each step, the seconds from the failure (the driver's container
     ended, on its kubelet's word, else the failure seen) until the step was done. A step's own time is its
@@ -966,39 +971,21 @@ class RecoveryPhases(_Model):
     absent."""
 
     seen: float = Field(ge=0, le=JSON_SAFE, description="The operator saw the failure.")
-    submitted: float | None = Field(
-        default=None,
-        ge=0,
-        le=JSON_SAFE,
-        description="The next attempt was submitted: its driver pod created, or the standby promoted (the "
+    submitted: float | None = _step(
+        "The next attempt was submitted: its driver pod created, or the standby promoted (the "
         "restart strategy's delay comes before).",
     )
-    pod_running: float | None = Field(
-        default=None,
-        ge=0,
-        le=JSON_SAFE,
-        description="The new driver's container started (scheduling, the image, the container).",
+    pod_running: float | None = _step(
+        "The new driver's container started (scheduling, the image, the container).",
     )
-    runtime_started: float | None = Field(
-        default=None, ge=0, le=JSON_SAFE, description="The driver runtime's Python began."
+    runtime_started: float | None = _step("The driver runtime's Python began.")
+    lease_acquired: float | None = _step(
+        "The new driver holds the driver Lease: every older driver is fenced out.",
     )
-    lease_acquired: float | None = Field(
-        default=None,
-        ge=0,
-        le=JSON_SAFE,
-        description="The new driver holds the driver Lease: every older driver is fenced out.",
-    )
-    executors_registered: float | None = Field(
-        default=None, ge=0, le=JSON_SAFE, description="Its first executor registered with it."
-    )
-    session_up: float | None = Field(
-        default=None, ge=0, le=JSON_SAFE, description="Its SparkSession was up (the JVM, the SparkContext)."
-    )
-    first_batch_started: float | None = Field(
-        default=None,
-        ge=0,
-        le=JSON_SAFE,
-        description="Its first batch began: the user's script ran and the query started.",
+    executors_registered: float | None = _step("Its first executor registered with it.")
+    session_up: float | None = _step("Its SparkSession was up (the JVM, the SparkContext).")
+    first_batch_started: float | None = _step(
+        "Its first batch began: the user's script ran and the query started.",
     )
     committed: float = Field(
         ge=0,
