@@ -20,6 +20,7 @@ from ftspark.domain.models import DRIVER_REQUEST_CORES, UI_ENABLED_KEY, EnvVar, 
 from ftspark.protocol import (
     ATTEMPT_LABEL,
     BLOCK_MANAGER_PORT,
+    DISRUPTION_BUDGET_LABEL,
     DRIVER_CONTAINER,
     DRIVER_PORT,
     DRIVER_SERVICE_ACCOUNT,
@@ -170,6 +171,9 @@ class AttemptObjects:
     # PersistentVolume (cluster-scoped) bound to the job's claim, which its executors mount; the MAC key.
     local_state_volume: Manifest | None
     job_objects: tuple[Manifest, ...]
+    # The namespace's one PodDisruptionBudget, which selects every driver pod that wants one: made once per
+    # namespace and kept (none when the job wants none).
+    drivers_budget: Manifest | None
     # The Secret (what the pod mounts: a missing volume would keep it from starting), the NetworkPolicy
     # (the driver is never reachable by strangers, not even for a moment), the Pod. When the API server
     # refuses one (a user's podTemplate can make the pod invalid), those before it are undone.
@@ -178,13 +182,7 @@ class AttemptObjects:
 
 def attempt_objects(plan: AttemptPlan, keys: AttemptKeys) -> AttemptObjects:
     recovery = plan.spec.local_recovery.enabled
-    budget = (driver_disruption_budget(plan),) if plan.spec.driver.disruption_budget else ()
-    attempt = (
-        attempt_secret(plan, keys.rpc, keys.checkpoint),
-        driver_network_policy(plan),
-        *budget,
-        driver_pod(plan),
-    )
+    attempt = (attempt_secret(plan, keys.rpc, keys.checkpoint), driver_network_policy(plan), driver_pod(plan))
     return AttemptObjects(
         identity=driver_identity(plan.namespace, plan.term_floor),
         admission_probe=_placed(plan.namespace, executor_admission_probe(plan)) if recovery else None,
@@ -192,14 +190,13 @@ def attempt_objects(plan: AttemptPlan, keys: AttemptKeys) -> AttemptObjects:
         job_objects=tuple(
             _placed(plan.namespace, manifest)
             for manifest in (
-                *(
-                    (local_state_claim(plan), local_recovery_secret(plan, keys.local_recovery))
-                    if recovery
-                    else ()
-                ),
+                *(_local_state_objects(plan, keys) if recovery else ()),
                 *ui_objects(plan),
             )
         ),
+        drivers_budget=drivers_disruption_budget(plan.namespace)
+        if plan.spec.driver.disruption_budget
+        else None,
         attempt=tuple(_placed(plan.namespace, manifest) for manifest in attempt),
     )
 
@@ -717,21 +714,24 @@ def ui_objects(plan: AttemptPlan) -> tuple[Manifest, ...]:
     return (service, ingress)
 
 
-def driver_disruption_budget(plan: AttemptPlan) -> Manifest:
-    """No eviction of the driver pod (a node drain's): once its node is cordoned the operator stops it with
-    a final checkpoint and resumes it elsewhere, and the drain goes on when the pod is gone. A pod that is
-    not Ready (starting, a standby not up) may be evicted: nothing of the job's is lost with it."""
+DRIVERS_BUDGET = "ftspark-drivers"
+
+
+def drivers_disruption_budget(namespace: str) -> Manifest:
+    """No eviction (a node drain's) of a driver pod that wants none: once its node is cordoned the operator
+    stops it with a final checkpoint and resumes it elsewhere, and the drain goes on when the pod is gone. A
+    pod that is not Ready (starting, a standby not up) may be evicted: nothing of the job's is lost with it.
+
+    One per namespace, selecting the driver pods labelled for it, rather than one per pod: a budget per
+    attempt was a create and a delete per attempt, a tenth of a new job's API calls. It has no owner (it
+    serves every job in the namespace) and selects nothing when no driver runs there."""
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {
-            "name": driver_pod_name(plan.job_name, plan.attempt),
-            "labels": _labels(plan),
-            "ownerReferences": [_owner(plan)],
-        },
+        "metadata": {"name": DRIVERS_BUDGET, "namespace": namespace, "labels": dict(MANAGED)},
         "spec": {
             "maxUnavailable": 0,
-            "selector": {"matchLabels": _labels(plan)},
+            "selector": {"matchLabels": {ROLE_LABEL: "driver", DISRUPTION_BUDGET_LABEL: "true"}},
             "unhealthyPodEvictionPolicy": "AlwaysAllow",
         },
     }
@@ -824,7 +824,12 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         "kind": "Pod",
         "metadata": {
             "name": name,
-            "labels": {**_labels(plan), SPARK_ROLE_LABEL: "driver", **_role_labels(plan)},
+            "labels": {
+                **_labels(plan),
+                SPARK_ROLE_LABEL: "driver",
+                **_role_labels(plan),
+                **({DISRUPTION_BUDGET_LABEL: "true"} if spec.driver.disruption_budget else {}),
+            },
             "ownerReferences": [_owner(plan)],
         },
         "spec": {

@@ -35,6 +35,8 @@ STANDBY_LABEL = "ftspark.io/standby"
 SPEC_HASH_LABEL = "ftspark.io/spec-hash"
 # On the job's current driver pod, never on a standby's until it is promoted: the UI Service selects it.
 SERVING_LABEL = "ftspark.io/serving"
+# On a driver pod (and standby) whose job wants a disruption budget: the namespace's one selects it.
+DISRUPTION_BUDGET_LABEL = "ftspark.io/disruption-budget"
 # On a namespace whose pods may reach jobs' Spark UIs (an ingress controller's): the drivers' NetworkPolicy.
 UI_ACCESS_LABEL = "ftspark.io/ui-access"
 # Spark's own executor labels: every executor pod of an application carries both.

@@ -94,22 +94,32 @@ def test_an_attempt_is_one_ordered_value_each_object_in_its_namespace() -> None:
     )
 
 
-def test_each_driver_pod_has_a_disruption_budget_made_before_it_unless_the_job_has_none() -> None:
+def test_driver_pods_that_want_a_disruption_budget_are_selected_by_their_namespaces_one() -> None:
     keys = AttemptKeys(rpc=b"rpc", checkpoint=b"checkpoint", local_recovery=b"mac")
     defaults = JobDefaults(driver_disruption_budget=True)
-    protected = replace(plan(), spec=defaults.applied_to(plan().spec))
-    kinds = [m["kind"] for m in attempt_objects(protected, keys).attempt]
-    assert kinds == ["Secret", "NetworkPolicy", "PodDisruptionBudget", "Pod"], "the pod is never unprotected"
-    budget = attempt_objects(protected, keys).attempt[2]
-    pod = attempt_objects(protected, keys).attempt[3]
-    assert budget["metadata"]["name"] == pod["metadata"]["name"]
+    protected = attempt_objects(replace(plan(), spec=defaults.applied_to(plan().spec)), keys)
+    budget, pod = protected.drivers_budget, protected.attempt[-1]
+    assert budget is not None
+    assert [m["kind"] for m in protected.attempt] == ["Secret", "NetworkPolicy", "Pod"], "no budget per pod"
+    assert budget["metadata"]["namespace"] == pod["metadata"]["namespace"]
+    assert "ownerReferences" not in budget["metadata"], "it serves every job of the namespace"
     assert budget["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
     assert (budget["spec"]["maxUnavailable"], budget["spec"]["unhealthyPodEvictionPolicy"]) == (
         0,
         "AlwaysAllow",
     ), "no eviction of a running driver; one not Ready (starting) loses nothing"
-    opted_out = plan(driver={"disruptionBudget": False})
-    assert not defaults.applied_to(opted_out.spec).driver.disruption_budget, "off per job"
+    standby = attempt_objects(replace(plan(), spec=defaults.applied_to(plan().spec), standby=True), keys)
+    assert (
+        budget["spec"]["selector"]["matchLabels"].items() <= standby.attempt[-1]["metadata"]["labels"].items()
+    )
+    opted_out_spec = defaults.applied_to(plan(driver={"disruptionBudget": False}).spec)
+    assert not opted_out_spec.driver.disruption_budget, "off per job"
+    opted_out = attempt_objects(replace(plan(), spec=opted_out_spec), keys)
+    assert opted_out.drivers_budget is None
+    assert (
+        not budget["spec"]["selector"]["matchLabels"].items()
+        <= opted_out.attempt[-1]["metadata"]["labels"].items()
+    )
     unwatched = JobDefaults(driver_disruption_budget=False)
     assert not unwatched.applied_to(plan(driver={"disruptionBudget": True}).spec).driver.disruption_budget, (
         "no budget where nodes are not watched: it would hold a drain off for ever"

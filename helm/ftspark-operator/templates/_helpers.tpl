@@ -90,10 +90,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [networking.k8s.io]
   resources: [ingresses]
   verbs: [create]
-# Each driver pod's PodDisruptionBudget (jobDefaults.driverDisruptionBudget), created and deleted with it.
+# The drivers' PodDisruptionBudget (jobDefaults.driverDisruptionBudget), made once per namespace of jobs.
 - apiGroups: [policy]
   resources: [poddisruptionbudgets]
-  verbs: [create, delete]
+  verbs: [create]
 # localRecovery's claim on the job's local-state volume, made once per job, owned by it (never read).
 - apiGroups: [""]
   resources: [persistentvolumeclaims]

@@ -11,7 +11,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -239,7 +239,9 @@ class KubeDrivers:
         self._rbac = client.RbacAuthorizationV1Api(api)
         self._networking = client.NetworkingV1Api(api)
         self._policy = client.PolicyV1Api(api)
-        self._identities_ensured: set[str] = set()  # namespaces; a deleted SA is re-created after a restart
+        # Namespaces where the drivers' identity, and their disruption budget, were made or found.
+        self._identities_ensured: set[str] = set()
+        self._budgets_ensured: set[str] = set()
         core, rbac, networking = self._core, self._rbac, self._networking
         # What an attempt writes, by kind: how to create one, and how to undo it.
         self._writers: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {
@@ -283,10 +285,9 @@ class KubeDrivers:
             local_recovery=secrets.token_bytes(LOCAL_RECOVERY_KEY_BYTES),
         )
         objects = attempt_objects(plan, keys)
-        if plan.namespace not in self._identities_ensured:
-            for body in objects.identity:
-                _ignore(409, self._create(body), body["metadata"]["namespace"], body)
-            self._identities_ensured.add(plan.namespace)
+        self._ensure_once(self._identities_ensured, plan.namespace, objects.identity)
+        if objects.drivers_budget is not None:
+            self._ensure_once(self._budgets_ensured, plan.namespace, (objects.drivers_budget,))
         if objects.admission_probe is not None:
             probe = objects.admission_probe
             create = self._create(probe)
@@ -305,6 +306,15 @@ class KubeDrivers:
             for body in reversed(created):
                 _ignore(404, self._delete(body), body["metadata"]["name"], plan.namespace)
             raise
+
+    def _ensure_once(self, ensured: set[str], namespace: str, bodies: Sequence[Manifest]) -> None:
+        """Create what serves every job of a namespace, once per operator process; an existing one is kept
+        (one deleted by hand is made again after the operator's restart)."""
+        if namespace in ensured:
+            return
+        for body in bodies:
+            _ignore(409, self._create(body), body["metadata"]["namespace"], body)
+        ensured.add(namespace)
 
     def _ensure_local_state_volume(self, volume: Manifest) -> None:
         """Create the job's local-state volume if missing. One whose claim was deleted while the job lives
@@ -349,7 +359,6 @@ class KubeDrivers:
         _ignore(404, self._core.delete_namespaced_pod, pod_name, key.namespace, grace_period_seconds=grace)
         _ignore(404, self._core.delete_namespaced_secret, attempt_secret_name(pod_name), key.namespace)
         _ignore(404, self._networking.delete_namespaced_network_policy, pod_name, key.namespace)
-        _ignore(404, self._policy.delete_namespaced_pod_disruption_budget, pod_name, key.namespace)
 
     def release_lease(self, key: JobKey, job_uid: str, holder: str) -> bool:
         lock = KubernetesLeaseLock(
