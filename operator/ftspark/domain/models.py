@@ -124,14 +124,14 @@ class DriverSpec(_Model):
     )
     disruption_budget: bool | None = Field(
         default=None,
-        description="Whether the namespace's PodDisruptionBudget ftspark-drivers (made by the operator "
-        "once per namespace) covers the job's driver pods and standby: a node drain (kubectl drain, "
-        "a cluster autoscaler's or a node upgrade's) may not evict a Ready one. Whether or not it has one, a driver "
+        description="Whether the namespace's PodDisruptionBudget ftspark-drivers (made by the operator once "
+        "per namespace) covers the job's driver pods and standby: a node drain (kubectl drain, a cluster "
+        "autoscaler's or a node upgrade's) may not evict a Ready one. Whether or not it has one, a driver "
         "whose node is cordoned or marked for removal is stopped at the next batch boundary with a final "
         "checkpoint and resumed on another node (phase Relocating; its standby promoted when it has one), "
-        "and no failure is counted; the budget makes the drain wait for that instead of killing the "
-        "driver. Unset: the installation's default (the chart's jobDefaults.driverDisruptionBudget, on); "
-        "an installation that does not watch nodes makes none. A change applies from the next attempt on.",
+        "and no failure is counted; the budget makes the drain wait for that instead of killing the driver."
+        " Unset: the installation's default (the chart's jobDefaults.driverDisruptionBudget, on); an "
+        "installation that does not watch nodes makes none. A change applies from the next attempt on.",
     )
 
 
