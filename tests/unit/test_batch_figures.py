@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -96,6 +96,10 @@ def test_the_first_committed_batch_marks_the_drivers_start_in_every_pointer(
     stores = memory_stores()
     driver = Epoch("driver", 2, "job-2-driver")
     stores.checkpoints.advance_fence(job, driver, Epoch("operator", 1, "leader"), new=True)  # as a submission
+    registered = datetime(2026, 11, 29, 12, 0, 5, tzinfo=UTC)
+    began = datetime(2026, 11, 29, 12, 0, 9, tzinfo=UTC)
+    # Batch 7's progress heard 1.5 s after its 2 s ended, its pointer written 0.3 s after that; then batch 8.
+    ticks = iter([began + timedelta(seconds=s) for s in (3.5, 3.8, 3.8, 30, 30)])
     reporter = PointerReporter(
         stores.checkpoints,
         _Committed(),
@@ -104,16 +108,15 @@ def test_the_first_committed_batch_marks_the_drivers_start_in_every_pointer(
         retained=5,
         on_fenced=lambda why: None,
         marks=marks,
+        clock=lambda: next(ticks),
     )
-    registered = datetime(2026, 11, 29, 12, 0, 5, tzinfo=UTC)
-    began = datetime(2026, 11, 29, 12, 0, 9, tzinfo=UTC)
     with caplog.at_level(logging.INFO, logger="ftspark.runtime.reporting"):
         assert reporter.committed(
             "s3a://b/q",
             7,
             started_at=began,
             executors_registered=lambda: registered,
-            durations={"addBatch": 900},
+            durations={"addBatch": 900, "triggerExecution": 2000},
         )
         assert reporter.committed(
             "s3a://b/q", 8, started_at=began.replace(second=30), durations={"addBatch": 1}
@@ -123,4 +126,8 @@ def test_the_first_committed_batch_marks_the_drivers_start_in_every_pointer(
     assert (first.start.runtime_started, first.start.executors_registered) == (started, registered)
     assert first.start.first_batch_started == began and first.start.lease_acquired is not None
     logged = [r.getMessage() for r in caplog.records if "first batch" in r.getMessage()]
-    assert logged == ["first batch of this attempt: batch 7, {'addBatch': 900}"]
+    assert logged == [
+        "first batch of this attempt: batch 7, {'addBatch': 900, 'triggerExecution': 2000}; its progress "
+        "heard 1.5 s after the batch ended, its pointer written 0.3 s later"
+    ]
+    assert first.completed_at == began + timedelta(seconds=3.8), "the pointer's time: when it is written"

@@ -14,7 +14,7 @@ import logging
 import math
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import ValidationError
@@ -73,8 +73,10 @@ class PointerReporter:
         retained: int,
         on_fenced: Callable[[str], None],
         marks: StartMarks,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._marks = marks
+        self._clock = clock
         self._checkpoints = checkpoints
         self._objects = objects
         self._job = job
@@ -102,21 +104,28 @@ class PointerReporter:
         """Write the pointer of batch_id unless written already; False if it could not be written.
         started_at: when Spark began the batch; executors_registered: asked once, at the first batch;
         durations: Spark's milliseconds per part of the batch (logged for the first)."""
+        heard = self._clock()
         with self._lock:
             if batch_id <= self._reported.get(location, -1):
                 return True
             try:
                 if not self._objects.exists(join(location, "commits", str(batch_id))):
                     return False  # an idle query's event: that batch has not run
-                if not self._marks.marked("first_batch_started"):
+                first = not self._marks.marked("first_batch_started")
+                if first:
                     if executors_registered is not None:
                         self._marks.mark("executors_registered", executors_registered())
                     self._marks.mark("first_batch_started", started_at)
-                    # Its time by part (planning, the state's read, the batch), in Spark's words.
-                    log.info(
-                        "first batch of this attempt: batch %s, %s", batch_id, durations or "no durations"
-                    )
                 self._add(location, batch_id, offsets or {}, figures)
+                if first:
+                    # Its time by part (planning, the state's read, the batch), in Spark's words, and what
+                    # came after it until the operator could know: the progress event, the pointer's write.
+                    log.info(
+                        "first batch of this attempt: batch %s, %s%s",
+                        batch_id,
+                        durations or "no durations",
+                        _reported_after(started_at, durations, heard, self._clock()),
+                    )
             except FencedOutError as error:
                 self._on_fenced(f"fenced out of the checkpoint store: {error}")
                 return False
@@ -137,7 +146,7 @@ class PointerReporter:
                 checkpoint_id=self._checkpoints.counter(self._job) + 1,
                 batch_id=batch_id,
                 location=location,
-                completed_at=datetime.now(UTC),
+                completed_at=self._clock(),
                 attempt=self._epoch.term,
                 source_end_offsets=offsets,
                 figures=figures,
@@ -149,6 +158,21 @@ class PointerReporter:
             except ValueError:
                 continue  # the counter moved between read and write: read it again
         raise StoreUnavailableError(f"{self._job}: the checkpoint counter keeps moving")
+
+
+def _reported_after(
+    started_at: datetime | None, durations: dict[str, int] | None, heard: datetime, written: datetime
+) -> str:
+    """When Spark's batch ended (its start and triggerExecution, on this driver's clock), how long until its
+    progress event reached the runtime, and until its pointer was written."""
+    took = (durations or {}).get("triggerExecution")
+    if started_at is None or took is None:
+        return ""
+    ended = started_at + timedelta(milliseconds=took)
+    return (
+        f"; its progress heard {(heard - ended).total_seconds():.1f} s after the batch ended, "
+        f"its pointer written {(written - heard).total_seconds():.1f} s later"
+    )
 
 
 def batch_figures(progress: Any) -> BatchFigures | None:
