@@ -1243,6 +1243,8 @@ def test_a_failure_is_recovered_when_a_later_attempt_commits_its_first_batch(clu
         first_batch_started=ended + timedelta(seconds=18),
     )
     cluster.commit(2, 3, start=start)  # 22 s after the end
+    cluster.now += timedelta(seconds=2)
+    cluster.commit(2, 4, start=start)  # the next batch, committed before the operator looked
     cluster.reconcile(after=1)
     status = cluster.status()
     assert status.last_failure is not None and status.last_failure.recovery_seconds == 20.0

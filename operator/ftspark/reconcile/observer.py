@@ -86,6 +86,11 @@ class Observer:
             result=result,
             executor_nodes=executor_nodes,
             latest_checkpoint=pointers[0] if pointers else None,
+            first_of_attempt=(
+                min((p for p in pointers if p.attempt == pointers[0].attempt), key=lambda p: p.checkpoint_id)
+                if pointers
+                else None
+            ),
             restore_point=restore_point,
             leftover_executors=(
                 self._drivers.count_executors(

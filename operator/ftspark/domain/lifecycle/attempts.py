@@ -91,31 +91,33 @@ def record_failure(draft: Draft, driver: DriverObservation | None) -> Failure:
     return failure
 
 
-def note_commit(draft: Draft, newest: CheckpointPointer) -> None:
-    """The newest committed batch. The current attempt's counts as work done: the counts of failures in a
-    row (of each category, and in all) start again (a driver that fails at its start runs for a moment too:
-    running is not enough). And the first a later attempt commits ends the last failure's recovery: its time
-    goes in the failure (status.lastFailure, and the same entry of status.failures)."""
+def note_commit(draft: Draft, newest: CheckpointPointer, first: CheckpointPointer) -> None:
+    """The newest committed batch, and the first of its attempt that the store still keeps. The current
+    attempt's counts as work done: the counts of failures in a row (of each category, and in all) start
+    again (a driver that fails at its start runs for a moment too: running is not enough). And the first
+    batch a later attempt commits ends the last failure's recovery: its time goes in the failure
+    (status.lastFailure, and the same entry of status.failures). The first, not the newest: by the time the
+    operator looks, the next batch may be committed too."""
     restarts = draft.status.restarts
     in_a_row = {"configuration_failures": 0, "infrastructure_failures": 0, "consecutive_failures": 0}
     if newest.attempt == draft.status.attempt and restarts != restarts.model_copy(update=in_a_row):
         draft.update(restarts=restarts.model_copy(update=in_a_row))
     failure = draft.status.last_failure
-    if failure is None or failure.recovery_seconds is not None or newest.attempt <= failure.attempt:
+    if failure is None or failure.recovery_seconds is not None or first.attempt <= failure.attempt:
         return
-    seconds = round(max(0.0, (newest.completed_at - failure.time).total_seconds()), 1)
+    seconds = round(max(0.0, (first.completed_at - failure.time).total_seconds()), 1)
     status = draft.status
-    own = newest.attempt == status.attempt  # the status's times are this attempt's
+    own = first.attempt == status.attempt  # the status's times are this attempt's
     phases = recovery_phases(
         failure,
-        newest,
+        first,
         status.attempt_submitted_at if own else None,
         status.attempt_started_at if own else None,
     )
     recovered = failure.model_copy(update={"recovery_seconds": seconds, "recovery_phases": phases})
     failures = [recovered if entry == failure else entry for entry in status.failures]
     draft.update(last_failure=recovered, failures=failures)
-    message = f"attempt {newest.attempt} committed batch {newest.batch_id}: {summary(phases)}"
+    message = f"attempt {first.attempt} committed batch {first.batch_id}: {summary(phases)}"
     draft.actions.append(EmitEvent("Normal", "Recovered", message))
 
 

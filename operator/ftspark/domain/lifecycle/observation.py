@@ -87,6 +87,9 @@ class Observation:
     result: JobResultEntry | None = None
     executor_nodes: tuple[str, ...] = ()  # nodes running the current attempt's executors
     latest_checkpoint: CheckpointPointer | None = None  # the newest pointer in the checkpoint store
+    # The oldest pointer kept of the newest one's attempt: its first batch, unless pointers were dropped since
+    # (the operator looks once a pointer is written, so later batches' are seldom more than one or two).
+    first_of_attempt: CheckpointPointer | None = None
     # Read only when no driver pod exists, the only time an attempt can be submitted (it inspects S3).
     # None: not read.
     restore_point: RestorePoint | None = None

@@ -49,7 +49,7 @@ class Submission(Draft):
                     figures=newest.figures,
                 )
             )
-            attempts.note_commit(self, newest)
+            attempts.note_commit(self, newest, self.obs.first_of_attempt or newest)
         return Decision(self.status, tuple(self.actions), requeue_after)
 
     def _submit(
