@@ -84,12 +84,12 @@ def _guard(rule: Rule) -> tuple[str, str] | None:
     there at all, and its CEL: a variable is evaluated once per request, so a job without a pod template
     passes the template's fifty-odd checks at one lookup each (in a burst of new jobs, the policy's checks
     had been the largest part of their admission's CPU)."""
-    head = rule.field.split(".")[:2]
-    if len(rule.field.split(".")) <= len(head) or any(part.endswith("[]") for part in head):
+    parts = rule.field.split(".")
+    if len(parts) < 3 or any(part.endswith("[]") for part in parts[:2]):
         return None
-    name = "has" + "".join(part[0].upper() + part[1:] for part in head)
-    paths = [".".join(["object.spec", *head[: n + 1]]) for n in range(len(head))]
-    return name, " && ".join(f"has({path})" for path in paths)
+    parent, child = parts[:2]
+    name = f"has{parent[0].upper()}{parent[1:]}{child[0].upper()}{child[1:]}"
+    return name, f"has(object.spec.{parent}) && has(object.spec.{parent}.{child})"
 
 
 def validation(rule: Rule) -> Manifest:
