@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ftspark_dev.scenarios.recovery import STEPS, Timeline, side_by_side
+from ftspark_dev.scenarios.recovery import FTSPARK, STANDBYS, STEPS, Timeline, side_by_side
 from ftspark_dev.worlds.process_nodes import World
 
 
@@ -29,14 +29,14 @@ def test_a_killed_driver_comes_back_through_every_step_and_ftspark_fences_and_go
         for timeline in timelines:
             assert len(timeline.seconds) == len(STEPS)
             assert _in_order(timeline), timeline
-    standby = compared.standby_runs[True]
-    for run in (compared.ftspark_run, standby):
+    ftspark, standby = compared.ftspark_runs[FTSPARK], compared.ftspark_runs[STANDBYS[True]]
+    for run in (ftspark, standby):
         assert (run.figures["lost"], run.figures["duplicated"], run.figures["wrong"]) == (0, 0, 0), (
             run.figures
         )
         # The operator released each killed driver's Lease: no attempt waited for it to expire (15 s here).
         assert all(line.endswith("(free)") for line in run.leases), run.leases
-    assert (compared.ftspark_run.promotions, standby.promotions) == (0, 1), "the standby took over"
+    assert (ftspark.promotions, standby.promotions) == (0, 1), "the standby took over"
     assert standby.warmed == 1, "on the executor it had kept up and warmed"
 
     # The operator timed each recovery itself (status.lastFailure.recoveryPhases), every step there. Counted
@@ -44,7 +44,7 @@ def test_a_killed_driver_comes_back_through_every_step_and_ftspark_fences_and_go
     # watch: the same container start, and the batch committed after the sink saw it run (never before; its
     # commit, state and pointer follow, seconds later on two busy cores).
     print(f"\n{compared.phase_table()}")
-    for run, absent in ((compared.ftspark_run, set()), (standby, {"pod_running", "runtime_started"})):
+    for run, absent in ((ftspark, set()), (standby, {"pod_running", "runtime_started"})):
         ((phases, timeline),) = zip(run.phases, run.timelines, strict=True)
         steps = phases.model_dump(exclude={"standby"})
         assert {name for name, value in steps.items() if value is None} == absent, phases

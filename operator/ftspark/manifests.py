@@ -472,7 +472,8 @@ def executor_pod_template(plan: AttemptPlan) -> Manifest:
     """The executors' pod template (Spark takes its first container for the executor): our security defaults
     with their scratch volumes, what localRecovery needs (the job's node directory, through its claim, as
     Spark's local dir — Spark uses volumes named spark-local-dir-* — and node affinity to where the state
-    already is), then the user's template."""
+    already is), a standby's preferably away from the job's driver (the executors it keeps warm would be
+    lost with that driver's node), then the user's template."""
     spec = plan.spec
     recovery = spec.local_recovery
     volumes, mounts = _scratch_volumes()
@@ -530,6 +531,12 @@ def executor_pod_template(plan: AttemptPlan) -> Manifest:
                 ours["spec"]["affinity"] = {"nodeAffinity": preferred}
             case unknown:
                 assert_never(unknown)
+    if plan.standby:
+        away = {"labelSelector": _active_driver(plan), "topologyKey": HOSTNAME_LABEL}
+        preferred_away = [{"weight": 100, "podAffinityTerm": away}]
+        ours["spec"].setdefault("affinity", {})["podAntiAffinity"] = {
+            "preferredDuringSchedulingIgnoredDuringExecution": preferred_away
+        }
     return merge_template(ours, spec.executor.pod_template)
 
 
@@ -864,16 +871,20 @@ def _role_labels(plan: AttemptPlan) -> dict[str, str]:
     )
 
 
-def _away_from_the_driver(plan: AttemptPlan) -> Manifest:
-    """A standby never shares a node with the job's driver: it would be lost with it."""
-    active = {
+def _active_driver(plan: AttemptPlan) -> Manifest:
+    """The job's driver pod, not a standby."""
+    return {
         "matchLabels": {JOB_LABEL: plan.job_name, ROLE_LABEL: "driver"},
         "matchExpressions": [{"key": STANDBY_LABEL, "operator": "DoesNotExist"}],
     }
+
+
+def _away_from_the_driver(plan: AttemptPlan) -> Manifest:
+    """A standby never shares a node with the job's driver: it would be lost with it."""
     return {
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": active, "topologyKey": HOSTNAME_LABEL}
+                {"labelSelector": _active_driver(plan), "topologyKey": HOSTNAME_LABEL}
             ]
         }
     }

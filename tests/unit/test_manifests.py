@@ -619,6 +619,13 @@ def test_a_standby_is_the_attempts_driver_pod_kept_off_the_drivers_node_and_prob
         "matchLabels": {"ftspark.io/job": "job", "ftspark.io/role": "driver"},
         "matchExpressions": [{"key": STANDBY_LABEL, "operator": "DoesNotExist"}],
     }
+    # The executors it keeps warm: preferably off that node too, and with localRecovery's affinity kept.
+    warm = replace(plan(localRecovery={"enabled": True}), standby=True, local_state_nodes=("n1",))
+    affinity = executor_pod_template(warm)["spec"]["affinity"]
+    (away,) = affinity["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert away["podAffinityTerm"] == term and away["weight"] == 100
+    assert "nodeAffinity" in affinity
+    assert "affinity" not in executor_pod_template(plan())["spec"], "the job's own executors: anywhere"
 
 
 def test_image_pull_secrets_reach_the_driver_its_standby_and_the_executors() -> None:

@@ -290,6 +290,15 @@ def _condition(status: PodStatus, kind: str) -> str | None:
     return next((c.status for c in status.conditions if c.type == kind), None)
 
 
+def on_lost_node(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod (any of ours: a driver, an executor) is on a node the node controller found lost, as the
+    module docstring says; False for a pod that does not parse."""
+    try:
+        return _on_lost_node(PodView.model_validate(pod).status)
+    except ValidationError:
+        return False
+
+
 def _on_lost_node(status: PodStatus) -> bool:
     """Ready=False while every container still reports ready (the module docstring says why)."""
     statuses = status.container_statuses

@@ -58,6 +58,7 @@ from ftspark.runtime.config import (
     s3a_in_spark_jars,
 )
 from ftspark.runtime.control import ControlWatcher, stop_at_boundary
+from ftspark.runtime.executors import LostNodeExecutors
 from ftspark.runtime.fencing import DriverLease
 from ftspark.runtime.liveness import HealthEndpoint, SignsOfLife, Watchdog, executors_waiting, start_watchdog
 from ftspark.runtime.objects import ObjectStore, StorageError, join, s3_client
@@ -103,6 +104,7 @@ class Driver:
         self._reporter: PointerReporter | None = None
         self._watcher: ControlWatcher | None = None
         self._watchdog: Watchdog | None = None
+        self._executors: LostNodeExecutors | None = None
         self._api: client.ApiClient | None = None  # once the inputs are checked
         self._stopping = threading.Lock()  # held while a requested stop runs
         self.session_ready = threading.Event()  # the SparkSession is up (GET /readyz)
@@ -169,6 +171,8 @@ class Driver:
                 self._watcher.stop()
             if self._watchdog is not None:
                 self._watchdog.stop()
+            if self._executors is not None:
+                self._executors.stop()
             if self.ending.code != Exit.FENCED_OUT:
                 self.report_final()
             lease.release()
@@ -178,6 +182,7 @@ class Driver:
         promotion, writing nothing of the job's (runtime/standby.py)."""
         started = time.monotonic()
         spark = self._session(app, standing_by=True)
+        self._watch_executors(api, spark)
         root = self.config.checkpoint_root
         standby.open_storage(spark, root)
         if warm := standby.warm_executors(self.config, app.spark_conf(self.config.spark_conf)):
@@ -203,12 +208,21 @@ class Driver:
         warm = standing_by and not standby.dynamic_allocation(settings)
         return build_session(settings, executors=standby.warm_executors(self.config, conf) if warm else None)
 
+    def _watch_executors(self, api: client.ApiClient, spark: SparkSession) -> None:
+        """On Kubernetes, executors on a lost node are given up at once (runtime/executors.py)."""
+        context = spark.sparkContext
+        if (context.master or "").startswith("k8s://"):
+            self._executors = LostNodeExecutors(api, self.config.job.namespace, context.applicationId)
+            self._executors.start()
+
     def _run_script(self, app: Application, args: list[str], spark: SparkSession | None) -> None:
         assert self._reporter is not None and self._watcher is not None
         self.queries.install()
         if spark is None:
             started = time.monotonic()
             spark = self._session(app)
+            assert self._api is not None
+            self._watch_executors(self._api, spark)
             self.session_ready.set()
             self.marks.now("session_up")
             log.info("spark session ready in %.1f s", time.monotonic() - started)

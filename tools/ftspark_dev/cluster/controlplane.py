@@ -105,6 +105,9 @@ class ControlPlane:
     service_cidr: str = SERVICE_CLUSTER_IP_RANGE
     # An audit.k8s.io/v1 Policy: the API server logs the requests it selects to audit_log (audit_events()).
     audit_policy: dict[str, Any] | None = None
+    # How long a node may stay silent before the node controller marks it and its pods not Ready: short, so
+    # that a killed node's pods are noticed in seconds (Kubernetes' default is 50 s).
+    node_grace_seconds: int = 20
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -293,8 +296,7 @@ class ControlPlane:
                     "--bind-address=127.0.0.1",
                     f"--secure-port={free_port()}",
                     f"--service-cluster-ip-range={self.service_cidr}",
-                    # Short eviction timings so that a killed node's pods are noticed in seconds.
-                    "--node-monitor-grace-period=20s",
+                    f"--node-monitor-grace-period={self.node_grace_seconds}s",
                     "--node-monitor-period=2s",
                     # The PersistentVolume binder retries a claim whose volume its cache has not seen yet
                     # (made a moment before) at this period, 15 s by default: 2 s here.

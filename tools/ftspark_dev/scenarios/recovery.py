@@ -1,5 +1,6 @@
-"""Driver recovery side by side: plain Spark and ftspark, on the same process-backed nodes and the same job
-(examples/windowed_counts.py, a file of input every FEED_INTERVAL), each driver SIGKILLed `kills` times.
+"""Driver recovery side by side: plain Spark and ftspark, on the same nodes (real ones, or process-backed) and
+the same job (examples/windowed_counts.py, a file of input every FEED_INTERVAL), each driver SIGKILLed `kills`
+times.
 
 - plain Spark: no operator. A driver pod made by hand as spark-submit's cluster mode makes one (the Spark
   image's `driver` entrypoint: spark-submit in client mode inside the pod), with the settings ftspark would
@@ -12,28 +13,35 @@
   up before the kill, promoted instead of started. Each kill waits for the new standby's session first.
 - ftspark with a warm standby (and driver.standbyExecutors: the job's one executor): the standby's executor
   is up and has run its warm-up before the kill, so the first batch after the promotion runs on it at once.
+- node loss (with node_losses): the same warm-standby job, the driver's whole node killed instead (its
+  kubelet, its containers). The node controller marks it lost after its grace period (--node-grace), and
+  the node is started again after each recovery.
 
 Each kill's timeline is watched from outside, every POLL seconds: the next driver pod created, its container
 started, its first executor pod created (its SparkContext is up and asks for executors), an executor
 running, an executor registered with the driver (its log says so), and the first batch run after the kill (the
 sink's marker of a batch run). Shared by
-e2e/test_recovery.py (a short run) and `make bench` (`python -m ftspark_dev.scenarios.recovery --kills 5`).
+e2e/test_recovery.py (a short run, process-backed nodes) and `make bench` (`python -m
+ftspark_dev.scenarios.recovery --nodes real --kills 5 --node-losses 3`, and once with --node-grace 50, the
+cluster default).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import secrets
 import statistics
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 from kubernetes import client
 
@@ -56,10 +64,11 @@ from ftspark.protocol import (
 )
 from ftspark.runtime.session import spark_settings
 from ftspark_dev.cluster.processes import cpu_seconds, memory_mib
-from ftspark_dev.scenarios.tour import FaultTour
+from ftspark_dev.scenarios.tour import FaultTour, TourWorld
 from ftspark_dev.subjects.subject import SinkFolder
 from ftspark_dev.subjects.windowed_counts import WindowedCounts
-from ftspark_dev.worlds.process_nodes import JOBS_NAMESPACE, World, running_world
+from ftspark_dev.worlds.process_nodes import JOBS_NAMESPACE, running_world
+from ftspark_dev.worlds.real_nodes import running_real_world
 
 STEPS = (
     "driver pod created",
@@ -80,6 +89,20 @@ STANDING_BY = "standing by: spark session ready"  # the standby runtime's log, o
 PROMOTED = "promoted after"  # ... and once it did
 WARMED = "executors warmed in"  # a warm standby's log, once its executors ran their warm-up
 COST_WINDOW = 10.0  # seconds of a standby's CPU time, sampled while it waits
+
+
+class World(TourWorld, Protocol):
+    """What the recovery rows need of a world beyond the fault tour's: both kinds of node have it."""
+
+    api: client.ApiClient
+
+    @property
+    def bucket(self) -> str: ...
+    @property
+    def jars(self) -> Path: ...  # the S3A jars, where a driver pod sees them
+    def standbys(self, name: str) -> list[client.V1Pod]: ...
+    def delete(self, name: str) -> None: ...
+    def container_pids(self, pod: str, container: str) -> list[int]: ...
 
 
 @dataclass(frozen=True)
@@ -178,13 +201,13 @@ class StandbyCost:
 
 
 def standby_cost(world: World, pod: client.V1Pod, window: float) -> StandbyCost:
-    pids = world.nodes.container_pids(JOBS_NAMESPACE, pod.metadata.name, DRIVER_CONTAINER)
+    pids = world.container_pids(pod.metadata.name, DRIVER_CONTAINER)
     executors = client.CoreV1Api(world.api).list_namespaced_pod(
         JOBS_NAMESPACE, label_selector=SPARK_ROLE_LABEL
     )
     for executor in executors.items:
         if _owned_by(executor, pod.metadata.uid):
-            pids += world.nodes.container_pids(JOBS_NAMESPACE, executor.metadata.name, EXECUTOR_CONTAINER)
+            pids += world.container_pids(executor.metadata.name, EXECUTOR_CONTAINER)
     before, started = sum(cpu_seconds(pid) for pid in pids), time.monotonic()
     time.sleep(window)
     used = sum(cpu_seconds(pid) for pid in pids) - before
@@ -192,14 +215,23 @@ def standby_cost(world: World, pod: client.V1Pod, window: float) -> StandbyCost:
 
 
 def ftspark_recoveries(
-    world: World, work: Path, kills: int, *, standby: bool = False, warm: bool = False
+    world: World,
+    work: Path,
+    kills: int,
+    *,
+    standby: bool = False,
+    warm: bool = False,
+    node_grace: float | None = None,
 ) -> FtsparkRun:
-    """warm: the standby keeps the job's executor (the example job has one) up and warmed. Each row's job
-    has a name of its own, so that rows may run at once."""
+    """warm: the standby keeps the job's executor (the example job has one) up and warmed. node_grace: the
+    driver's node is killed instead of its container (the node controller's grace period, seconds), and
+    started again after each recovery. Each row's job has a name of its own, so that rows may run at once."""
     spec: dict[str, object] = {"short_lease": False}
     if standby:
         spec["driver"] = {"standby": 1, **({"standbyExecutors": 1} if warm else {})}
     row = f"standby-{'warm' if warm else 'cold'}" if standby else "ftspark"
+    if node_grace is not None:
+        row += "-node"
     subject = WindowedCounts(name=f"counts-{row}")
     tour = FaultTour(world, work / row, subject=subject, feed_interval=FEED_INTERVAL, spec=spec)
     tour.start()
@@ -219,12 +251,12 @@ def ftspark_recoveries(
                 # The standby's start slowed the job down: its backlog drains first, so that the kill hits a
                 # batch of the usual size, as on the other rows.
                 _settle(runs)
-            killed = tour.current_driver().metadata.name
+            killed = tour.current_driver()
             attempt = tour.attempt()
             successor = driver_pod_name(tour.name, attempt + 1)
-            killed_at = time.monotonic()
-            world.kill_pod(killed)
-            timelines.append(watch_recovery(world, _named(successor), runs, killed_at))
+            with _fault(world, killed, node_grace) as killed_at:
+                timeout = RECOVERY_TIMEOUT + (node_grace or 0)
+                timelines.append(watch_recovery(world, _named(successor), runs, killed_at, timeout))
             phases.append(operator_timing(world, tour.name, attempt))
             log = world.log(successor)
             leases.append(
@@ -242,6 +274,23 @@ def ftspark_recoveries(
     finally:
         world.delete(tour.name)
     return FtsparkRun(timelines, leases, figures, promotions, warmed, cost, phases)
+
+
+@contextlib.contextmanager
+def _fault(world: World, driver: client.V1Pod, node_grace: float | None) -> Iterator[float]:
+    """The driver's container SIGKILLed, or its node killed (node_grace given) and started again after the
+    block; the fault's time (monotonic)."""
+    killed_at = time.monotonic()
+    if node_grace is None:
+        world.kill_pod(driver.metadata.name)
+        yield killed_at
+        return
+    node = str(driver.spec.node_name)
+    world.kill_node(node)
+    try:
+        yield killed_at
+    finally:
+        world.restart_node(node)
 
 
 def operator_timing(world: World, job: str, attempt: int) -> RecoveryPhases:
@@ -280,14 +329,9 @@ class PlainSpark:
         self.world, self.core = world, client.CoreV1Api(world.api)
         self.subject = WindowedCounts()
         self.source, self.sink = work / "plain" / "in", SinkFolder(work / "plain" / "out")
-        checkpoint = f"s3a://{world.bucket}/plain/checkpoint"
-        manifest = world.job(
-            self.name,
-            self.source,
-            self.sink.folder,
-            self.subject.example,
-            arguments=[str(self.source), str(self.sink.folder), checkpoint],
-        )
+        manifest = world.job(self.name, self.source, self.sink.folder, self.subject.example)
+        # The script's input and output as the world's pods see them, and the checkpoint directory.
+        manifest["spec"]["arguments"].append(f"s3a://{world.bucket}/plain/checkpoint")
         self.spec = JobSpec.model_validate(manifest["spec"])
         self.uid, self.attempt, self.fed = str(uuid.uuid4()), 0, 0
         self._stop = threading.Event()
@@ -397,18 +441,16 @@ def plain_recoveries(world: World, work: Path, kills: int) -> list[Timeline]:
 # -- the table -----------------------------------------------------------------------------------------------
 
 
-STANDBYS = {False: "a standby", True: "a warm standby"}  # by warm
+FTSPARK = "ftspark"
+STANDBYS = {False: "ftspark with a standby", True: "ftspark with a warm standby"}  # by warm
+NODE_LOSS = "node loss: ftspark with a warm standby"
 
 
 @dataclass(frozen=True)
 class SideBySide:
     plain: list[Timeline]
-    ftspark_run: FtsparkRun
-    standby_runs: dict[bool, FtsparkRun] = field(default_factory=dict)  # by warm
-
-    @property
-    def ftspark(self) -> list[Timeline]:
-        return self.ftspark_run.timelines
+    # By row: FTSPARK, STANDBYS' and NODE_LOSS (the driver's node killed, not its container), as run.
+    ftspark_runs: dict[str, FtsparkRun]
 
     @staticmethod
     def medians(timelines: list[Timeline]) -> tuple[float, ...]:
@@ -417,8 +459,7 @@ class SideBySide:
         )
 
     def runs(self) -> list[tuple[str, FtsparkRun]]:
-        standbys = [(f"ftspark with {STANDBYS[w]}", r) for w, r in self.standby_runs.items()]
-        return [("ftspark", self.ftspark_run), *standbys]
+        return list(self.ftspark_runs.items())
 
     def rows(self) -> list[tuple[str, list[Timeline]]]:
         plain = [("plain Spark", self.plain)] if self.plain else []
@@ -429,7 +470,7 @@ class SideBySide:
         return self.medians(timelines)[-1] / self.medians(self.plain)[-1]
 
     def table(self) -> str:
-        header = "| driver SIGKILL → | " + " | ".join(STEPS) + " |"
+        header = "| driver SIGKILL (unless named) → | " + " | ".join(STEPS) + " |"
         lines = [header, "|---|" + "---|" * len(STEPS)]
         for label, timelines in self.rows():
             medians = self.medians(timelines)
@@ -439,11 +480,13 @@ class SideBySide:
                 + " |"
             )
         lines.append("")
-        for warm, run in self.standby_runs.items():
+        for label, run in self.runs():
             if run.standby_cost is not None:
-                lines.append(f"{STANDBYS[warm]}'s cost while it waits: {run.standby_cost}")
-        for label, timelines in self.rows()[1:] if self.plain else []:
-            lines.append(f"{label} / plain Spark, kill → first batch run: {self.ratio(timelines):.2f} times")
+                lines.append(f"{label}: the standby's cost while it waits: {run.standby_cost}")
+        for label, run in self.runs() if self.plain else []:
+            if label != NODE_LOSS:
+                ratio = self.ratio(run.timelines)
+                lines.append(f"{label} / plain Spark, kill → first batch run: {ratio:.2f} times")
         return "\n".join(lines)
 
     def phase_table(self) -> str:
@@ -474,17 +517,45 @@ def side_by_side(
     standbys: tuple[bool, ...] = (False, True),
     plain: bool = True,
     at_once: bool = False,
+    node_losses: int = 0,
+    node_grace: float = 20,
 ) -> SideBySide:
-    """standbys: a row with a standby for each, warm or not; plain: the plain Spark row (a figure to compare
+    """kills: driver kills per row (none: no such rows); standbys: a row with a standby for each, warm or
+    not; plain: the plain Spark row (a figure to compare
     with, which proves nothing of ftspark). ftspark first: its run makes the driver ServiceAccount that the
     plain pods use too. at_once: ftspark's rows run at the same time, each with its own job (what CI runs:
-    every step and guarantee is the same, only the figures are those of a busier machine)."""
-    rows: list[Callable[[], FtsparkRun]] = [partial(ftspark_recoveries, world, work, kills)]
-    rows += [partial(ftspark_recoveries, world, work, kills, standby=True, warm=warm) for warm in standbys]
-    with ThreadPoolExecutor(max_workers=len(rows) if at_once else 1) as pool:
-        ftspark, *with_standby = [run.result() for run in [pool.submit(row) for row in rows]]
-    standby_rows = dict(zip(standbys, with_standby, strict=True))
-    return SideBySide(plain_recoveries(world, work, kills) if plain else [], ftspark, standby_rows)
+    every step and guarantee is the same, only the figures are those of a busier machine). node_losses: a
+    row of that many node kills, after the others, the node controller's grace period node_grace."""
+    rows: dict[str, Callable[[], FtsparkRun]] = {}
+    if kills:
+        rows[FTSPARK] = partial(ftspark_recoveries, world, work, kills)
+        for warm in standbys:
+            rows[STANDBYS[warm]] = partial(ftspark_recoveries, world, work, kills, standby=True, warm=warm)
+    with ThreadPoolExecutor(max_workers=max(1, len(rows) if at_once else 1)) as pool:
+        started = {label: pool.submit(row) for label, row in rows.items()}
+        runs = {label: run.result() for label, run in started.items()}
+    plain_row = plain_recoveries(world, work, kills) if plain and kills else []
+    if node_losses:
+        runs[NODE_LOSS] = ftspark_recoveries(
+            world, work, node_losses, standby=True, warm=True, node_grace=node_grace
+        )
+    return SideBySide(plain_row, runs)
+
+
+@contextlib.contextmanager
+def _world(nodes: str, node_grace: int) -> Iterator[World]:
+    """Real nodes with the operator installed by its chart, as a user has it; or process-backed ones."""
+    if nodes == "process":
+        if node_grace != 20:
+            raise ValueError("process-backed worlds keep the 20 s grace period")
+        with running_world() as world:
+            yield world
+        return
+    with running_real_world(nodes=3, node_grace_seconds=node_grace) as real:
+        installed = real.helm_install()
+        if installed.returncode != 0:
+            raise RuntimeError(f"helm install failed:\n{installed.stderr}\n{installed.stdout}")
+        yield real
 
 
 def main() -> None:
@@ -492,9 +563,20 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--kills", type=int, default=5, help="driver kills per side (medians are printed)")
+    parser.add_argument("--nodes", choices=("real", "process"), default="real", help="the kind of node")
+    parser.add_argument("--node-losses", type=int, default=0, help="node kills, with a warm standby")
+    parser.add_argument(
+        "--node-grace", type=int, default=20, help="the node controller's grace period, seconds"
+    )
     args = parser.parse_args()
-    with running_world() as world, tempfile.TemporaryDirectory(prefix="ftspark-recovery-") as work:
-        compared = side_by_side(world, Path(work), args.kills)
+    with (
+        _world(args.nodes, args.node_grace) as world,
+        tempfile.TemporaryDirectory(prefix="ftspark-recovery-") as work,
+    ):
+        print(f"{args.nodes} nodes, the node controller's grace period {args.node_grace} s")
+        compared = side_by_side(
+            world, Path(work), args.kills, node_losses=args.node_losses, node_grace=args.node_grace
+        )
     print(compared.table())
     print()
     print(compared.phase_table())

@@ -93,6 +93,15 @@ AUDIT_POLICY = {
 }
 
 
+# Driver-Lease timings for the faults whose next attempt waits the Lease out (a lost node, a frozen JVM):
+# 3 s / 2 s / 0.5 s instead of the defaults (15 s / 10 s / 2 s).
+SHORT_LEASE = {
+    RuntimeEnv.LEASE_DURATION: "3",
+    RuntimeEnv.LEASE_RENEW_DEADLINE: "2",
+    RuntimeEnv.LEASE_RETRY_PERIOD: "0.5",
+}
+
+
 class JobsClient:
     """The jobs of an installation, in its jobs namespace, through the API server: shared by the
     process-backed World and the real-node RealWorld."""
@@ -214,17 +223,9 @@ class World(JobsClient):
         short_lease: bool = True,
         **spec: Any,
     ) -> dict[str, Any]:
-        """short_lease: driver-Lease timings of 3 s / 2 s / 0.5 s instead of the defaults (15 s / 10 s / 2 s),
+        """short_lease: SHORT_LEASE's driver-Lease timings instead of the defaults (15 s / 10 s / 2 s),
         for the faults whose next attempt waits the Lease out: a lost node, a frozen JVM."""
-        lease = (
-            {
-                RuntimeEnv.LEASE_DURATION: "3",
-                RuntimeEnv.LEASE_RENEW_DEADLINE: "2",
-                RuntimeEnv.LEASE_RETRY_PERIOD: "0.5",
-            }
-            if short_lease
-            else {}
-        )
+        lease = SHORT_LEASE if short_lease else {}
         env = lease | {
             RuntimeEnv.SPARK_JARS_DIR: str(self.jars),
             RuntimeEnv.RESULTS_NAMESPACE: OPERATOR_NAMESPACE,
@@ -281,6 +282,9 @@ class World(JobsClient):
 
     def kill_pod(self, pod: str) -> None:
         self.nodes.kill_pod(JOBS_NAMESPACE, pod)
+
+    def container_pids(self, pod: str, container: str) -> list[int]:
+        return self.nodes.container_pids(JOBS_NAMESPACE, pod, container)
 
     def kill_pods(self, label_selector: str) -> list[str]:
         return self.nodes.kill_pods(JOBS_NAMESPACE, label_selector)

@@ -24,7 +24,7 @@ import yaml
 from kubernetes import client, config
 
 from ftspark.manifests import merge_template
-from ftspark.protocol import RuntimeEnv
+from ftspark.runtime.config import IMAGE_JARS_DIR
 from ftspark_dev.cluster.controlplane import ControlPlane
 from ftspark_dev.cluster.operators import leading, lease_holder, probe
 from ftspark_dev.cluster.processes import REPO_ROOT
@@ -37,6 +37,7 @@ from ftspark_dev.subjects.windowed_counts import EXAMPLE
 from ftspark_dev.worlds.process_nodes import (
     JOBS_NAMESPACE,
     OPERATOR_NAMESPACE,
+    SHORT_LEASE,
     JobsClient,
 )  # the jobs' at Pod Security "restricted"
 
@@ -173,11 +174,18 @@ class RealWorld(JobsClient):
     # -- jobs (ftspark_dev.scenarios.tour.TourWorld) --------------------------------------------------
 
     def job(
-        self, name: str, input_dir: Path, output_dir: Path, example: Path = EXAMPLE, **spec: Any
+        self,
+        name: str,
+        input_dir: Path,
+        output_dir: Path,
+        example: Path = EXAMPLE,
+        *,
+        short_lease: bool = True,
+        **spec: Any,
     ) -> dict[str, Any]:
         """An example streaming job (windowed counts unless told) reading input_dir and writing output_dir,
         folders of this machine that reach the pods as PersistentVolumes; S3 credentials from the Secret, as
-        the examples take them."""
+        the examples take them. short_lease: SHORT_LEASE's driver-Lease timings."""
         self.volume(f"{name}-in", input_dir)
         self.volume(f"{name}-out", output_dir)
         mounts = [{"name": "in", "mountPath": "/data/in", "readOnly": True}]
@@ -216,10 +224,7 @@ class RealWorld(JobsClient):
             "stopTimeoutSeconds": 120,
             "env": [
                 *body["spec"]["env"],
-                # Short driver-Lease timings: a killed driver's successor waits for the Lease to expire.
-                {"name": RuntimeEnv.LEASE_DURATION, "value": "3"},
-                {"name": RuntimeEnv.LEASE_RENEW_DEADLINE, "value": "2"},
-                {"name": RuntimeEnv.LEASE_RETRY_PERIOD, "value": "0.5"},
+                *({"name": k, "value": v} for k, v in (SHORT_LEASE if short_lease else {}).items()),
             ],
         }
         # The UI is off unless the job's spec.ui turns it on (the operator's default).
@@ -232,6 +237,24 @@ class RealWorld(JobsClient):
 
     def log(self, pod: str, namespace: str = JOBS_NAMESPACE) -> str:
         return self.plane.kubectl("-n", namespace, "logs", pod, "--tail=300", check=False).stdout
+
+    @property
+    def bucket(self) -> str:
+        return DEMO_BUCKET
+
+    @property
+    def jars(self) -> Path:
+        """The S3A jars, where a pod of the Spark image has them."""
+        return IMAGE_JARS_DIR
+
+    def container_pids(self, pod: str, container: str) -> list[int]:
+        """Every process of a pod's container, as its node's containerd lists them (this machine's PIDs)."""
+        found = self.core.read_namespaced_pod(pod, JOBS_NAMESPACE)
+        status = next(s for s in found.status.container_statuses if s.name == container)
+        listed = self.nodes.node(found.spec.node_name).ctr(
+            "tasks", "ps", status.container_id.removeprefix("containerd://")
+        )
+        return [int(line.split()[0]) for line in listed.stdout.splitlines()[1:] if line.strip()]
 
     # -- faults --------------------------------------------------------------------------------------------
 
@@ -392,8 +415,11 @@ class FolderProvisioner:
 
 
 @contextlib.contextmanager
-def running_real_world(nodes: int = 3, image_names: tuple[str, ...] = ()) -> Iterator[RealWorld]:
-    """image_names: tools/images/build.sh's names of what the nodes get (default: an installation's)."""
+def running_real_world(
+    nodes: int = 3, image_names: tuple[str, ...] = (), node_grace_seconds: int = 20
+) -> Iterator[RealWorld]:
+    """image_names: tools/images/build.sh's names of what the nodes get (default: an installation's);
+    node_grace_seconds: the node controller's --node-monitor-grace-period."""
     images = built_images(*image_names)
     real = RealNodes(nodes=nodes, images=images, prefix="node").open()
     work = Path(tempfile.mkdtemp(prefix="ftspark-realworld-"))
@@ -404,6 +430,7 @@ def running_real_world(nodes: int = 3, image_names: tuple[str, ...] = ()) -> Ite
                 address=network.HOST_ADDRESS,
                 service_cidr=network.SERVICE_CIDR,
                 service_account_admission=True,
+                node_grace_seconds=node_grace_seconds,
             ) as plane,
             S3Server(host=network.HOST_ADDRESS) as s3,
         ):
