@@ -38,6 +38,9 @@ def test_a_killed_driver_comes_back_through_every_step_and_ftspark_fences_and_go
         assert all(line.endswith("(free)") for line in run.leases), run.leases
     assert (ftspark.promotions, standby.promotions) == (0, 1), "the standby took over"
     assert standby.warmed == 1, "on the executor it had kept up and warmed"
+    # Each new driver watched its executors for a lost node (a standby from its start, so before its
+    # promotion): the runtime's own watch on the API server, answered.
+    assert (ftspark.watching, standby.watching) == (1, 1)
 
     # The operator timed each recovery itself (status.lastFailure.recoveryPhases), every step there. Counted
     # from the container's end (its kubelet's word, a moment after the kill), they agree with the outside

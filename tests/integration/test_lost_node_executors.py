@@ -1,7 +1,7 @@
-"""The driver runtime gives up its executors on a lost node at once (ftspark.runtime.executors), on the real
-API server: the pod object is removed (a graceful deletion would leave it, bound to a node no kubelet serves),
-so Spark's own pod watch sees its executor gone and replaces it. Only the driver's own executors, and only
-those the node controller marked."""
+"""Executors on a lost node are removed at once, on the real API server (a graceful deletion would leave
+them, bound to a node no kubelet serves): by the driver runtime, its own (ftspark.runtime.executors), so that
+Spark's pod watch sees the executor gone and replaces it; by the operator, an ended attempt's, so that the
+next attempt does not wait out their grace period."""
 
 from __future__ import annotations
 
@@ -10,15 +10,25 @@ import datetime
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from ftspark.protocol import SPARK_APP_SELECTOR_LABEL, SPARK_ROLE_LABEL
+from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.protocol import (
+    JOB_LABEL,
+    SPARK_APP_SELECTOR_LABEL,
+    SPARK_ROLE_LABEL,
+    driver_pod_name,
+    spark_app_id,
+)
 from ftspark.runtime.executors import LostNodeExecutors
+from ftspark_dev.cluster.operators import OperatorFleet, job_manifest, set_driver_exited, set_driver_running
 from tests.waiting import eventually
 
 APP = "ftspark-0123abcd-2"
 
 
-def _executor(core: client.CoreV1Api, namespace: str, name: str, app: str = APP) -> None:
-    labels = {SPARK_APP_SELECTOR_LABEL: app, SPARK_ROLE_LABEL: "executor"}
+def _executor(
+    core: client.CoreV1Api, namespace: str, name: str, app: str = APP, job: dict[str, str] | None = None
+) -> None:
+    labels = {SPARK_APP_SELECTOR_LABEL: app, SPARK_ROLE_LABEL: "executor", **(job or {})}
     core.create_namespaced_pod(
         namespace,
         client.V1Pod(
@@ -77,3 +87,25 @@ def test_executors_on_a_lost_node_are_removed_at_once_and_only_the_drivers_own(
     # The watch met the marks in order: the ones before "lost-after" were looked at and left.
     assert _exists(core, namespace, "fine"), "an executor on a node that reports is left alone"
     assert _exists(core, namespace, "another-apps"), "another application's executor is none of its concern"
+
+
+def test_an_ended_attempts_executor_on_a_lost_node_does_not_hold_the_next_attempt_for_its_grace_period(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    """The next attempt waits until the previous one's executors are gone. One on a lost node would go only
+    once its graceful deletion is overdue (30 s, the pod's default grace period): the operator removes it at
+    once instead, as it does a lost node's driver pod."""
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    fleet.start()
+    jobs = client.CustomObjectsApi(api_client)
+    jobs.create_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, job_manifest("lost", bucket))
+    first, second = driver_pod_name("lost", 1), driver_pod_name("lost", 2)
+    eventually(lambda: _exists(core, ns, first), timeout=30, what="driver 1")
+    uid = jobs.get_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, "lost")["metadata"]["uid"]
+    _executor(core, ns, "lost-1-exec-1", app=spark_app_id(uid, 1), job={JOB_LABEL: "lost"})
+    _running(core, ns, "lost-1-exec-1", node_lost=True)
+    set_driver_running(core, ns, first)
+    set_driver_exited(core, ns, first, 1, "boom")
+    # Well within the 30 s the graceful deletion would hold it (restart delay 1 s).
+    eventually(lambda: _exists(core, ns, second), timeout=20, what=lambda: f"driver 2\n{fleet.logs()}")
+    assert not _exists(core, ns, "lost-1-exec-1")

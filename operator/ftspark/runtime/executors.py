@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 WATCH_SECONDS = 300  # a watch ends after this, and the loop lists again (a missed event is met there)
 RETRY_SECONDS = 5.0  # after a failed list or watch
 _TIMEOUT = request_timeout(10.0)
+WATCHING = "watching the executor pods for a lost node"  # logged once the first listing answered
 
 
 class LostNodeExecutors:
@@ -46,6 +47,7 @@ class LostNodeExecutors:
         self._namespace, self._selector = namespace, executor_selector(app_id)
         self._stop = threading.Event()
         self._watch: watch.Watch | None = None
+        self._watching = False  # said so in the log
         self._thread = threading.Thread(target=self._run, name="lost-node-executors", daemon=True)
 
     def start(self) -> None:
@@ -74,6 +76,9 @@ class LostNodeExecutors:
         listed = self._core.list_namespaced_pod(
             self._namespace, label_selector=self._selector, _request_timeout=_TIMEOUT
         )
+        if not self._watching:
+            self._watching = True
+            log.info("%s (%s): %d now", WATCHING, self._selector, len(listed.items))
         for pod in listed.items:
             self._look_at(self._api.sanitize_for_serialization(pod))
         self._watch = watch.Watch()

@@ -62,6 +62,7 @@ from ftspark.protocol import (
     DriverEnv,
     driver_pod_name,
 )
+from ftspark.runtime.executors import WATCHING
 from ftspark.runtime.session import spark_settings
 from ftspark_dev.cluster.processes import cpu_seconds, memory_mib
 from ftspark_dev.scenarios.tour import FaultTour, TourWorld
@@ -182,6 +183,7 @@ class FtsparkRun:
     figures: dict[str, int]  # the fault tour's at the end: records in, counted, lost, duplicated, ...
     promotions: int = 0  # attempts after a kill that were a promoted standby (their runtime's log says so)
     warmed: int = 0  # ... whose executors had run their warm-up before it
+    watching: int = 0  # ... whose runtime watched its executor pods for a lost node (runtime/executors.py)
     standby_cost: StandbyCost | None = None  # the first standby's, once its session was up
     # Each recovery as the operator timed it (status.lastFailure.recoveryPhases): from the killed
     # container's end, where the outside timelines count from the kill.
@@ -236,7 +238,7 @@ def ftspark_recoveries(
     tour = FaultTour(world, work / row, subject=subject, feed_interval=FEED_INTERVAL, spec=spec)
     tour.start()
     runs = _runs(tour.output)
-    timelines, leases, promotions, warmed, cost, phases = [], [], 0, 0, None, []
+    timelines, leases, promotions, warmed, watching, cost, phases = [], [], 0, 0, 0, None, []
     takeovers: list[str] = []  # each successor's promotion line (its restore batch), for a failure's message
     try:
         for _ in range(kills):
@@ -264,6 +266,7 @@ def ftspark_recoveries(
             )
             promotions += PROMOTED in log
             warmed += WARMED in log
+            watching += WATCHING in log
             takeovers.append(next((line for line in log.splitlines() if PROMOTED in line), "not promoted"))
         try:
             figures = tour.finish()
@@ -273,7 +276,7 @@ def ftspark_recoveries(
             ) from None
     finally:
         world.delete(tour.name)
-    return FtsparkRun(timelines, leases, figures, promotions, warmed, cost, phases)
+    return FtsparkRun(timelines, leases, figures, promotions, warmed, watching, cost, phases)
 
 
 @contextlib.contextmanager

@@ -60,7 +60,7 @@ from ftspark.protocol import (
     job_app_prefix,
     job_owner_reference,
 )
-from ftspark.reconcile.driver_pods import observe_driver
+from ftspark.reconcile.driver_pods import observe_driver, on_lost_node
 
 log = logging.getLogger(__name__)
 
@@ -413,10 +413,13 @@ class KubeDrivers:
     def delete_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> None:
         now = datetime.datetime.now(datetime.UTC)
         for pod in self._executors(key, uid, besides):
-            # deletionTimestamp is when a graceful deletion should have ended: past it, no kubelet is
-            # finishing it (a lost node), and only removing the object ends the wait.
+            # No kubelet will finish a graceful deletion on a lost node: the object is removed at once, as a
+            # lost node's driver pod is (its driver, fenced out, gives it no work). deletionTimestamp is
+            # when a graceful deletion should have ended: past it, nobody is finishing it either.
             deadline = pod.metadata.deletion_timestamp
-            grace = 0 if deadline is not None and deadline < now else None
+            overdue = deadline is not None and deadline < now
+            lost = on_lost_node(self._core.api_client.sanitize_for_serialization(pod))
+            grace = 0 if overdue or lost else None
             _ignore(
                 404,
                 self._core.delete_namespaced_pod,
