@@ -118,7 +118,7 @@ dev-cluster: $(VENV)/.installed cluster-bin
 bench: $(VENV)/.installed cluster-bin s3-bin spark-jars local-recovery-jar class-data images helm-bin
 	$(PY) -m ftspark_dev.benches.operator_figures --curve 100,5000
 	$(PY) -m ftspark_dev.scenarios.recovery --nodes real --kills 5 --node-losses 3
-	$(PY) -m ftspark_dev.scenarios.recovery --nodes real --kills 0 --node-losses 3 --node-grace 50
+	$(PY) -m ftspark_dev.scenarios.recovery --nodes real --kills 0 --node-losses 3 --silent-node-losses 3 --node-grace 50
 	$(PY) -m ftspark_dev.benches.local_recovery --keys 2000000 --payload 200 --files 8
 	$(PY) -m ftspark_dev.worlds.local_recovery --keys 2000000 --payload 200 --files 8
 

@@ -61,7 +61,11 @@ def test_default_install_is_two_hardened_replicas_with_lease_liveness(render: Re
     assert [r["metadata"]["name"] for r in kinds["ClusterRole"]] == ["ftspark-operator-node-drains"], (
         "least privilege by default: the namespaces of jobs, listed; of the cluster only the nodes, read"
     )
-    assert {r["metadata"]["namespace"] for r in kinds["Role"]} == {"ftspark-system", "jobs"}
+    assert {r["metadata"]["namespace"] for r in kinds["Role"]} == {
+        "ftspark-system",
+        "jobs",
+        "kube-node-lease",
+    }
     assert env["FTSPARK_WATCH_NAMESPACES"] == "jobs"
 
 
@@ -135,6 +139,7 @@ def test_namespaced_mode_grants_roles_only_where_jobs_live(render: Render) -> No
         ("team-b", "ftspark-operator"),
         ("ftspark-system", "ftspark-operator-self"),
         ("ftspark-system", "ftspark-operator-record-key"),
+        ("kube-node-lease", "ftspark-operator-node-leases"),  # the kubelets' heartbeats, read
     }
     env = {
         e["name"]: e.get("value")
@@ -322,6 +327,22 @@ def _operator_config(render: Render, monkeypatch: pytest.MonkeyPatch, *values: s
         if variable["name"].startswith("FTSPARK_") and variable.get("value"):
             monkeypatch.setenv(variable["name"], variable["value"])
     return parse([])
+
+
+def test_node_leases_are_read_only_and_only_while_node_silence_is_watched(
+    render: Render, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    roles = _named(_kinds(render())["Role"], "ftspark-operator-node-leases")
+    assert [(r["metadata"]["namespace"], r["rules"]) for r in roles] == [
+        (
+            "kube-node-lease",
+            [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["list", "watch"]}],
+        )
+    ]
+    assert _operator_config(render, monkeypatch).node_silence_seconds == 20
+    off = render("nodeSilenceSeconds=0")
+    assert not _named(_kinds(off)["Role"], "ftspark-operator-node-leases")
+    assert _operator_config(render, monkeypatch, "nodeSilenceSeconds=0").node_silence_seconds == 0
 
 
 def test_result_caps_reach_the_operator_as_whole_numbers(

@@ -66,6 +66,18 @@ def _exists(core: client.CoreV1Api, namespace: str, name: str) -> bool:
     return True
 
 
+def _first_driver(fleet: OperatorFleet, api: client.ApiClient, job: str, bucket: str) -> str:
+    """An operator, the job created, its first driver pod there; the job's uid."""
+    fleet.start()
+    jobs = client.CustomObjectsApi(api)
+    ns = fleet.watch_namespace
+    jobs.create_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, job_manifest(job, bucket))
+    name = driver_pod_name(job, 1)
+    eventually(lambda: _exists(client.CoreV1Api(api), ns, name), timeout=30, what=name)
+    uid: str = jobs.get_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, job)["metadata"]["uid"]
+    return uid
+
+
 def test_executors_on_a_lost_node_are_removed_at_once_and_only_the_drivers_own(
     api_client: client.ApiClient, namespace: str
 ) -> None:
@@ -96,12 +108,8 @@ def test_an_ended_attempts_executor_on_a_lost_node_does_not_hold_the_next_attemp
     once its graceful deletion is overdue (30 s, the pod's default grace period): the operator removes it at
     once instead, as it does a lost node's driver pod."""
     ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
-    fleet.start()
-    jobs = client.CustomObjectsApi(api_client)
-    jobs.create_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, job_manifest("lost", bucket))
+    uid = _first_driver(fleet, api_client, "lost", bucket)
     first, second = driver_pod_name("lost", 1), driver_pod_name("lost", 2)
-    eventually(lambda: _exists(core, ns, first), timeout=30, what="driver 1")
-    uid = jobs.get_namespaced_custom_object(API_GROUP, API_VERSION, ns, PLURAL, "lost")["metadata"]["uid"]
     _executor(core, ns, "lost-1-exec-1", app=spark_app_id(uid, 1), job={JOB_LABEL: "lost"})
     _running(core, ns, "lost-1-exec-1", node_lost=True)
     set_driver_running(core, ns, first)
@@ -109,3 +117,34 @@ def test_an_ended_attempts_executor_on_a_lost_node_does_not_hold_the_next_attemp
     # Well within the 30 s the graceful deletion would hold it (restart delay 1 s).
     eventually(lambda: _exists(core, ns, second), timeout=20, what=lambda: f"driver 2\n{fleet.logs()}")
     assert not _exists(core, ns, "lost-1-exec-1")
+
+
+def test_an_ended_attempt_whose_pods_say_nothing_runs_does_not_wait_for_their_kubelets(
+    fleet: OperatorFleet, api_client: client.ApiClient, bucket: str
+) -> None:
+    """An attempt's driver and executor whose containers ended (on their kubelet's word) have nothing left to
+    stop: the operator removes the driver pod at once rather than waiting for its kubelet to confirm a
+    graceful deletion, and does not wait for the executor pod to go (its driver's deletion takes it, as
+    its owner). No kubelet runs here, so a graceful deletion of a pod bound to a node would never end:
+    without either change, driver 2 never comes."""
+    ns, core = fleet.watch_namespace, client.CoreV1Api(api_client)
+    uid = _first_driver(fleet, api_client, "ended", bucket)
+    first, second = driver_pod_name("ended", 1), driver_pod_name("ended", 2)
+    core.create_namespaced_pod_binding(
+        first,
+        ns,
+        client.V1Binding(
+            metadata=client.V1ObjectMeta(name=first),
+            target=client.V1ObjectReference(kind="Node", name="node-a"),
+        ),
+        _preload_content=False,  # the client cannot read the Status the API server answers with
+    )
+    _executor(core, ns, "ended-1-exec-1", app=spark_app_id(uid, 1), job={JOB_LABEL: "ended"})
+    exited = {"terminated": {"exitCode": 1, "reason": "Error"}}
+    container = {"name": "executor", "image": "x", "imageID": "", "ready": False, "restartCount": 0}
+    status = {"phase": "Failed", "containerStatuses": [container | {"state": exited}]}
+    core.patch_namespaced_pod_status("ended-1-exec-1", ns, {"status": status})
+    set_driver_running(core, ns, first)
+    set_driver_exited(core, ns, first, 137, "killed")
+    eventually(lambda: _exists(core, ns, second), timeout=20, what=lambda: f"driver 2\n{fleet.logs()}")
+    assert not _exists(core, ns, first)

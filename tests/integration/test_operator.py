@@ -6,6 +6,7 @@ import base64
 import datetime
 import json
 import re
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -34,6 +35,7 @@ from ftspark.protocol import (
     spark_app_id,
     term_floor_name,
 )
+from ftspark.reconcile.nodes import NODE_LEASE_NAMESPACE
 from ftspark.reconcile.pacing import CHECKPOINT_STATUS_DELAY
 from ftspark_dev.cluster.controlplane import ControlPlane
 from ftspark_dev.cluster.operators import (
@@ -1438,6 +1440,120 @@ def test_a_job_recreated_under_the_same_name_starts_afresh(
     assert uid[:8] in _env(core, ns, "again-1-driver")["FTSPARK_CHECKPOINT_LOCATION"]
 
 
+def _pass_after_a_touch(
+    fleet: OperatorFleet, leader: str, api: client.ApiClient, namespace: str, job: str
+) -> None:
+    """Touch the job and wait for a pass after it: what it decides on what is there now has been decided
+    (not after a fixed delay)."""
+    passes = sum(value for _, value in fleet.counters(leader, "ftspark_reconcile_duration_seconds"))
+    client.CustomObjectsApi(api).patch_namespaced_custom_object(
+        API_GROUP, API_VERSION, namespace, PLURAL, job, {"metadata": {"annotations": {"test/touched": "1"}}}
+    )
+    eventually(
+        lambda: sum(v for _, v in fleet.counters(leader, "ftspark_reconcile_duration_seconds")) > passes,
+        timeout=30,
+        what=f"a pass of {job} after a touch",
+    )
+
+
+class NodeLease:
+    """A node's Lease in kube-node-lease, renewed every 0.3 s while `speaking` is set, as a kubelet does."""
+
+    def __init__(self, api: client.ApiClient, node: str) -> None:
+        self.node, self._leases = node, client.CoordinationV1Api(api)
+        self.speaking, self._stop = threading.Event(), threading.Event()
+        self._leases.create_namespaced_lease(
+            NODE_LEASE_NAMESPACE,
+            client.V1Lease(
+                metadata=client.V1ObjectMeta(name=node),
+                spec=client.V1LeaseSpec(holder_identity=node, lease_duration_seconds=40, renew_time=_now()),
+            ),
+        )
+        self.speaking.set()
+        self._thread = threading.Thread(target=self._renew, daemon=True)
+        self._thread.start()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(0.3):
+            if self.speaking.is_set():
+                body = {"spec": {"renewTime": _now().isoformat()}}
+                self._leases.patch_namespaced_lease(self.node, NODE_LEASE_NAMESPACE, body)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._leases.delete_namespaced_lease(self.node, NODE_LEASE_NAMESPACE)
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+def test_a_driver_whose_node_falls_silent_gets_a_standby_promoted_on_the_node_controllers_verdict(
+    fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
+) -> None:
+    """The job asks for no standby. Its driver's node stops renewing its Lease: a standby is made (and
+    taken back when the node speaks again), then promoted once the node controller marks the driver's pod
+    lost. On the real API server, the operator's own node-Lease watch."""
+    ns, core, job = fleet.watch_namespace, client.CoreV1Api(api_client), "quiet"
+    fleet.node_silence_seconds = 2.0
+    lease = NodeLease(api_client, f"silent-{ns}")
+    neighbour = NodeLease(api_client, f"heard-{ns}")  # silence is believed only while others are heard
+    try:
+        leader = fleet.start()
+        create_job(api_client, ns, job_manifest(job, bucket))
+        eventually(lambda: pod_names(api_client, ns, job) == ["quiet-1-driver"], timeout=30, what="driver")
+        target = client.V1ObjectReference(kind="Node", name=lease.node)
+        binding = client.V1Binding(metadata=client.V1ObjectMeta(name="quiet-1-driver"), target=target)
+        core.create_namespaced_pod_binding("quiet-1-driver", ns, binding, _preload_content=False)
+        set_driver_running(core, ns, "quiet-1-driver")
+        eventually(lambda: _phase(api_client, ns, job) == "Running", timeout=30, what="Running")
+        stores = configmap_stores(
+            api_client,
+            S3BlobStore(s3_server.client()),
+            fleet.seal(api_client),
+            results_namespace=fleet.namespace,
+        )
+        key = JobKey(namespace=ns, name=job)
+        graph = stores.job_graphs.get(key)
+        assert graph is not None
+        location = graph.checkpoint_location
+        commit = f"{location.removeprefix(f's3://{bucket}/')}/commits/4"
+        s3_server.client().put_object(Bucket=bucket, Key=commit, Body=b"v1\n{}")
+        report_checkpoint(stores.checkpoints, key, location, 4)
+        # While the node speaks: past the silence threshold, a pass after the checkpoint makes no standby.
+        time.sleep(2 * fleet.node_silence_seconds)
+        _pass_after_a_touch(fleet, leader, api_client, ns, job)
+        assert pod_names(api_client, ns, job) == ["quiet-1-driver"], "no standby asked for, none needed"
+
+        lease.speaking.clear()
+        standby = eventually(
+            lambda: "quiet-2-driver" in pod_names(api_client, ns, job), timeout=30, what="a standby"
+        )
+        assert standby and _labels(core, ns, "quiet-2-driver")["ftspark.io/standby"] == "true"
+        assert "DriverNodeSilent" in event_reasons(api_client, ns, job)
+        lease.speaking.set()
+        eventually(
+            lambda: pod_names(api_client, ns, job) == ["quiet-1-driver"], timeout=30, what="taken back"
+        )
+
+        lease.speaking.clear()
+        eventually(lambda: "quiet-2-driver" in pod_names(api_client, ns, job), timeout=30, what="made again")
+        set_driver_running(core, ns, "quiet-2-driver", ready=True)
+        set_driver_running(core, ns, "quiet-1-driver", node_lost=True)  # the node controller's verdict
+
+        def promoted() -> str:
+            pod = core.read_namespaced_pod("quiet-2-driver", ns)
+            return str((pod.metadata.annotations or {}).get("ftspark.io/control", ""))
+
+        assert eventually(promoted, timeout=30, what="the standby promoted").startswith("promote@")
+        status = job_status(api_client, ns, job)
+        assert (status["attempt"], status["lastFailure"]["reason"]) == (2, "NodeLost"), status
+    finally:
+        lease.close()
+        neighbour.close()
+
+
 def _lose_standby(api: client.ApiClient, namespace: str, job: str, pod: str) -> None:
     """Its node stops reporting: it is removed at once and made again."""
     core = client.CoreV1Api(api)
@@ -1500,16 +1616,7 @@ def test_a_ready_standby_is_promoted_after_the_fence_and_a_lost_one_is_replaced(
         )
         stores.checkpoints.add(key, pointer, Epoch("driver", attempt, f"hot-{attempt}-driver"), retained=3)
 
-    # Not after a fixed delay: a pass woken after Running (by a touch of the job) has decided too.
-    passes = sum(value for _, value in fleet.counters(leader, "ftspark_reconcile_duration_seconds"))
-    client.CustomObjectsApi(api_client).patch_namespaced_custom_object(
-        API_GROUP, API_VERSION, ns, PLURAL, job, {"metadata": {"annotations": {"test/touched": "1"}}}
-    )
-    eventually(
-        lambda: sum(v for _, v in fleet.counters(leader, "ftspark_reconcile_duration_seconds")) > passes,
-        timeout=30,
-        what="a pass after Running",
-    )
+    _pass_after_a_touch(fleet, leader, api_client, ns, job)
     assert pod_names(api_client, ns, job) == ["hot-1-driver"], (
         "no standby before the attempt's first checkpoint"
     )

@@ -26,7 +26,7 @@ from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobKey
 from ftspark.ports.stores import HaStores
 from ftspark.protocol import JOB_LABEL
-from ftspark.reconcile.drains import NodeDrains
+from ftspark.reconcile.nodes import NodeWatch
 from ftspark.reconcile.reconciler import Reconciler
 from ftspark.reconcile.settings import DriverSettings, Ports
 from ftspark_dev.cluster.controlplane import ControlPlane
@@ -138,7 +138,7 @@ def world(
         inspector=S3CheckpointInspector(operator_s3),
         storage=S3BlobStore(operator_s3),
         logs=KubeDriverLogs(api_client),
-        nodes=NodeDrains(),
+        nodes=NodeWatch(),
     )
     reconciler = Reconciler(ports, lambda: LEADER, DriverSettings(f"{namespace}/ftspark-operator-term"))
 

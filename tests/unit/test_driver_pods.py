@@ -23,6 +23,7 @@ from ftspark.protocol import (
     CONTROL_ANNOTATION,
     CONTROL_REFUSED_ANNOTATION,
     DRIVER_CONTAINER,
+    EXECUTOR_CONTAINER,
     JOB_LABEL,
     NO_RESTORABLE_CHECKPOINT,
     ROLE_LABEL,
@@ -33,7 +34,13 @@ from ftspark.protocol import (
     Exit,
     TerminationMessage,
 )
-from ftspark.reconcile.driver_pods import MAX_DRIVER_TEXT, MAX_ROLLBACKS, observe_driver, waiting_cause
+from ftspark.reconcile.driver_pods import (
+    MAX_DRIVER_TEXT,
+    MAX_ROLLBACKS,
+    executor_ended,
+    observe_driver,
+    waiting_cause,
+)
 
 Pod = dict[str, Any]
 NAME = "job-1-driver"
@@ -559,6 +566,35 @@ def test_ended_only_on_the_kubelets_word_that_nothing_of_the_driver_runs(body: P
     observed = observe_driver(body)
     assert observed is not None
     assert observed.ended is ended
+
+
+def _executor(*statuses: Pod, phase: str = "Failed", **spec: object) -> Pod:
+    return _with_spec(pod({"phase": phase, "containerStatuses": list(statuses)}, attempt=None), **spec)
+
+
+EXECUTOR_KILLED = container({"terminated": {"exitCode": 1, "reason": "Error"}}, name=EXECUTOR_CONTAINER)
+EXECUTOR_RUNNING = container(RUNNING, name=EXECUTOR_CONTAINER, ready=True)
+
+
+@pytest.mark.parametrize(
+    ("body", "ended"),
+    [
+        pytest.param(_executor(EXECUTOR_KILLED), True, id="exited"),
+        pytest.param(_executor(EXECUTOR_RUNNING, phase="Running"), False, id="running"),
+        pytest.param(
+            _executor(container({"terminated": {"exitCode": 0}}, name="log-shipper"), EXECUTOR_RUNNING),
+            False,
+            id="a-sidecar-ended-not-the-executor",
+        ),
+        pytest.param(
+            _executor(EXECUTOR_KILLED, shareProcessNamespace=True), False, id="shared-pid-namespace"
+        ),
+        pytest.param({"kind": "Pod", "status": "?"}, False, id="no-pod"),
+    ],
+)
+def test_an_executor_ended_on_the_same_word_as_a_driver(body: Pod, ended: bool) -> None:
+    """What the operator no longer waits for before the next attempt, and removes at once."""
+    assert executor_ended(body) is ended
 
 
 def test_what_a_driver_writes_reaches_the_status_bounded() -> None:

@@ -218,7 +218,9 @@ def test_an_ended_driver_has_its_lease_released_and_its_log_kept_before_its_pod_
     assert deleting.actions == (
         ReleaseDriverLease("job-1-driver", 1),
         KeepDriverLog("job-1-driver", 1, kept=5),
-        DeleteDriver("job-1-driver", 1, "restarting"),
+        DeleteDriver(
+            "job-1-driver", 1, "restarting", force=True
+        ),  # nothing to stop: no kubelet's word to wait for
     )
     assert "KeepDriverLog" not in kinds(run(spec(failureHistory=0), restarting, killed)), "0 keeps none"
     # Still there, being deleted: released again (a no-op once it is), never deleted twice.

@@ -516,7 +516,7 @@ def test_a_log_that_cannot_be_kept_is_an_event_and_holds_up_nothing(cluster: Clu
         cluster.reconcile(after=10)  # its log kept, its pod deleted
         cluster.reconcile(after=10)  # the next attempt submitted
     assert cluster.logs.kept == {KEY: {3: "counts-3-driver", 4: "counts-4-driver"}}, "the newest 2"
-    assert ("counts-2-driver", False) in cluster.drivers.deleted
+    assert ("counts-2-driver", True) in cluster.drivers.deleted  # ended: removed at once
     assert cluster.events.reasons().count("DriverLogNotKept") == 1
     assert [plan.attempt for plan in cluster.drivers.plans][:4] == [1, 2, 3, 4], "the next went on"
 

@@ -4,6 +4,7 @@ PySpark and a real API server, is tests/runtime/test_standby.py."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -11,10 +12,11 @@ import pytest
 from ftspark.domain.fencing import FencedOutError
 from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverPhase, RefusedPromotion
+from ftspark.domain.lifecycle.standby import STANDBY_START_WAIT
 from ftspark.domain.models import Condition
 from ftspark.manifests import AttemptPlan, driver_pod
 from ftspark.protocol import DRIVER_CONTAINER, STOPPED, DriverEnv, driver_pod_name, spark_app_id
-from ftspark.reconcile.drains import NodeDrains, is_draining
+from ftspark.reconcile.nodes import NodeWatch, is_draining
 from tests.unit.test_reconciler import KEY, SPEC, UID, Cluster, run_dir
 
 WITH_STANDBY: dict[str, Any] = {**SPEC, "driver": {"standby": 1}}
@@ -176,12 +178,22 @@ def test_a_promotion_the_standby_refused_is_asked_again_with_this_leaders_term()
     assert cluster.status().phase == "Running"
 
 
-def test_a_standby_that_is_not_ready_is_deleted_and_a_new_pod_started() -> None:
+@pytest.mark.parametrize(
+    ("phase", "started_ago"),
+    [
+        pytest.param(DriverPhase.PENDING, None, id="unschedulable"),
+        pytest.param(DriverPhase.RUNNING, STANDBY_START_WAIT + 1, id="running-too-long-without-its-session"),
+    ],
+)
+def test_a_standby_that_is_not_ready_is_deleted_and_a_new_pod_started(
+    phase: DriverPhase, started_ago: float | None
+) -> None:
     cluster = Cluster()
     running_with_standby(cluster)
     spec_hash = cluster.drivers.pods[KEY][STANDBY_2].spec_hash
+    started = None if started_ago is None else cluster.now - timedelta(seconds=started_ago)
     cluster.drivers.set_driver(
-        KEY, 2, DriverPhase.PENDING, standby=True, spec_hash=spec_hash, reason="Unschedulable"
+        KEY, 2, phase, standby=True, spec_hash=spec_hash, reason="Unschedulable", started_at=started
     )
     fail_driver(cluster)
     assert cluster.drivers.deleted[-1][0] != STANDBY_2, "kept while it may still become ready"
@@ -343,7 +355,7 @@ def _stopped(cluster: Cluster, attempt: int = 1) -> None:
         KEY, attempt, DriverPhase.SUCCEEDED, exit_code=0, reason=STOPPED, ended=True, node="n1"
     )
     cluster.reconcile(after=1)
-    assert (driver_pod_name(KEY.name, attempt), False) in cluster.drivers.deleted
+    assert (driver_pod_name(KEY.name, attempt), True) in cluster.drivers.deleted  # ended: at once
     cluster.drivers.pods[KEY].pop(driver_pod_name(KEY.name, attempt), None)
 
 
@@ -399,7 +411,7 @@ def test_a_drained_driver_hands_over_to_its_standby_and_a_standby_on_a_draining_
 
 
 def test_a_node_that_starts_to_drain_wakes_the_jobs_whose_drivers_run_there_once() -> None:
-    drains = NodeDrains()
+    drains = NodeWatch()
     other = JobKey(namespace="team-b", name="other")
     drains.driver_seen(KEY, "counts-1-driver", "n1")
     drains.driver_seen(other, "other-1-driver", "n2")
@@ -411,3 +423,113 @@ def test_a_node_that_starts_to_drain_wakes_the_jobs_whose_drivers_run_there_once
     drains.driver_seen(KEY, "counts-1-driver", "", gone=True)
     drains.node_seen("n1", False)
     assert drains.node_seen("n1", True) == [], "no driver there any more"
+
+
+def _silent(cluster: Cluster) -> None:
+    """Attempt 1 of a job that asks for no standby runs on n1, checkpointed; then n1 stops renewing its
+    Lease."""
+    checkpointed(cluster, SPEC, 7)
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.RUNNING, started_at=cluster.now, node="n1")
+    cluster.reconcile(after=1)
+    assert len(cluster.drivers.plans) == 1, "no standby asked for"
+    cluster.nodes.silenced.add("n1")
+    cluster.reconcile(after=1)
+    _, standby = cluster.drivers.plans
+    assert (standby.attempt, standby.standby) == (2, True)
+    (said,) = [e.message for e in cluster.events.emitted if e.reason == "DriverNodeSilent"]
+    assert "node n1 of driver counts-1-driver stopped renewing its Lease" in said, said
+    assert standby_ready(cluster) is None, "StandbyReady is an asked-for standby's"
+
+
+@pytest.mark.parametrize("ready_at_the_verdict", [True, False])
+def test_a_driver_whose_node_falls_silent_gets_a_standby_promoted_on_the_node_controllers_verdict(
+    ready_at_the_verdict: bool,
+) -> None:
+    """Not ready at the verdict: its session still starting, the restart waits for it, not for a new pod."""
+    cluster = Cluster()
+    _silent(cluster)
+    spec_hash = cluster.drivers.pods[KEY][STANDBY_2].spec_hash
+    standby = {"standby": True, "spec_hash": spec_hash, "started_at": cluster.now}
+    cluster.drivers.set_driver(KEY, 2, DriverPhase.RUNNING, ready=ready_at_the_verdict, **standby)
+    cluster.reconcile(after=5)
+    assert cluster.drivers.controls == [], "silence is no verdict: nothing is promoted"
+    assert STANDBY_2 in cluster.drivers.pods[KEY], "kept while the node is silent"
+    cluster.commit(1, 8)  # the driver may well be alive: it still commits
+    # The node controller's verdict: the node is lost.
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.FAILED, reason="NodeLost", node_lost=True, node="n1")
+    cluster.reconcile()
+    cluster.reconcile()  # Restarting: the lost pod is deleted at once
+    assert ("counts-1-driver", True) in cluster.drivers.deleted
+    cluster.drivers.pods[KEY].pop("counts-1-driver", None)
+    cluster.reconcile(after=1)
+    if not ready_at_the_verdict:
+        cluster.reconcile(after=10)
+        assert cluster.drivers.controls == [] and len(cluster.drivers.plans) == 2, "waited for"
+        assert (STANDBY_2, False) not in cluster.drivers.deleted
+        cluster.drivers.set_driver(KEY, 2, DriverPhase.RUNNING, ready=True, **standby)
+        cluster.reconcile(after=1)
+    assert cluster.drivers.controls[-1] == (STANDBY_2, "promote@8")
+    assert len(cluster.drivers.plans) == 2, "no new pod: the standby took over"
+
+
+def test_a_silent_node_that_speaks_again_takes_its_standby_back_and_restarts_nothing() -> None:
+    cluster = Cluster()
+    _silent(cluster)
+    cluster.nodes.silenced.discard("n1")
+    cluster.reconcile(after=1)
+    assert (STANDBY_2, False) in cluster.drivers.deleted
+    cluster.drivers.pods[KEY].pop(STANDBY_2, None)
+    cluster.reconcile(after=30)
+    status = cluster.status()
+    assert (status.attempt, status.phase, status.restarts.count) == (1, "Running", 0)
+    assert len(cluster.drivers.plans) == 2, "not made again"
+
+
+def test_a_node_falls_silent_once_its_lease_is_not_renewed_and_speaks_again_with_a_renewal() -> None:
+    now = [0.0]
+    nodes = NodeWatch(silence_seconds=20, clock=lambda: now[0])
+    other = JobKey(namespace="team-b", name="other")
+    nodes.driver_seen(KEY, "counts-1-driver", "n1")
+    nodes.driver_seen(other, "other-1-driver", "n2")
+    assert nodes.lease_seen("n1", "t0") == [] and nodes.lease_seen("n2", "t0") == []
+    now[0] = 15.0
+    assert nodes.lease_seen("n2", "t15") == []
+    now[0] = 19.5
+    assert not nodes.silent("n1"), "not yet 20 s"
+    now[0] = 21.0
+    assert nodes.silent("n1") and not nodes.silent("n2")
+    assert not nodes.silent("n3"), "a node whose Lease was never seen: no evidence"
+    assert nodes.lease_seen("n1", "t0") == [], "the same renewTime again is no renewal"
+    assert nodes.newly_silent() == [KEY]
+    assert nodes.newly_silent() == [], "woken when it falls silent, not at every look"
+    assert nodes.lease_seen("n1", "t21") == [KEY], "speaking again wakes its jobs"
+    assert not nodes.silent("n1")
+    nodes.lease_gone("n2")
+    now[0] = 100.0
+    assert not nodes.silent("n2"), "a deleted node's Lease says nothing"
+    assert not NodeWatch(clock=lambda: now[0]).silent("n1"), "silence_seconds 0: never"
+
+
+def test_silence_is_believed_only_while_the_other_nodes_are_heard() -> None:
+    now = [0.0]
+    nodes = NodeWatch(silence_seconds=20, clock=lambda: now[0])
+    for node in ("n1", "n2", "n3", "n4"):
+        nodes.lease_seen(node, "t0")
+    now[0] = 15.0
+    for node in ("n2", "n3", "n4"):
+        nodes.lease_seen(node, "t15")
+    now[0] = 30.0
+    nodes.lease_seen("n3", "t30")
+    nodes.lease_seen("n4", "t30")
+    assert nodes.silent("n1"), "one of four, the others heard"
+    now[0] = 36.0
+    assert nodes.silent("n1") and nodes.silent("n2"), "half of them"
+    now[0] = 40.0
+    nodes.lease_seen("n4", "t40")
+    now[0] = 51.0
+    assert not nodes.silent("n1"), "three of four silent: the API server's trouble more likely"
+    now[0] = 61.0
+    assert not nodes.silent("n1"), "no Lease changed within 20 s: the watch hears nothing"
+    nodes.lease_seen("n2", "t61")
+    nodes.lease_seen("n3", "t61")
+    assert nodes.silent("n1"), "heard again"

@@ -14,6 +14,7 @@ from ftspark.domain.models import S3_URI, YEAR_SECONDS, UiIngressSpec
 from ftspark.domain.policy import Allowance
 from ftspark.leader.elector import LeaderElectionConfig
 from ftspark.protocol import HaStoreConfig, HaStoreKind
+from ftspark.reconcile.nodes import NODE_SILENCE_SECONDS
 from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND
 from ftspark.reconcile.settings import MAX_RESULT_RETENTION_SECONDS, MAX_RESULTS_PER_NAMESPACE
 
@@ -79,6 +80,13 @@ class OperatorConfig(BaseModel):
         description="Watch nodes for drains (a ClusterRole to list and watch nodes) and give each driver pod "
         "a PodDisruptionBudget unless its spec says not to: a drain then waits while the operator moves the "
         "driver off the node with a final checkpoint.",
+    )
+    node_silence_seconds: float = Field(
+        default=NODE_SILENCE_SECONDS,
+        ge=0,
+        description="A driver whose node has not renewed its Lease (kube-node-lease) for this long gets a "
+        "standby, promoted if the node controller finds the node lost (a Role to list and watch Leases in "
+        "kube-node-lease); 0: node Leases are not watched.",
     )
     ui_ingress: UiIngressSpec = Field(
         default_factory=UiIngressSpec,
@@ -203,6 +211,13 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
         help="watch nodes for drains and give driver pods a PodDisruptionBudget (needs list/watch on nodes)",
     )
     parser.add_argument(
+        "--node-silence-seconds",
+        type=float,
+        default=float(_env("FTSPARK_NODE_SILENCE_SECONDS", str(NODE_SILENCE_SECONDS)) or 0),
+        help="give a driver a standby once its node has not renewed its Lease for this long (0: off; needs "
+        "list/watch on Leases in kube-node-lease)",
+    )
+    parser.add_argument(
         "--ui-ingress",
         choices=("true", "false"),
         default=_env("FTSPARK_UI_INGRESS", "false"),
@@ -244,6 +259,7 @@ def parse(argv: list[str] | None = None) -> OperatorConfig:
             max_results_per_namespace=args.max_results_per_namespace,
             default_ttl_seconds_after_finished=args.default_ttl_seconds_after_finished,
             driver_disruption_budget=args.driver_disruption_budget == "true",
+            node_silence_seconds=args.node_silence_seconds,
             ui_ingress={  # validated with the rest: a problem names --ui-ingress
                 "enabled": args.ui_ingress == "true",
                 "class_name": args.ui_ingress_class,

@@ -7,18 +7,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 import kopf
 from botocore.exceptions import BotoCoreError, ClientError
 from kubernetes import client
 
 from ftspark.adapters.k8s import server_message
+from ftspark.adapters.k8s.watching import ListWatch
 from ftspark.domain.fencing import FencedOutError
 from ftspark.domain.ha import JobKey
 from ftspark.handlers.watch import build_registry, watch_settings
 from ftspark.metrics import HOUSEKEEPING, RECONCILE_SECONDS
 from ftspark.ports.cluster import StaleReadError
-from ftspark.reconcile.drains import NodeDrains
+from ftspark.reconcile.nodes import NODE_LEASE_NAMESPACE, NodeWatch
 from ftspark.reconcile.pacing import (
     CHECKPOINT_REFRESHES_PER_SECOND,
     CHECKPOINT_STATUS_DELAY,
@@ -37,6 +39,7 @@ _MAX_ERROR_BACKOFF = 60.0
 # goes through says nothing.
 _REPORTED_AFTER = 3
 _REPORT_CHARS = 600
+_SILENCE_CHECK_SECONDS = 1.0  # how late past the silence threshold a job may learn of it
 
 
 class Controller:
@@ -51,17 +54,19 @@ class Controller:
         result_sweep_seconds: float = 300.0,
         checkpoint_versions: Callable[[], Mapping[JobKey, str]] | None = None,
         checkpoint_refreshes_per_second: float = CHECKPOINT_REFRESHES_PER_SECOND,
-        node_drains: NodeDrains | None = None,
+        nodes: NodeWatch | None = None,
+        watch_drains: bool = False,
         schedules: ScheduleReconciler | None = None,
     ) -> None:
         """checkpoint_versions: where checkpoint records cannot be watched (S3), their versions by job,
         polled instead; None: they are ConfigMaps, watched.
         checkpoint_refreshes_per_second: the status refreshes checkpoint reports cause, all jobs together
         (reconcile.pacing).
-        node_drains: what the node watch feeds (the reconciler's Nodes port); None: nodes are not watched.
+        nodes: what the watches of nodes feed (the reconciler's Nodes port); None: nodes are not watched.
+        watch_drains: the nodes themselves are watched (drains); their Leases are when nodes.silence_seconds.
         schedules: the ScheduledSparkJobs' reconciler, with a queue and a worker of its own (None: not
         watched)."""
-        self._node_drains = node_drains
+        self._nodes, self._watch_drains = nodes, watch_drains
         self._schedules = schedules
         self._schedule_queue: WorkQueue[JobKey] = WorkQueue(tenant_of=lambda key: key.namespace)
         self._reconciler = reconciler
@@ -92,6 +97,8 @@ class Controller:
             loops.append((self._work_schedules, "schedules"))
         if self._checkpoint_versions is not None:
             loops.append((self._poll_checkpoints, "checkpoint-poller"))
+        if self._nodes is not None and self._nodes.silence_seconds:
+            loops.append((self._watch_node_leases, "node-leases"))
         for target, name in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -107,7 +114,7 @@ class Controller:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         # kopf's thread and the poller only fill the queue; reconcile workers and the result sweeper write.
-        readers = ("kopf", "checkpoint-poller")
+        readers = ("kopf", "checkpoint-poller", "node-leases")
         return not any(thread.is_alive() for thread in self._threads if thread.name not in readers)
 
     def _watch(self) -> None:
@@ -122,7 +129,8 @@ class Controller:
                         on_deleted=self._reconciler.note_deleted,
                         is_own_write=self._reconciler.is_own_write,
                         on_checkpoint=self._checkpoint_reported,
-                        node_drains=self._node_drains,
+                        nodes=self._nodes,
+                        watch_drains=self._watch_drains,
                         on_schedule=self._schedule_queue.add if self._schedules is not None else None,
                     ),
                     standalone=True,  # leadership is ours (Lease), not kopf's peering
@@ -135,6 +143,40 @@ class Controller:
             log.exception("kopf stopped unexpectedly")
         if not self._kopf_stop.is_set():
             self._on_fatal()  # without watches we would act on nothing: better restart as a follower
+
+    def _watch_node_leases(self) -> None:
+        """Feed the node Leases to the node watch, and wake each job whose driver's node fell silent (no
+        event says so: silence is the lack of them) or speaks again."""
+        nodes = self._nodes
+        assert nodes is not None
+        api = client.ApiClient(self._api_configuration)
+
+        def seen(lease: Mapping[str, Any]) -> None:
+            renewed = str((lease.get("spec") or {}).get("renewTime") or "")
+            for key in nodes.lease_seen(lease["metadata"]["name"], renewed):
+                log.info("%s: its driver's node %s renews its Lease again", key, lease["metadata"]["name"])
+                self._queue.add(key, urgent=True)
+
+        leases = ListWatch(
+            api,
+            f"the node Leases ({NODE_LEASE_NAMESPACE})",
+            client.CoordinationV1Api(api).list_namespaced_lease,
+            NODE_LEASE_NAMESPACE,
+            on_seen=seen,
+            on_gone=lambda lease: nodes.lease_gone(lease["metadata"]["name"]),
+        )
+        leases.start()
+        try:
+            while not self._kopf_stop.wait(_SILENCE_CHECK_SECONDS):
+                for key in nodes.newly_silent():
+                    log.warning(
+                        "%s: its driver's node has not renewed its Lease for %.0f s",
+                        key,
+                        nodes.silence_seconds,
+                    )
+                    self._queue.add(key, urgent=True)
+        finally:
+            leases.stop()
 
     def _sweep_results(self) -> None:
         # Cleanups a previous leader left half done first (FLIP-194), here rather than at the start of

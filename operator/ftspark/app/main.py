@@ -32,7 +32,7 @@ from ftspark.domain.fencing import Epoch, NotLeadingError
 from ftspark.leader.elector import LeaderElector
 from ftspark.metrics import FAILOVER_SECONDS, LEADER, LEASE_TRANSITIONS
 from ftspark.protocol import record_key_name, term_floor_name
-from ftspark.reconcile.drains import NodeDrains
+from ftspark.reconcile.nodes import NodeWatch
 from ftspark.reconcile.reconciler import Reconciler
 from ftspark.reconcile.schedules import ScheduleReconciler
 from ftspark.reconcile.settings import DriverSettings, JobDefaults, JobPolicy, Ports, ResultLimits
@@ -161,7 +161,7 @@ class OperatorReplica:
         LEADER.set(1)
         if self.elector.takeover_gap is not None:
             FAILOVER_SECONDS.set(self.elector.takeover_gap)
-        node_drains = NodeDrains()
+        nodes = NodeWatch(self.cfg.node_silence_seconds)
         ports = Ports(
             jobs=KubeJobs(self.api),
             drivers=KubeDrivers(self.api, self.seal),
@@ -170,7 +170,7 @@ class OperatorReplica:
             inspector=S3CheckpointInspector(self.s3),
             storage=S3BlobStore(self.s3),
             logs=KubeDriverLogs(self.api),
-            nodes=node_drains,
+            nodes=nodes,
         )
         reconciler = Reconciler(
             ports,
@@ -193,7 +193,8 @@ class OperatorReplica:
             result_sweep_seconds=self.cfg.result_sweep_seconds,
             checkpoint_versions=self.checkpoint_versions,
             checkpoint_refreshes_per_second=self.cfg.checkpoint_refreshes_per_second,
-            node_drains=node_drains if self.cfg.driver_disruption_budget else None,
+            nodes=nodes,
+            watch_drains=self.cfg.driver_disruption_budget,
             schedules=ScheduleReconciler(KubeSchedules(self.api), ports.events, self.epoch),
         )
         self.controller.start()

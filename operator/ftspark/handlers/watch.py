@@ -21,7 +21,7 @@ from ftspark.adapters.k8s.schedules import SCHEDULE_LABEL
 from ftspark.domain.ha import JobKey
 from ftspark.ports.cluster import JobResource
 from ftspark.protocol import JOB_LABEL, ROLE_LABEL
-from ftspark.reconcile.drains import NodeDrains, is_draining
+from ftspark.reconcile.nodes import NodeWatch, is_draining
 from ftspark.reconcile.queue import WorkQueue
 from ftspark.reconcile.urgency import driver_event_is_urgent, job_event_is_urgent
 
@@ -96,15 +96,17 @@ def build_registry(
     on_deleted: Callable[[JobResource], None],
     is_own_write: Callable[[JobKey, str], bool],
     on_checkpoint: Callable[[JobKey], None],
-    node_drains: NodeDrains | None = None,
+    nodes: NodeWatch | None = None,
+    watch_drains: bool = False,
     on_schedule: Callable[[JobKey], None] | None = None,
 ) -> kopf.OperatorRegistry:
     """watch_checkpoints: the checkpoint records are ConfigMaps (on S3 the controller polls them instead).
     on_checkpoint: a job's driver reported a checkpoint (its status is refreshed in a while, not per batch).
     on_deleted: a job deleted, in its last state, before its key is queued.
     is_own_write: whether a job at that resourceVersion is what the operator's own status write made of it.
-    node_drains: fed by a node watch and the driver pods' nodes (None: nodes are not watched); a node that
-    starts to drain wakes the jobs whose drivers run on it.
+    nodes: fed with the driver pods' nodes (None: nodes are not followed at all).
+    watch_drains: nodes are also fed by a node watch; a node that starts to drain wakes the jobs whose drivers
+    run on it.
     on_schedule: a ScheduledSparkJob, or one of its runs, changed (None: schedules are not watched).
 
     The echoes of the operator's own writes wake nothing: its status writes, the driver pods it creates and
@@ -136,9 +138,9 @@ def build_registry(
         *, type: str | None, body: kopf.Body, namespace: str | None, labels: Mapping[str, str], **_: Any
     ) -> None:
         key = JobKey(namespace=namespace or "", name=labels[JOB_LABEL])
-        if node_drains is not None:
+        if nodes is not None:
             node = str((body.get("spec") or {}).get("nodeName") or "")
-            node_drains.driver_seen(key, body.metadata.name or "", node, gone=type == "DELETED")
+            nodes.driver_seen(key, body.metadata.name or "", node, gone=type == "DELETED")
         if type == "ADDED":
             # Only the operator creates driver pods. One made by someone else waits for the job's next look:
             # it can make the operator delete it, never run it.
@@ -151,12 +153,13 @@ def build_registry(
         def schedule_changed(*, namespace: str | None, name: str, **_: Any) -> None:
             on_schedule(JobKey(namespace=namespace or "", name=name))
 
-    if node_drains is not None:
+    if nodes is not None and watch_drains:
+        node_watch = nodes
 
         @kopf.on.event("", "v1", "nodes", registry=registry)
         def node_changed(*, type: str | None, name: str, spec: Mapping[str, Any], **_: Any) -> None:
             draining = type != "DELETED" and is_draining(spec)
-            for key in node_drains.node_seen(name, draining):
+            for key in node_watch.node_seen(name, draining):
                 queue.add(key, urgent=True)
 
     def checkpoint_reported(

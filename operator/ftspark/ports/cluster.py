@@ -113,11 +113,13 @@ class Drivers(Protocol):
         the driver."""
 
     def count_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> int:
-        """Executor pods of any attempt of the job with that uid, terminating ones included, but those of the
-        Spark applications `besides` (a standby's, which it keeps warm)."""
+        """Executor pods of any attempt of the job with that uid that may still run something: terminating
+        ones included, ended ones (their kubelet says nothing of them runs) not, nor those of the Spark
+        applications `besides` (a standby's, which it keeps warm)."""
 
     def delete_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> None:
-        """Delete them; one whose graceful deletion is overdue (its node is gone) is removed at once."""
+        """Delete them, ended ones too; one that ended, is on a lost node, or whose graceful deletion is
+        overdue (its node is gone) is removed at once."""
 
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
         """Nodes that run executors of the Spark application (sorted, distinct)."""
@@ -130,6 +132,11 @@ class Nodes(Protocol):
     def draining(self, node: str) -> bool:
         """Whether the node is cordoned or marked for removal (a drain's first step: its pods are to be
         evicted), as the installation's node watch last saw it; False for a node it does not know."""
+
+    def silent(self, node: str) -> bool:
+        """Whether the node's kubelet stopped renewing its Lease in kube-node-lease a while ago (the node may
+        be dead; the node controller has not said so yet), as the node-Lease watch last saw it; False for a
+        node it does not know."""
 
 
 class DriverLogNotKeptError(Exception):

@@ -53,6 +53,7 @@ from ftspark.protocol import (
     CONTROL_ANNOTATION,
     CONTROL_REFUSED_ANNOTATION,
     DRIVER_CONTAINER,
+    EXECUTOR_CONTAINER,
     ROLLBACK_ANNOTATION,
     SAVEPOINT_ANNOTATION,
     SPEC_HASH_LABEL,
@@ -192,7 +193,7 @@ def observe_driver(pod: Mapping[str, Any]) -> DriverObservation | None:
 
 def _phase(pod: PodView, attempt: int) -> DriverObservation:
     name, status = pod.metadata.name, pod.status
-    driver = _driver_status(status)
+    driver = _container_status(status, DRIVER_CONTAINER)
     state = driver.state if driver is not None else ContainerState()
     lost = _on_lost_node(status)
     if pod.metadata.deletion_timestamp is not None:
@@ -260,22 +261,23 @@ def _unscheduled(status: PodStatus, role: str) -> Waiting | None:
     return Waiting(reason=DRIVER_UNSCHEDULABLE, message=f"no node can run the {role} pod: {said}")
 
 
-def _ended(pod: PodView) -> bool:
-    """The kubelet reported the driver container terminated, and that means every process of it is gone:
-    the container has a PID namespace of its own (no shareProcessNamespace, no hostPID), and the kernel kills
-    every process in it when its first process dies, before the runtime reports the exit. Not on a lost node
-    (nobody reports there), and not a ContainerStatusUnknown (the kubelet found no container to ask)."""
+def _ended(pod: PodView, container: str = DRIVER_CONTAINER) -> bool:
+    """The kubelet reported the container (the driver's, an executor's) terminated, and that means every
+    process of it is gone: the container has a PID namespace of its own (no shareProcessNamespace, no
+    hostPID), and the kernel kills every process in it when its first process dies, before the runtime
+    reports the exit. Not on a lost node (nobody reports there), and not a ContainerStatusUnknown (the kubelet
+    found no container to ask)."""
     if pod.spec.share_process_namespace or pod.spec.host_pid or _on_lost_node(pod.status):
         return False
-    driver = _driver_status(pod.status)
-    done = driver.state.terminated if driver is not None else None
+    found = _container_status(pod.status, container)
+    done = found.state.terminated if found is not None else None
     return done is not None and done.reason != CONTAINER_STATUS_UNKNOWN
 
 
-def _driver_status(status: PodStatus) -> ContainerStatus | None:
-    """The driver container's status (the one named "driver", else the first)."""
+def _container_status(status: PodStatus, name: str) -> ContainerStatus | None:
+    """The status of the container of that name, else of the first (Spark runs the first of a template)."""
     statuses = status.container_statuses
-    return next((s for s in statuses if s.name == DRIVER_CONTAINER), statuses[0] if statuses else None)
+    return next((s for s in statuses if s.name == name), statuses[0] if statuses else None)
 
 
 def _last_words(message: str) -> TerminationMessage | None:
@@ -288,6 +290,16 @@ def _last_words(message: str) -> TerminationMessage | None:
 
 def _condition(status: PodStatus, kind: str) -> str | None:
     return next((c.status for c in status.conditions if c.type == kind), None)
+
+
+def executor_ended(pod: Mapping[str, Any]) -> bool:
+    """Whether nothing of an executor pod's executor runs any more, on its kubelet's word (as _ended says for
+    a driver): it can write no state file, and its pod need not wait out a graceful deletion; False for a pod
+    that does not parse."""
+    try:
+        return _ended(PodView.model_validate(pod), EXECUTOR_CONTAINER)
+    except ValidationError:
+        return False
 
 
 def on_lost_node(pod: Mapping[str, Any]) -> bool:

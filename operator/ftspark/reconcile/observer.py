@@ -51,7 +51,10 @@ class Observer:
         # takes it as made, and listed at the next look as it would have been at this one.
         launched = own is not None or status.attempt > 0
         drivers = (
-            tuple(replace(d, node_draining=self._nodes.draining(d.node)) for d in self._drivers.observe(key))
+            tuple(
+                replace(d, node_draining=self._nodes.draining(d.node), node_silent=self._nodes.silent(d.node))
+                for d in self._drivers.observe(key)
+            )
             if launched
             else ()
         )

@@ -23,78 +23,46 @@ own executors only (their `spark-app-selector`, the application's id).
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
-import urllib3
-from kubernetes import client, watch
+from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from ftspark.adapters.k8s import request_timeout
+from ftspark.adapters.k8s.watching import ListWatch
 from ftspark.protocol import executor_selector
 from ftspark.reconcile.driver_pods import on_lost_node
 
 log = logging.getLogger(__name__)
-WATCH_SECONDS = 300  # a watch ends after this, and the loop lists again (a missed event is met there)
-RETRY_SECONDS = 5.0  # after a failed list or watch
 _TIMEOUT = request_timeout(10.0)
 WATCHING = "watching the executor pods for a lost node"  # logged once the first listing answered
 
 
 class LostNodeExecutors:
     def __init__(self, api: client.ApiClient, namespace: str, app_id: str) -> None:
-        self._api, self._core = api, client.CoreV1Api(api)
-        self._namespace, self._selector = namespace, executor_selector(app_id)
-        self._stop = threading.Event()
-        self._watch: watch.Watch | None = None
+        self._core = client.CoreV1Api(api)
+        self._namespace, selector = namespace, executor_selector(app_id)
         self._watching = False  # said so in the log
-        self._thread = threading.Thread(target=self._run, name="lost-node-executors", daemon=True)
+        self._pods = ListWatch(
+            api,
+            f"the executor pods ({selector})",
+            self._core.list_namespaced_pod,
+            namespace,
+            label_selector=selector,
+            on_seen=self._look_at,
+            on_listed=lambda count: self._listed(selector, count),
+        )
 
     def start(self) -> None:
-        self._thread.start()
+        self._pods.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()
+        self._pods.stop()
 
-    def _run(self) -> None:
-        failure = ""
-        while not self._stop.is_set():
-            try:
-                self._list_and_watch()
-                failure = ""
-            except (ApiException, urllib3.exceptions.HTTPError) as error:
-                if isinstance(error, ApiException) and error.status == 410:
-                    continue  # the watch's resourceVersion expired: list again
-                if str(error) != failure:  # once per kind of failure, not every retry
-                    failure = str(error)
-                    log.warning("cannot watch the executor pods (%s): %s", self._selector, failure)
-                self._stop.wait(RETRY_SECONDS)
-
-    def _list_and_watch(self) -> None:
-        listed = self._core.list_namespaced_pod(
-            self._namespace, label_selector=self._selector, _request_timeout=_TIMEOUT
-        )
+    def _listed(self, selector: str, count: int) -> None:
         if not self._watching:
             self._watching = True
-            log.info("%s (%s): %d now", WATCHING, self._selector, len(listed.items))
-        for pod in listed.items:
-            self._look_at(self._api.sanitize_for_serialization(pod))
-        self._watch = watch.Watch()
-        stream = self._watch.stream(
-            self._core.list_namespaced_pod,
-            self._namespace,
-            label_selector=self._selector,
-            resource_version=listed.metadata.resource_version,
-            timeout_seconds=WATCH_SECONDS,
-            _request_timeout=(10.0, WATCH_SECONDS + 30),
-        )
-        for event in stream:
-            if self._stop.is_set():
-                return
-            if event["type"] in {"ADDED", "MODIFIED"}:
-                self._look_at(self._api.sanitize_for_serialization(event["object"]))
+            log.info("%s (%s): %d now", WATCHING, selector, count)
 
     def _look_at(self, pod: dict[str, Any]) -> None:
         if not on_lost_node(pod):

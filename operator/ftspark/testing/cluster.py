@@ -24,12 +24,16 @@ from ftspark.protocol import driver_pod_name, job_app_prefix
 
 @dataclass
 class MemoryNodes:
-    """The nodes being drained, as a test sets them."""
+    """The nodes being drained, and those fallen silent, as a test sets them."""
 
     drained: set[str] = field(default_factory=set)
+    silenced: set[str] = field(default_factory=set)
 
     def draining(self, node: str) -> bool:
         return node in self.drained
+
+    def silent(self, node: str) -> bool:
+        return node in self.silenced
 
 
 class MemoryJobs:

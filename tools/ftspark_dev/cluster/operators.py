@@ -26,6 +26,7 @@ from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobKey
 from ftspark.ports.stores import CheckpointStore
 from ftspark.protocol import JOB_LABEL, driver_pod_name, record_key_name
+from ftspark.reconcile.nodes import NODE_SILENCE_SECONDS
 from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND
 from ftspark_dev.cluster.controlplane import ControlPlane
 from ftspark_dev.cluster.processes import REPO_ROOT, ManagedProcess, free_port
@@ -94,6 +95,7 @@ class OperatorFleet:
     ha_s3_root: str = ""  # s3://bucket/prefix: the HA records on S3 there; empty: on ConfigMaps
     s3_endpoint: str = ""  # the replicas' S3 endpoint; empty: the test S3 server's
     checkpoint_refreshes_per_second: float = CHECKPOINT_REFRESHES_PER_SECOND
+    node_silence_seconds: float = NODE_SILENCE_SECONDS
     replicas: dict[str, ManagedProcess] = field(default_factory=dict)
     probe_ports: dict[str, int] = field(default_factory=dict)
 
@@ -118,6 +120,7 @@ class OperatorFleet:
                 f"--retry-period={self.retry_period}",
                 f"--result-sweep-seconds={self.result_sweep_seconds}",
                 f"--checkpoint-refreshes-per-second={self.checkpoint_refreshes_per_second}",
+                f"--node-silence-seconds={self.node_silence_seconds}",
                 f"--probe-port={self.probe_ports[identity]}",
                 *(["--ha-store=s3", f"--ha-s3-root={self.ha_s3_root}"] if self.ha_s3_root else []),
             ],

@@ -16,6 +16,9 @@ times.
 - node loss (with node_losses): the same warm-standby job, the driver's whole node killed instead (its
   kubelet, its containers). The node controller marks it lost after its grace period (--node-grace), and
   the node is started again after each recovery.
+- node loss without a standby (with silent_node_losses): the ftspark job, its driver's node killed. The
+  operator makes a standby once the node has not renewed its Lease for --node-silence-seconds (the chart's
+  20 s), and promotes it at the node controller's verdict.
 
 Each kill's timeline is watched from outside, every POLL seconds: the next driver pod created, its container
 started, its first executor pod created (its SparkContext is up and asks for executors), an executor
@@ -447,6 +450,7 @@ def plain_recoveries(world: World, work: Path, kills: int) -> list[Timeline]:
 FTSPARK = "ftspark"
 STANDBYS = {False: "ftspark with a standby", True: "ftspark with a warm standby"}  # by warm
 NODE_LOSS = "node loss: ftspark with a warm standby"
+SILENT_NODE_LOSS = "node loss: ftspark, a standby made when the node fell silent"
 
 
 @dataclass(frozen=True)
@@ -487,7 +491,7 @@ class SideBySide:
             if run.standby_cost is not None:
                 lines.append(f"{label}: the standby's cost while it waits: {run.standby_cost}")
         for label, run in self.runs() if self.plain else []:
-            if label != NODE_LOSS:
+            if label not in {NODE_LOSS, SILENT_NODE_LOSS}:
                 ratio = self.ratio(run.timelines)
                 lines.append(f"{label} / plain Spark, kill → first batch run: {ratio:.2f} times")
         return "\n".join(lines)
@@ -521,6 +525,7 @@ def side_by_side(
     plain: bool = True,
     at_once: bool = False,
     node_losses: int = 0,
+    silent_node_losses: int = 0,
     node_grace: float = 20,
 ) -> SideBySide:
     """kills: driver kills per row (none: no such rows); standbys: a row with a standby for each, warm or
@@ -528,7 +533,8 @@ def side_by_side(
     with, which proves nothing of ftspark). ftspark first: its run makes the driver ServiceAccount that the
     plain pods use too. at_once: ftspark's rows run at the same time, each with its own job (what CI runs:
     every step and guarantee is the same, only the figures are those of a busier machine). node_losses: a
-    row of that many node kills, after the others, the node controller's grace period node_grace."""
+    row of that many node kills, after the others, the node controller's grace period node_grace;
+    silent_node_losses: the same without a standby asked for."""
     rows: dict[str, Callable[[], FtsparkRun]] = {}
     if kills:
         rows[FTSPARK] = partial(ftspark_recoveries, world, work, kills)
@@ -542,6 +548,8 @@ def side_by_side(
         runs[NODE_LOSS] = ftspark_recoveries(
             world, work, node_losses, standby=True, warm=True, node_grace=node_grace
         )
+    if silent_node_losses:
+        runs[SILENT_NODE_LOSS] = ftspark_recoveries(world, work, silent_node_losses, node_grace=node_grace)
     return SideBySide(plain_row, runs)
 
 
@@ -569,6 +577,12 @@ def main() -> None:
     parser.add_argument("--nodes", choices=("real", "process"), default="real", help="the kind of node")
     parser.add_argument("--node-losses", type=int, default=0, help="node kills, with a warm standby")
     parser.add_argument(
+        "--silent-node-losses",
+        type=int,
+        default=0,
+        help="node kills of a job that asks for no standby (it gets one when the node falls silent)",
+    )
+    parser.add_argument(
         "--node-grace", type=int, default=20, help="the node controller's grace period, seconds"
     )
     args = parser.parse_args()
@@ -578,7 +592,12 @@ def main() -> None:
     ):
         print(f"{args.nodes} nodes, the node controller's grace period {args.node_grace} s")
         compared = side_by_side(
-            world, Path(work), args.kills, node_losses=args.node_losses, node_grace=args.node_grace
+            world,
+            Path(work),
+            args.kills,
+            node_losses=args.node_losses,
+            silent_node_losses=args.silent_node_losses,
+            node_grace=args.node_grace,
         )
     print(compared.table())
     print()

@@ -60,7 +60,7 @@ from ftspark.protocol import (
     job_app_prefix,
     job_owner_reference,
 )
-from ftspark.reconcile.driver_pods import observe_driver, on_lost_node
+from ftspark.reconcile.driver_pods import executor_ended, observe_driver, on_lost_node
 
 log = logging.getLogger(__name__)
 
@@ -408,31 +408,35 @@ class KubeDrivers:
         _ignore(404, self._core.patch_namespaced_pod, pod_name, key.namespace, {"metadata": metadata})
 
     def count_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> int:
-        return len(self._executors(key, uid, besides))
+        return sum(not executor_ended(pod) for pod in self._executors(key, uid, besides))
 
     def delete_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> None:
         now = datetime.datetime.now(datetime.UTC)
         for pod in self._executors(key, uid, besides):
             # No kubelet will finish a graceful deletion on a lost node: the object is removed at once, as a
             # lost node's driver pod is (its driver, fenced out, gives it no work). deletionTimestamp is
-            # when a graceful deletion should have ended: past it, nobody is finishing it either.
-            deadline = pod.metadata.deletion_timestamp
-            overdue = deadline is not None and deadline < now
-            lost = on_lost_node(self._core.api_client.sanitize_for_serialization(pod))
-            grace = 0 if overdue or lost else None
+            # when a graceful deletion should have ended: past it, nobody is finishing it either. An ended
+            # executor has nothing left to stop.
+            deadline = pod["metadata"].get("deletionTimestamp")
+            overdue = deadline is not None and datetime.datetime.fromisoformat(deadline) < now
+            grace = 0 if overdue or on_lost_node(pod) or executor_ended(pod) else None
             _ignore(
                 404,
                 self._core.delete_namespaced_pod,
-                pod.metadata.name,
+                pod["metadata"]["name"],
                 key.namespace,
                 grace_period_seconds=grace,
             )
 
-    def _executors(self, key: JobKey, uid: str, besides: frozenset[str]) -> list[Any]:
+    def _executors(self, key: JobKey, uid: str, besides: frozenset[str]) -> list[dict[str, Any]]:
+        """The job's executor pods as the API server serves them (raw JSON, as driver_pods reads a pod)."""
         selector = f"{JOB_LABEL}={key.name},{SPARK_ROLE_LABEL}=executor"
-        pods = self._core.list_namespaced_pod(key.namespace, label_selector=selector).items
+        response = self._core.list_namespaced_pod(
+            key.namespace, label_selector=selector, _preload_content=False
+        )
+        pods: list[dict[str, Any]] = json.loads(response.data)["items"]
         prefix = job_app_prefix(uid)  # a job of the same name before it (another uid) is none of its concern
-        apps = ((p, (p.metadata.labels or {}).get(SPARK_APP_SELECTOR_LABEL, "")) for p in pods)
+        apps = ((p, p["metadata"].get("labels", {}).get(SPARK_APP_SELECTOR_LABEL, "")) for p in pods)
         return [p for p, app in apps if app.startswith(prefix) and app not in besides]
 
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:

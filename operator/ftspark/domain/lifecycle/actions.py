@@ -55,8 +55,9 @@ class DeleteDriver:
     pod_name: str
     attempt: int
     reason: str
-    # The pod's node is lost: no kubelet will ever finish a graceful deletion, so remove the object at once.
-    # Safe: the old driver, if it still runs behind a partition, cannot renew its Lease and is fenced out.
+    # Remove the object at once. The pod's node is lost: no kubelet will ever finish a graceful deletion (the
+    # old driver, if it still runs behind a partition, cannot renew its Lease and is fenced out). Or the
+    # driver ended: nothing of it is left to stop, and a graceful deletion only waits for its kubelet's word.
     force: bool = False
 
 

@@ -73,7 +73,10 @@ class Draft:
             self.actions.append(ReleaseDriverLease(driver.pod_name, driver.attempt))
         if driver.phase != DriverPhase.TERMINATING or driver.node_lost:
             self.keep_log(driver)
-            self.actions.append(DeleteDriver(driver.pod_name, driver.attempt, reason, force=driver.node_lost))
+            # At once when no kubelet will confirm it (a lost node), or when nothing of it is left to stop
+            # (ended): the next attempt waits for the pod to be gone.
+            force = driver.node_lost or driver.ended
+            self.actions.append(DeleteDriver(driver.pod_name, driver.attempt, reason, force=force))
 
     def keep_log(self, driver: DriverObservation | None) -> None:
         """An ended driver's log outlives its pod. Not a lost node's: no kubelet serves it any more."""

@@ -52,6 +52,8 @@ class DriverObservation:
     node: str = ""  # where it was scheduled ("" before that)
     # Its node is cordoned or marked for removal (a drain's first step): the pod will be evicted.
     node_draining: bool = False
+    # Its node stopped renewing its Lease (kube-node-lease): perhaps dead; the node controller has not said.
+    node_silent: bool = False
     # It refused the control request on its pod: written with a term below the operator's term floor (by a
     # leader deposed since). The current leader asks again, with its own term.
     request_refused: bool = False

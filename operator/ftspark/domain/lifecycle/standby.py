@@ -3,12 +3,18 @@ restart promotes, and what the StandbyReady condition says."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from ftspark.domain.lifecycle.actions import CreateStandby, EmitEvent
 from ftspark.domain.lifecycle.delays import FIRST_COMMIT_RECHECK, STANDBY_RECHECK
 from ftspark.domain.lifecycle.draft import Draft
 from ftspark.domain.lifecycle.observation import DriverObservation, DriverPhase, SubmittedGraph
 from ftspark.domain.models import JobSpec
 from ftspark.protocol import RestoreFrom
+
+# How long after its container started a standby that is not Ready yet is waited for by a restart: a JVM and
+# a SparkSession start in 10-20 s on two busy cores.
+STANDBY_START_WAIT = 60.0
 
 
 def made_for(spec: JobSpec, hash_of_spec: str) -> str:
@@ -24,11 +30,37 @@ def promotable(
     """The standby this submission can promote instead of starting a pod: only for a restart after a
     failure or a relocation off a drained node, from the latest checkpoint of the job graph it was made
     with, and only a Ready one made for this attempt and this spec."""
-    if draft.status.phase not in {"Restarting", "Relocating"} or restore_from != "latest-checkpoint":
-        return None
-    if graph is None or recovered is not None:
-        return None
-    return ready(draft)
+    return ready(draft) if _may_promote(draft, restore_from, graph, recovered) else None
+
+
+def starting(
+    draft: Draft, restore_from: RestoreFrom, graph: SubmittedGraph | None, recovered: str | None
+) -> bool:
+    """No standby is ready to take over, but one that could be promoted is starting: its container has run
+    for less than STANDBY_START_WAIT, its session not up yet. It is nearer to taking over than a new pod
+    would be (a standby made when the driver's node fell silent, at a node controller's verdict that came
+    sooner than its start), so the restart waits for it. Past that, it is replaced by a new pod as before."""
+    if not _may_promote(draft, restore_from, graph, recovered) or ready(draft) is not None:
+        return False
+    return any(
+        s.phase == DriverPhase.RUNNING
+        and s.started_at is not None
+        and (draft.now - s.started_at).total_seconds() < STANDBY_START_WAIT
+        and s.pod_name not in draft.settled
+        and not _outdated(draft, s)
+        for s in draft.standbys
+    )
+
+
+def _may_promote(
+    draft: Draft, restore_from: RestoreFrom, graph: SubmittedGraph | None, recovered: str | None
+) -> bool:
+    return (
+        draft.status.phase in {"Restarting", "Relocating"}
+        and restore_from == "latest-checkpoint"
+        and graph is not None
+        and recovered is None
+    )
 
 
 def ready(draft: Draft) -> DriverObservation | None:
@@ -42,7 +74,7 @@ def ready(draft: Draft) -> DriverObservation | None:
 def _unwanted(draft: Draft) -> str:
     """Why the job has no use for a standby now ("" when it has)."""
     graph = draft.obs.own_graph
-    if not draft.spec.driver.standby:
+    if not draft.spec.driver.standby and not _for_a_silent_node(draft):
         return "spec.driver.standby is 0"
     if draft.spec.desired_state != "running" or draft.obs.result or draft.status.result:
         return "the job is not to run"
@@ -51,6 +83,17 @@ def _unwanted(draft: Draft) -> str:
     if graph is None or graph.spec_hash != draft.obs.spec_hash:
         return "the job's spec is changing"
     return ""
+
+
+def _for_a_silent_node(draft: Draft) -> bool:
+    """A standby the job gets without asking for one: its driver's node stopped renewing its Lease, so it may
+    be dead, which the node controller says only a grace period later; the standby starts meanwhile, and is
+    kept through the restart that verdict causes (docs/hot-standby.md, "A standby when the driver's node
+    falls silent")."""
+    current = draft.current
+    if current is not None and current.node_silent and current.phase == DriverPhase.RUNNING:
+        return True
+    return draft.status.phase == "Restarting" and bool(draft.standbys)
 
 
 def tend(draft: Draft) -> float | None:
@@ -71,30 +114,34 @@ def tend(draft: Draft) -> float | None:
             draft.actions.append(EmitEvent("Warning", "StandbyReplaced", message))
         draft.delete(standby, why)
         draft.settled.add(standby.pod_name)
-    if not draft.spec.driver.standby:
+    asked = bool(draft.spec.driver.standby)  # the condition is the asked-for standby's, not a silence's
+
+    def say(value: Literal["True", "False"], reason: str, message: str) -> None:
+        if asked:
+            draft.condition("StandbyReady", value, reason, message)
+
+    if not asked:
         draft.update(conditions=[c for c in draft.status.conditions if c.type != "StandbyReady"])
-        return None
     if not_wanted:
-        draft.condition("StandbyReady", "False", "NotNeeded", not_wanted)
+        say("False", "NotNeeded", not_wanted)
         return STANDBY_RECHECK if draft.settled else None
     if kept:
         standby = kept[0]
         if standby.ready and standby.phase == DriverPhase.RUNNING:
-            draft.condition("StandbyReady", "True", "Ready", f"{standby.pod_name} is ready to take over")
+            say("True", "Ready", f"{standby.pod_name} is ready to take over")
             return None
         why = standby.reason or f"{standby.phase.lower()}, its SparkSession not up yet"
-        draft.condition("StandbyReady", "False", "Starting", f"{standby.pod_name}: {why}")
+        say("False", "Starting", f"{standby.pod_name}: {why}")
         return None
     if draft.standbys:
-        draft.condition("StandbyReady", "False", "Replacing", "the previous standby is being deleted")
+        say("False", "Replacing", "the previous standby is being deleted")
         return STANDBY_RECHECK
     if not _may_make(draft):
-        draft.condition("StandbyReady", "False", "Waiting", "waiting for the attempt to run")
+        say("False", "Waiting", "waiting for the attempt to run")
         return None
     if not _committed(draft):
         # Its JVM and session would take CPU from the attempt's own start and restore.
-        message = f"waiting for attempt {draft.status.attempt}'s first checkpoint"
-        draft.condition("StandbyReady", "False", "Waiting", message)
+        say("False", "Waiting", f"waiting for attempt {draft.status.attempt}'s first checkpoint")
         return FIRST_COMMIT_RECHECK
     attempt = draft.status.attempt + 1
     location = draft.status.checkpoint_directory
@@ -102,7 +149,13 @@ def tend(draft: Draft) -> float | None:
     placement = draft.status.placement
     nodes = tuple(placement.nodes) if placement and draft.spec.local_recovery.enabled else ()
     draft.actions.append(CreateStandby(attempt, location, nodes))
-    draft.condition("StandbyReady", "False", "Creating", f"the standby for attempt {attempt} is made")
+    say("False", "Creating", f"the standby for attempt {attempt} is made")
+    if not asked and draft.current is not None:
+        message = (
+            f"node {draft.current.node} of driver {draft.current.pod_name} stopped renewing its Lease: a "
+            f"standby for attempt {attempt} is made, to take over if the node is found lost"
+        )
+        draft.actions.append(EmitEvent("Warning", "DriverNodeSilent", message))
     return STANDBY_RECHECK
 
 

@@ -11,7 +11,7 @@ from ftspark.domain.lifecycle.actions import (
     PromoteStandby,
     SubmitAttempt,
 )
-from ftspark.domain.lifecycle.delays import POLL, SOON, WAIT
+from ftspark.domain.lifecycle.delays import POLL, SOON, STANDBY_RECHECK, WAIT
 from ftspark.domain.lifecycle.draft import Draft, ready_condition
 from ftspark.domain.lifecycle.observation import DriverObservation
 from ftspark.domain.models import CheckpointRef
@@ -82,6 +82,8 @@ class Submission(Draft):
         restore_batch = None
         lost_graph = restore_from == "latest-checkpoint" and graph is None
         recovered = retention.directory_from_status(self) if lost_graph else None
+        if hot_standby.starting(self, restore_from, graph, recovered):
+            return self._done(STANDBY_RECHECK)  # its readiness wakes the job sooner
         if recovered is not None:
             # The job graph was deleted (by hand, or a namespace restored without it), but the status still
             # names the job's checkpoint directory, one the operator chose for this job: resume there;
