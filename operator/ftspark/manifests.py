@@ -149,6 +149,7 @@ class AttemptPlan:
     # A hot standby for this attempt (docs/hot-standby.md): started before it is needed, promoted by a control
     # request; made for the spec of spec_hash (lifecycle.spec_hash), never promoted for another.
     standby: bool = False
+    standby_executors: int = 0  # a standby's warm executors
     spec_hash: str = ""
 
 
@@ -782,8 +783,8 @@ def driver_pod(plan: AttemptPlan) -> Manifest:
         *([{"name": DriverEnv.HEALTH_PORT, "value": str(HEALTH_PORT)}] if served else []),
         *([{"name": DriverEnv.STANDBY, "value": "1"}] if plan.standby else []),
         *(
-            [{"name": DriverEnv.STANDBY_EXECUTORS, "value": str(spec.driver.standby_executors)}]
-            if plan.standby and spec.driver.standby_executors
+            [{"name": DriverEnv.STANDBY_EXECUTORS, "value": str(plan.standby_executors)}]
+            if plan.standby and plan.standby_executors
             else []
         ),
         # Executors reach the driver at its pod IP: works without cluster DNS, and on every cluster.

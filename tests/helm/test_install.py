@@ -24,6 +24,7 @@ from ftspark.manifests import (
     local_state_volume,
 )
 from ftspark.protocol import DRIVER_SERVICE_ACCOUNT, JOB_LABEL, record_key_name, term_floor_name
+from ftspark.reconcile.nodes import NODE_LEASE_NAMESPACE
 from ftspark_dev.cluster.controlplane import ControlPlane
 from ftspark_dev.cluster.operators import OperatorFleet, job_manifest, pod_names
 from ftspark_dev.cluster.s3server import S3Server
@@ -128,6 +129,8 @@ def test_chart_service_account_runs_the_operator_and_nothing_more(
             timeout=30,
             what=lambda: f"the allowed job runs\n{fleet.logs()}",
         )
+        # Its watches (the node Leases' among them, in kube-node-lease) work with the chart's rights.
+        assert "cannot watch" not in fleet.logs(), fleet.logs()
     finally:
         fleet.stop_all()
 
@@ -140,8 +143,14 @@ def test_chart_service_account_runs_the_operator_and_nothing_more(
         partial(client.CoreV1Api(operator).list_namespaced_secret, operator_ns),
         partial(client.CoreV1Api(operator).read_namespaced_secret, "charted-1-driver-rpc", jobs_ns),
         partial(client.CoreV1Api(operator).delete_collection_namespaced_pod, jobs_ns),
-        # Nodes it lists and watches (a drain coming), never changes.
+        # Nodes and their Leases it lists and watches (a drain coming, a node falling silent), never changes.
         partial(client.CoreV1Api(operator).patch_node, "any", {"spec": {"unschedulable": True}}),
+        partial(
+            client.CoordinationV1Api(operator).patch_namespaced_lease,
+            "any",
+            NODE_LEASE_NAMESPACE,
+            {"spec": {"holderIdentity": "x"}},
+        ),
         partial(client.CoreV1Api(operator).list_namespaced_pod, "default"),
         partial(
             client.CustomObjectsApi(operator).patch_namespaced_custom_object,

@@ -76,7 +76,6 @@ def test_what_the_pod_sets_the_runtime_reads_back_as_the_operator_meant_it(tmp_p
             "stopTimeoutSeconds": 33,
             "liveness": {"progressTimeoutSeconds": 44},
             "initialSavepoint": "s3://bkt/j/savepoints/sp-1",
-            "driver": {"standbyExecutors": 2},
             "localRecovery": {"enabled": True},
         }
     )
@@ -92,6 +91,7 @@ def test_what_the_pod_sets_the_runtime_reads_back_as_the_operator_meant_it(tmp_p
         ha_store=HaStoreConfig(kind="s3", s3_root="s3://ha/ftspark"),
         term_floor="ops/ftspark-term-floor",
         standby=True,
+        standby_executors=2,
         spec_hash="abc",
     )
     (container,) = driver_pod(plan)["spec"]["containers"]

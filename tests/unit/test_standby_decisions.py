@@ -435,7 +435,8 @@ def _silent(cluster: Cluster) -> None:
     cluster.nodes.silenced.add("n1")
     cluster.reconcile(after=1)
     _, standby = cluster.drivers.plans
-    assert (standby.attempt, standby.standby) == (2, True)
+    # Its promotion would come with the node's loss, the job's executors there lost too: it keeps them all.
+    assert (standby.attempt, standby.standby, standby.standby_executors) == (2, True, 1)
     (said,) = [e.message for e in cluster.events.emitted if e.reason == "DriverNodeSilent"]
     assert "node n1 of driver counts-1-driver stopped renewing its Lease" in said, said
     assert standby_ready(cluster) is None, "StandbyReady is an asked-for standby's"

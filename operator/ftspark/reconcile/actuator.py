@@ -171,7 +171,7 @@ class Actuator:
             action.checkpoint_location,
             restore_from="latest-checkpoint",
             local_state_nodes=action.local_state_nodes,
-            standby=True,
+            warm_executors=action.warm_executors,
         )
         self._drivers.create(plan)
 
@@ -211,8 +211,9 @@ class Actuator:
         restore_from: RestoreFrom,
         restore_batch_id: int | None = None,
         local_state_nodes: tuple[str, ...] = (),
-        standby: bool = False,
+        warm_executors: int | None = None,
     ) -> AttemptPlan:
+        """warm_executors: a standby's (None: not a standby)."""
         job, spec = launch.job, launch.spec
         return AttemptPlan(
             namespace=job.key.namespace,
@@ -226,8 +227,13 @@ class Actuator:
             local_state_nodes=local_state_nodes,
             ha_store=self._ha_store,
             term_floor=self._term_floor,
-            standby=standby,
-            spec_hash=standby_made_for(spec, launch.spec_hash) if standby else launch.spec_hash,
+            standby=warm_executors is not None,
+            standby_executors=warm_executors or 0,
+            spec_hash=(
+                launch.spec_hash
+                if warm_executors is None
+                else standby_made_for(launch.spec_hash, warm_executors)
+            ),
         )
 
     def _dispose(self, job: JobResource, action: DisposeSavepoint) -> None:

@@ -36,6 +36,7 @@ class CreateStandby:
 
     attempt: int
     checkpoint_location: str
+    warm_executors: int  # executors it keeps up and warmed while it waits
     local_state_nodes: tuple[str, ...] = ()  # the running attempt's placement, known when it was made
 
 

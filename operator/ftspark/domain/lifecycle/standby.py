@@ -17,11 +17,17 @@ from ftspark.protocol import RestoreFrom
 STANDBY_START_WAIT = 60.0
 
 
-def made_for(spec: JobSpec, hash_of_spec: str) -> str:
+def made_for(hash_of_spec: str, warm: int) -> str:
     """A standby's spec-hash label: the spec's hash and, when it keeps executors warm, how many. A change of
     that number replaces the standby, though, like the standby setting, it restarts nothing."""
-    warm = spec.driver.standby_executors
     return f"{hash_of_spec}.{warm}" if warm else hash_of_spec
+
+
+def warm_executors(spec: JobSpec) -> int:
+    """How many executors the job's standby keeps warm: as asked (driver.standbyExecutors); one made because
+    the driver's node fell silent keeps all of them, as its promotion would come with the node's loss, the
+    job's executors there lost with it (the driver runtime keeps none with dynamic allocation)."""
+    return spec.driver.standby_executors if spec.driver.standby else spec.executor.instances
 
 
 def promotable(
@@ -148,7 +154,7 @@ def tend(draft: Draft) -> float | None:
     assert location is not None, "a running attempt has its checkpoint directory"
     placement = draft.status.placement
     nodes = tuple(placement.nodes) if placement and draft.spec.local_recovery.enabled else ()
-    draft.actions.append(CreateStandby(attempt, location, nodes))
+    draft.actions.append(CreateStandby(attempt, location, warm_executors(draft.spec), nodes))
     say("False", "Creating", f"the standby for attempt {attempt} is made")
     if not asked and draft.current is not None:
         message = (
@@ -168,7 +174,7 @@ def _committed(draft: Draft) -> bool:
 def _outdated(draft: Draft, standby: DriverObservation) -> str:
     if standby.attempt != draft.status.attempt + 1:
         return f"a standby for attempt {standby.attempt}, the next one is {draft.status.attempt + 1}"
-    if standby.spec_hash != made_for(draft.spec, draft.obs.spec_hash):
+    if standby.spec_hash != made_for(draft.obs.spec_hash, warm_executors(draft.spec)):
         return "made for an earlier spec"
     if standby.phase in {DriverPhase.FAILED, DriverPhase.SUCCEEDED}:
         return f"it ended ({standby.reason or standby.phase})"
