@@ -509,6 +509,16 @@ def test_a_node_falls_silent_once_its_lease_is_not_renewed_and_speaks_again_with
     now[0] = 100.0
     assert not nodes.silent("n2"), "a deleted node's Lease says nothing"
     assert not NodeWatch(clock=lambda: now[0]).silent("n1"), "silence_seconds 0: never"
+    # A new leader (its predecessor perhaps dead with the node): a first sighting's age counts, up to 20 s.
+    leader = NodeWatch(silence_seconds=20, clock=lambda: now[0])
+    leader.driver_seen(KEY, "counts-1-driver", "n1")
+    leader.lease_seen("n1", "t0", age=45.0)
+    leader.lease_seen("n2", "t99", age=1.0)
+    assert not leader.silent("n1"), "never silent at a first sighting"
+    now[0] = 101.0
+    assert leader.silent("n1") and leader.newly_silent() == [KEY]
+    leader.lease_seen("n1", "t1", age=45.0)
+    assert not leader.silent("n1"), "a renewal's age is not credited: the watch saw it change now"
 
 
 def test_silence_is_believed_only_while_the_other_nodes_are_heard() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
 import threading
 import time
@@ -153,7 +154,7 @@ class Controller:
 
         def seen(lease: Mapping[str, Any]) -> None:
             renewed = str((lease.get("spec") or {}).get("renewTime") or "")
-            for key in nodes.lease_seen(lease["metadata"]["name"], renewed):
+            for key in nodes.lease_seen(lease["metadata"]["name"], renewed, _age(renewed)):
                 log.info("%s: its driver's node %s renews its Lease again", key, lease["metadata"]["name"])
                 self._queue.add(key, urgent=True)
 
@@ -268,6 +269,15 @@ class Controller:
                     self._report(key, error)
             finally:
                 self._queue.done(key, again_after=requeue)
+
+
+def _age(timestamp: str) -> float:
+    """Seconds since an RFC 3339 time of the API (0 for none)."""
+    try:
+        then = datetime.datetime.fromisoformat(timestamp)
+    except ValueError:
+        return 0.0
+    return (datetime.datetime.now(datetime.UTC) - then).total_seconds()
 
 
 def _error_backoff(failures_in_a_row: int) -> float:

@@ -75,14 +75,17 @@ class NodeWatch:
                 self._draining.discard(node)
             return self._jobs_on({node}) if started else []
 
-    def lease_seen(self, node: str, renew_time: str) -> list[JobKey]:
+    def lease_seen(self, node: str, renew_time: str, age: float = 0.0) -> list[JobKey]:
         """Record the node's Lease as its watch served it; the jobs with a driver there when a silent node
-        speaks again (to wake: their standby is not wanted any more)."""
+        speaks again (to wake: their standby is not wanted any more). age: how old renew_time is by this
+        process's clock, believed for a Lease seen the first time only (a new leader, whose predecessor may
+        have died with the node), and up to the silence threshold."""
         with self._lock:
             known = self._renewals.get(node)
             if known is not None and known[0] == renew_time:
                 return []
-            self._renewals[node] = (renew_time, self._clock())
+            credited = 0.0 if known is not None else min(max(age, 0.0), self.silence_seconds)
+            self._renewals[node] = (renew_time, self._clock() - credited)
             if node not in self._silent:
                 return []
             self._silent.discard(node)
