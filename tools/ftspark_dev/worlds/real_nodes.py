@@ -347,10 +347,14 @@ def local_volume(
 
 
 class FolderProvisioner:
-    """The cluster's default StorageClass, provisioned as local-path does on a cluster of one's own: each
-    claim of it gets a new folder of this machine, root's and 0755, as a `local` PersistentVolume; a
-    released volume goes with its folder. What a user's dynamic provisioner does, so that the quickstart's
-    claims are written as on theirs (root-owned, made writable by the pods' fsGroup)."""
+    """The cluster's default StorageClass, provisioned as local-path does on a cluster of one's own (kind's
+    default): binding waits for the first pod that mounts the claim, then the claim gets a new folder of
+    this machine, root's and 0755, as a `local` PersistentVolume; a released volume goes with its folder.
+    What a user's dynamic provisioner does, so that the quickstart's claims are written as on theirs
+    (root-owned, made writable by the pods' fsGroup). Waiting for the first consumer matters beyond
+    realism: with `Immediate` binding the scheduler may park a pod that came before its claim's volume as
+    unschedulable for its 5 min flush (it missed the claim's update once in CI), where with the first
+    consumer it waits for the binding itself, polling each second."""
 
     def __init__(self, kubeconfig: Path, root: Path) -> None:
         self._api = config.new_client_from_config(config_file=str(kubeconfig))
@@ -369,7 +373,7 @@ class FolderProvisioner:
                 },
                 "provisioner": PROVISIONER,
                 "reclaimPolicy": "Delete",
-                "volumeBindingMode": "Immediate",
+                "volumeBindingMode": "WaitForFirstConsumer",
             }
         )
         self._thread.start()
