@@ -20,10 +20,10 @@ starts beside a local cluster's driver and that takes some of its tasks; the ent
 executor whose classpath it was made for (without the pod's working directory, empty when the JVM starts).
 Measured on 2 cores: an executor registered 1.6 s sooner (1.8-2.2 s from its start instead of 3.5-3.7).
 
-The Spark image runs it at build time, for the classpath without and with the local-recovery jar: the
-drivers' archives before ftspark itself is installed (this module needs nothing but pyspark, so a new
-ftspark reuses their layer), the executors' after it (the entrypoint is ftspark's). `make test` does the same for the development machine's classpath, under
-`${FTSPARK_CACHE:-~/.cache/ftspark}/class-data`.
+The Spark image runs it at build time, for the classpath without and with the local-recovery jar: the drivers'
+archives before ftspark itself is installed (this module needs nothing but pyspark, so a new ftspark reuses
+their layer), the executors' after it (the entrypoint is ftspark's). `make test` does the same for the
+development machine's classpath, under `${FTSPARK_CACHE:-~/.cache/ftspark}/class-data`.
 """
 
 from __future__ import annotations
