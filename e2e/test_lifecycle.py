@@ -254,4 +254,4 @@ def test_dynamic_allocation_scales_the_executors_up_and_down_and_counts_exactly_
     print(f"\nexecutors: up to {max(seen)} under backlog, down to 1 when idle\n{tour.report(figures)}")
     assert (figures["lost"], figures["duplicated"], figures["wrong"]) == (0, 0, 0), figures
     status = world.status("scaling")
-    assert status["attempt"] == 1, f"scaling is no restart: {status.get('lastFailure')}"
+    assert status["attempt"] == 1, f"scaling is no restart: {tour.failure_evidence()}"

@@ -10,6 +10,7 @@ tests/realnodes/test_installation.py and demo.py choose the steps they take."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -238,6 +239,16 @@ class FaultTour:
             "most operator leaders acting at once": self.watch.most_leaders,
         }
 
+    def failure_evidence(self) -> str:
+        """The job's last failure and what its driver's log says of it: the exceptions and lost tasks that
+        the status's one-line message summarizes."""
+        failure = self.world.status(self.name).get("lastFailure")
+        if not failure:
+            return "no failure"
+        log = self.world.log(driver_pod_name(self.name, int(failure["attempt"])))
+        telling = [line for line in log.splitlines() if _TELLING.search(line)]
+        return "\n".join([str(failure), *telling[-80:]])
+
     def stop_feeding(self) -> None:
         """No more input but the flush (finish's first step; tours finished together each take it first, so
         none is fed while another catches up). Once only."""
@@ -327,6 +338,9 @@ class FaultTour:
             f"not within {timeout} s: {what}; drivers {pods}; {self.world.status(self.name)}\n{log[-3000:]}"
         )
 
+
+# The driver's log lines that say why a batch failed: Spark's exceptions, lost tasks and executors.
+_TELLING = re.compile(r"Exception|Caused by|Error|Lost task|FetchFailed|[Ee]xecutor")
 
 # After the kubelet's Killing event: its SIGTERM sent, and a grace second (the driver's) later its SIGKILL.
 _KILL_PENDING = 3.0
