@@ -11,7 +11,6 @@ import signal
 import time
 from typing import Any
 
-import pytest
 from kubernetes import client
 
 from ftspark.protocol import CONTROL_REFUSED_ANNOTATION, driver_lease_name
@@ -20,6 +19,8 @@ from tests.runtime.conftest import OPERATOR, RuntimeJob
 from tests.waiting import eventually
 
 STANDING_BY = "standing by: spark session ready"
+WARMED = "standing by: 1 executors warmed in"
+CUT_SHORT = "standing by: promoted during its 1 executors' warm-up, cut short"
 
 
 def _written(job: RuntimeJob) -> dict[str, Any]:
@@ -48,26 +49,25 @@ def _holder(job: RuntimeJob) -> str:
     return str(lease.spec.holder_identity or "")
 
 
-@pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
-def test_a_standby_writes_nothing_until_promoted_then_goes_on_exactly_once(make_job: Any, warm: bool) -> None:
-    """warm: it keeps an executor, warmed up (on the local master, its tasks run in the driver's JVM): the
-    warm-up reads the job's storage and writes nothing of it either."""
+def test_a_standby_writes_nothing_until_promoted_then_goes_on_exactly_once(make_job: Any) -> None:
+    """It keeps an executor (on the local master, its tasks run in the driver's JVM), warmed up once it is
+    Ready: the warm-up reads the job's storage and writes nothing of it either."""
     job: RuntimeJob = make_job()
     write_input(job.input, 2)
     active = job.start()
     job.wait_for_output(2, timeout=180)
     holder = _holder(job)
 
-    standby = job.start(standby=True, FTSPARK_STANDBY_EXECUTORS="1") if warm else job.start(standby=True)
+    standby = job.start(standby=True, FTSPARK_STANDBY_EXECUTORS="1")
     eventually(
         lambda: STANDING_BY in job.log(), timeout=180, what=lambda: f"the standby's session\n{job.log()}"
     )
-    assert ("standing by: 1 executors warmed in" in job.log(1000)) == warm, job.log()
 
     # The active driver frozen past its Lease: the Lease lapses, and still the standby neither takes it nor
-    # writes anything (no operator has promoted it).
+    # writes anything (no operator has promoted it), its executor's warm-up included.
     os.killpg(active.pid, signal.SIGSTOP)
     before = _written(job)
+    eventually(lambda: WARMED in job.log(1000), timeout=120, what=lambda: f"the warm-up\n{job.log()}")
     time.sleep(3 * 3 + 1)  # three lease durations of the test's 3 s
     assert _written(job) == before, "nothing was written while the active driver was frozen"
     assert _holder(job) == holder, "the standby took no Lease without its promotion"
@@ -101,3 +101,23 @@ def test_a_standby_writes_nothing_until_promoted_then_goes_on_exactly_once(make_
     log = job.log(1000)
     assert "promoted after" in log and log.count("spark session ready in") == 1, "one session: the standby's"
     assert job.output.reprocessed_records() == 0, "the killed driver was idle: no batch ran again"
+
+
+def test_a_promotion_that_comes_before_the_warm_up_ends_is_taken_at_once(make_job: Any) -> None:
+    """A standby is Ready, so promotable, once its session is up; its executors' warm-up comes after, and a
+    promotion cuts it short (a standby made when its node fell silent may be promoted that soon). Here the
+    promotion is written before the session is up: the standby reads it as soon as it is Ready."""
+    job: RuntimeJob = make_job()
+    write_input(job.input, 2)
+    active = job.start()
+    job.wait_for_output(2, timeout=180)
+    os.killpg(active.pid, signal.SIGKILL)
+    active.wait(30)
+
+    job.start(standby=True, FTSPARK_STANDBY_EXECUTORS="1")
+    job.promote()
+    write_input(job.input, 2, first_file=2)
+    job.wait_for_output(4, timeout=180)
+    log = job.log(1000)
+    assert WARMED not in log and CUT_SHORT in log, log
+    assert log.index(STANDING_BY) < log.index(CUT_SHORT) < log.index("promoted after"), log

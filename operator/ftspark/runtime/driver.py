@@ -179,21 +179,27 @@ class Driver:
 
     def _stand_by(self, api: client.ApiClient, app: Application) -> SparkSession:
         """Build the session now, with no executors or the few it keeps warm, then wait for the operator's
-        promotion, writing nothing of the job's (runtime/standby.py)."""
+        promotion, writing nothing of the job's (runtime/standby.py). It is Ready, so promotable, once its
+        session is up: the executors' warm-up runs while it waits, cut short by a promotion that comes first
+        (a standby made when its node fell silent is promoted at the node's loss, maybe that soon)."""
         started = time.monotonic()
         spark = self._session(app, standing_by=True)
         self._watch_executors(api, spark)
         root = self.config.checkpoint_root
         standby.open_storage(spark, root)
-        if warm := standby.warm_executors(self.config, app.spark_conf(self.config.spark_conf)):
-            warmed = warm_up(spark, standby.sample_object(self.objects, root))
-            log.info("standing by: %d executors warmed in %.1f s", warm, warmed)
         self.session_ready.set()
         self.marks.now("session_up")
         log.info(
             "standing by: spark session ready in %.1f s, waiting to be promoted", time.monotonic() - started
         )
-        restore_batch = standby.await_promotion(api, self.config)
+        with standby.Promotion(api, self.config) as promotion:
+            if warm := standby.warm_executors(self.config, app.spark_conf(self.config.spark_conf)):
+                warmed = warm_up(spark, standby.sample_object(self.objects, root), until=promotion.came)
+                if warmed is None:
+                    log.info("standing by: promoted during its %d executors' warm-up, cut short", warm)
+                else:
+                    log.info("standing by: %d executors warmed in %.1f s", warm, warmed)
+            restore_batch = promotion.wait()
         self.marks.now("promoted")
         self.config = dataclasses.replace(self.config, restore_batch=restore_batch)
         log.info(

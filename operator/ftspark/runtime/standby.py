@@ -84,33 +84,52 @@ def sample_object(objects: ObjectStore, checkpoint_root: str) -> str | None:
     return spark_uri(found) if found else None
 
 
-def await_promotion(api: client.ApiClient, config: RuntimeConfig) -> int | None:
-    """Wait for the operator's promote request (of a term no older than its floor); the batch it names
-    bounds the restore (None: the latest). A Lease that merely expired never promotes a standby: only the
-    operator knows that the active driver ended, and it advances the checkpoint fence before it promotes."""
-    promotions: queue.Queue[int | None] = queue.Queue()
+class Promotion:
+    """The operator's promote request (of a term no older than its floor), watched from the moment the standby
+    is ready to take over, through its executors' warm-up: `came` is set when it arrives, and `wait` gives the
+    batch it names, which bounds the restore (None: the latest). A Lease that merely expired never promotes a
+    standby: only the operator knows that the active driver ended, and it advances the checkpoint fence
+    before it promotes."""
 
-    def on_request(request: ControlRequest) -> None:
+    def __init__(self, api: client.ApiClient, config: RuntimeConfig) -> None:
+        self.came = threading.Event()
+        self._api, self._config = api, config
+        self._batches: queue.Queue[int | None] = queue.Queue()
+        self._done = threading.Event()
+        self._watcher = ControlWatcher(
+            api,
+            config.job.namespace,
+            config.pod_name,
+            config.control_interval,
+            self._on_request,
+            config.term_floor,
+        )
+
+    def __enter__(self) -> Promotion:
+        self._watcher.start()
+        threading.Thread(
+            target=_poke_on_change,
+            args=(self._api, self._config, self._watcher.poke, self._done),
+            name="promotion-watch",
+            daemon=True,
+        ).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._watcher.stop()
+
+    def wait(self) -> int | None:
+        return self._batches.get()
+
+    def _on_request(self, request: ControlRequest) -> None:
         if request.action != "promote":
             log.warning("standing by: %s ignored (a standby runs no query)", request)
         elif request.argument and not request.argument.isdigit():
             log.error("standing by: %s ignored: the restore batch is not a number", request)
         else:
-            promotions.put(int(request.argument) if request.argument else None)
-
-    watcher = ControlWatcher(
-        api, config.job.namespace, config.pod_name, config.control_interval, on_request, config.term_floor
-    )
-    watcher.start()
-    waiting = threading.Event()
-    threading.Thread(
-        target=_poke_on_change, args=(api, config, watcher.poke, waiting), name="promotion-watch", daemon=True
-    ).start()
-    try:
-        return promotions.get()
-    finally:
-        waiting.set()
-        watcher.stop()
+            self._batches.put(int(request.argument) if request.argument else None)
+            self.came.set()
 
 
 def _poke_on_change(

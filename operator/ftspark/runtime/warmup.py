@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import threading
 import time
 
 from py4j.protocol import Py4JError
@@ -29,12 +30,15 @@ STREAM_BATCHES = 3
 STREAM_SECONDS = 60.0
 
 
-def warm_up(spark: SparkSession, sample: str | None) -> float:
-    """Seconds it took. sample: a small object's URI to read on an executor (None: no S3A read). A failure
+def warm_up(spark: SparkSession, sample: str | None, until: threading.Event) -> float | None:
+    """Seconds it took, None when until was set first (the standby's promotion: what is left of the warm-up
+    would only delay it). sample: a small object's URI to read on an executor (None: no S3A read). A failure
     is logged, never raised: a cold standby still saves the session's start."""
     started = time.monotonic()
     try:
-        _stream(spark)
+        _stream(spark, until)
+        if until.is_set():
+            return None
         if sample is not None:
             spark.read.text(sample).collect()
     except (Py4JError, PySparkException, TimeoutError) as error:
@@ -42,10 +46,11 @@ def warm_up(spark: SparkSession, sample: str | None) -> float:
     return time.monotonic() - started
 
 
-def _stream(spark: SparkSession) -> None:
+def _stream(spark: SparkSession, until: threading.Event) -> None:
     """A few micro-batches of a streaming windowed count, shuffled by key on every core: the micro-batch
     engine on the driver, the state store's save and load (its files under the executors' /tmp, never the
-    job's storage), the aggregation's generated code. Its checkpoint is the driver's /tmp, deleted after."""
+    job's storage), the aggregation's generated code. Its checkpoint is the driver's /tmp, deleted after; it
+    stops early once until is set."""
     checkpoint = tempfile.mkdtemp(prefix="ftspark-warm-up-")
     try:
         rows = (
@@ -68,10 +73,9 @@ def _stream(spark: SparkSession) -> None:
         )
         try:
             deadline = time.monotonic() + STREAM_SECONDS
-            while _batches(query) < STREAM_BATCHES:
+            while _batches(query) < STREAM_BATCHES and not until.wait(0.1):
                 if not query.isActive or time.monotonic() > deadline:
                     raise TimeoutError(f"{_batches(query)} of {STREAM_BATCHES} warm-up batches ran")
-                time.sleep(0.1)
         finally:
             query.stop()
     finally:

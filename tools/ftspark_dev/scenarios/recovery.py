@@ -89,7 +89,7 @@ RECOVERY_TIMEOUT = 180.0
 # Settled between kills: batches run again after the last recovery (a kill during the first batch of an
 # attempt would measure a start, not a recovery).
 SETTLED_RUNS = 3
-STANDING_BY = "standing by: spark session ready"  # the standby runtime's log, once it can take over
+STANDING_BY = "standing by: spark session ready"  # the standby runtime's log, once it is Ready
 PROMOTED = "promoted after"  # ... and once it did
 WARMED = "executors warmed in"  # a warm standby's log, once its executors ran their warm-up
 COST_WINDOW = 10.0  # seconds of a standby's CPU time, sampled while it waits
@@ -248,7 +248,9 @@ def ftspark_recoveries(
             _settle(runs)
             if standby:
                 _wait(
-                    lambda: _standing_by(world, tour.name), RECOVERY_TIMEOUT, "a standby with its session up"
+                    lambda: _standing_by(world, tour.name, warm),
+                    RECOVERY_TIMEOUT,
+                    "a standby with its session up" + (" and its executors warmed" if warm else ""),
                 )
                 if cost is None:
                     (waiting,) = world.standbys(tour.name)
@@ -313,8 +315,11 @@ def operator_timing(world: World, job: str, attempt: int) -> RecoveryPhases:
     return found[-1]
 
 
-def _standing_by(world: World, job: str) -> bool:
-    return any(STANDING_BY in world.log(pod.metadata.name) for pod in world.standbys(job))
+def _standing_by(world: World, job: str, warm: bool) -> bool:
+    """A standby is Ready once its session is up; a warm one's row waits for its warm-up too, which a
+    promotion would cut short."""
+    logs = [world.log(pod.metadata.name) for pod in world.standbys(job)]
+    return any(STANDING_BY in log and (WARMED in log or not warm) for log in logs)
 
 
 def _settle(runs: Callable[[], int]) -> None:

@@ -353,7 +353,8 @@ class FolderProvisioner:
     What a user's dynamic provisioner does, so that the quickstart's claims are written as on theirs
     (root-owned, made writable by the pods' fsGroup). Waiting for the first consumer matters beyond
     realism: with `Immediate` binding the scheduler may park a pod that came before its claim's volume as
-    unschedulable for its 5 min flush (it missed the claim's update once in CI), where with the first
+    unschedulable until its 5 min flush (a CI run's quickstart timed out so, evidently not requeued when the
+    volume came), where with the first
     consumer it waits for the binding itself, polling each second."""
 
     def __init__(self, kubeconfig: Path, root: Path) -> None:
