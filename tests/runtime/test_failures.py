@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from datetime import UTC, datetime
@@ -112,6 +113,36 @@ def test_lease_taken_over_stops_the_queries_within_the_renew_deadline(make_job: 
 
 
 PROGRESS_TIMEOUT = 20  # spec.liveness.progressTimeoutSeconds' least
+
+
+@pytest.mark.slow
+def test_a_driver_whose_predecessor_left_its_lease_starts_its_session_while_it_waits_it_out(
+    make_job: Any,
+) -> None:
+    """After a node loss nobody releases the lost driver's Lease, and the next driver must wait it out, a
+    lease duration (15 s) from its first read. It reads it from the start of its session, which starts in
+    the meantime, and goes on exactly once."""
+    job: RuntimeJob = make_job()
+    job.short_lease = False  # the lease duration users get: longer than a session's start
+    write_input(job.input, 2)
+    first = job.start()
+    job.wait_for_output(2, timeout=180)
+    os.killpg(first.pid, signal.SIGKILL)  # its node lost: no operator releases its Lease
+    first.wait(30)
+    started = time.monotonic()
+    job.start()
+    write_input(job.input, 2, first_file=2)
+    job.wait_for_output(4, timeout=180)
+    log = job.log(1000)
+    session = re.search(r"spark session ready in ([0-9.]+) s", log)
+    taken = re.search(r"holding lease \S+ \(taken over ([0-9.]+) s after", log)
+    assert session and taken, log
+    assert log.index(session[0]) < log.index(taken[0]), "the session started while the Lease was waited out"
+    print(
+        f"\nsession up in {session[1]} s, the Lease taken {taken[1]} s after its last renew; "
+        f"output complete {time.monotonic() - started:.1f} s after the start"
+    )
+    assert float(taken[1]) >= 15, "the lost driver's Lease was waited out, not taken early"
 
 
 @pytest.mark.slow

@@ -131,11 +131,11 @@ class Driver:
             return
         api = self._api = kube_client(cfg.kubeconfig, cfg.pod_name)
         lease = DriverLease(api, cfg, on_lost=lambda why: self.fence_out("LeaseLost", why))
-        spark = None
-        if cfg.standby:
-            with lease.followed():
-                spark = self._stand_by(api, app)
-            cfg = self.config  # with the restore batch its promotion named
+        # The Lease is read while the session starts, so that one its holder left (its node lost) is taken as
+        # soon as it lapses, and the session's start overlaps that wait: it writes nothing of the job's.
+        with lease.followed():
+            spark = self._stand_by(api, app) if cfg.standby else self._start_session(api, app)
+        cfg = self.config  # a promoted standby's: with the restore batch its promotion named
         if not lease.acquire(cfg.lease_acquire_timeout):
             self.ending.set(
                 Exit.FENCED_OUT,
@@ -207,6 +207,15 @@ class Driver:
         )
         return spark
 
+    def _start_session(self, api: client.ApiClient, app: Application) -> SparkSession:
+        started = time.monotonic()
+        spark = self._session(app)
+        self._watch_executors(api, spark)
+        self.session_ready.set()
+        self.marks.now("session_up")
+        log.info("spark session ready in %.1f s", time.monotonic() - started)
+        return spark
+
     def _session(self, app: Application, *, standing_by: bool = False) -> SparkSession:
         conf = app.spark_conf(self.config.spark_conf)
         settings = spark_settings(conf, self.config.checkpoint_root, self._jars())
@@ -221,18 +230,10 @@ class Driver:
             self._executors = LostNodeExecutors(api, self.config.job.namespace, context.applicationId)
             self._executors.start()
 
-    def _run_script(self, app: Application, args: list[str], spark: SparkSession | None) -> None:
+    def _run_script(self, app: Application, args: list[str], spark: SparkSession) -> None:
         assert self._reporter is not None and self._watcher is not None
         self.queries.install()
-        if spark is None:
-            started = time.monotonic()
-            spark = self._session(app)
-            assert self._api is not None
-            self._watch_executors(self._api, spark)
-            self.session_ready.set()
-            self.marks.now("session_up")
-            log.info("spark session ready in %.1f s", time.monotonic() - started)
-        else:
+        if self.config.standby:
             standby.request_remaining_executors(spark, self.config, app.spark_conf(self.config.spark_conf))
         signs = SignsOfLife()
         listener = ProgressListener(
