@@ -213,7 +213,9 @@ def test_dynamic_allocation_scales_the_executors_up_and_down_and_counts_exactly_
 ) -> None:
     """Files every half second, each batch's 24 shuffle partitions backlogged on one core: Spark adds
     executors (its pods made from the job's executor template), then removes them once the input stops; the
-    output is what the batch computation says."""
+    output is what the batch computation says. The executors share one node (the driver is on another), and
+    on these nodes a pod's address is its node's: Spark would take them for one host and read each other's
+    shuffle files from their own disks, where there are none, unless told not to (the operator does)."""
     scaling = {
         "enabled": True,
         "minExecutors": 1,
@@ -225,7 +227,15 @@ def test_dynamic_allocation_scales_the_executors_up_and_down_and_counts_exactly_
         "spark.sql.shuffle.partitions": "24",
         "spark.dynamicAllocation.schedulerBacklogTimeout": "1s",
     }
-    spec = {"dynamicAllocation": scaling, "sparkConf": backlog}
+    def on(node: str) -> dict[str, Any]:
+        return {"podTemplate": {"spec": {"nodeSelector": {"kubernetes.io/hostname": node}}}}
+
+    spec = {
+        "dynamicAllocation": scaling,
+        "sparkConf": backlog,
+        "driver": on("node-1"),
+        "executor": {"instances": 1, "memory": "768m", **on("node-0")},
+    }
     tour = FaultTour(world, tmp_path, subject=WindowedCounts(name="scaling"), feed_interval=0.5, spec=spec)
     seen: list[int] = []
     sampling = threading.Event()

@@ -314,6 +314,11 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         ),
         "spark.executor.cores": str(spec.executor.cores),
         "spark.executor.memory": spec.executor.memory,
+        # Spark reads the shuffle files of an executor with the same address straight from its own disk, but
+        # each executor pod's local dirs are its own volumes: pods sharing an address (hostNetwork, or pods
+        # that take their node's address) would find no file there and fail the stage. Pods with addresses of
+        # their own never take that path, so this costs them nothing.
+        "spark.shuffle.readHostLocalDisk": "false",
         "spark.sql.streaming.checkpointLocation": plan.checkpoint_location,
         # Only holders of the attempt's Secret talk to the driver and executors; a user may add
         # spark.network.crypto.enabled=true for AES on the wire.
