@@ -227,6 +227,7 @@ def test_dynamic_allocation_scales_the_executors_up_and_down_and_counts_exactly_
         "spark.sql.shuffle.partitions": "24",
         "spark.dynamicAllocation.schedulerBacklogTimeout": "1s",
     }
+
     def on(node: str) -> dict[str, Any]:
         return {"podTemplate": {"spec": {"nodeSelector": {"kubernetes.io/hostname": node}}}}
 
