@@ -53,11 +53,15 @@ spark-jars:
 local-recovery-jar:
 	tools/local_recovery_jar.sh
 
-# The driver JVM's class-data archives for this machine's classpath (ftspark/runtime/classdata.py), without
-# and with the local-recovery jar; each named by the jars it was made with, so made again only when they change.
+# The driver's and the executor's JVM class-data archives for this machine's classpath
+# (ftspark/runtime/classdata.py), without and with the local-recovery jar; each named by the jars it was made
+# with, so made again only when they change.
 class-data: $(VENV)/.installed spark-jars local-recovery-jar
-	$(PY) -m ftspark.runtime.classdata --jars-dir "$$(tools/spark_jars.sh)"
-	$(PY) -m ftspark.runtime.classdata --jars-dir "$$(tools/spark_jars.sh)" --with-jar "$$(tools/local_recovery_jar.sh)"
+	for role in "" --executor; do \
+	  $(PY) -m ftspark.runtime.classdata $$role --jars-dir "$$(tools/spark_jars.sh)" && \
+	  $(PY) -m ftspark.runtime.classdata $$role --jars-dir "$$(tools/spark_jars.sh)" \
+	    --with-jar "$$(tools/local_recovery_jar.sh)" || exit 1; \
+	done
 
 # The images as OCI archives in ~/.cache/ftspark/images, built with buildah on a Debian base from mmdebstrap;
 # prints `<reference> <archive>` per image (for `ctr -n k8s.io images import`).

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
 from ftspark.runtime import entrypoint
-from ftspark.runtime.entrypoint import EXECUTOR_BACKEND, EntrypointError, spark_argv
+from ftspark.runtime.classdata import CLASS_DATA_DIR, executor_archive
+from ftspark.runtime.entrypoint import EXECUTOR_BACKEND, EntrypointError, executor_classpath, spark_argv
 
 # What Spark's Kubernetes backend puts on an executor pod (BasicExecutorFeatureStep).
 EXECUTOR_ENV = {
@@ -106,6 +108,31 @@ def test_executor_java_and_options(env: Mapping[str, str], java_and_options: lis
     argv = spark_argv(["executor", "ignored"], {**EXECUTOR_ENV, **env}, CWD)
     assert argv[: argv.index("-Xms1024m")] == java_and_options
     assert argv[-2:] == ["--podName", "job-1-exec-3"], "arguments after `executor` are ignored"
+
+
+def test_executor_maps_the_archive_made_for_its_classpath_before_its_own_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The image's executor archive (runtime/classdata.py) is keyed by the classpath without the working
+    directory: a pod's own (empty) one does not spoil it; another classpath finds none."""
+    monkeypatch.setenv(CLASS_DATA_DIR, str(tmp_path))
+    jars = tmp_path / "s3a"
+    jars.mkdir()
+    (jars / "hadoop-aws.jar").write_bytes(b"jar")
+    env = {
+        **EXECUTOR_ENV,
+        CLASS_DATA_DIR: str(tmp_path),
+        "SPARK_CLASSPATH": f"{jars}/*",
+        "SPARK_JAVA_OPT_0": "-Dk=1",
+    }
+    assert not any(arg.startswith("-XX:SharedArchiveFile") for arg in spark_argv(["executor"], env, CWD))
+    archive = executor_archive(":".join(executor_classpath(env, "")), env)
+    archive.write_bytes(b"jsa")
+    for cwd in (CWD, "/elsewhere"):
+        argv = spark_argv(["executor"], env, cwd)
+        assert argv[1:3] == [f"-XX:SharedArchiveFile={archive}", "-Dk=1"]
+    (jars / "hadoop-aws.jar").write_bytes(b"another jar")
+    assert not any(arg.startswith("-XX:SharedArchiveFile") for arg in spark_argv(["executor"], env, CWD))
 
 
 @pytest.mark.parametrize(
