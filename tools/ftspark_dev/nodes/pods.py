@@ -9,6 +9,10 @@ the host's view stays as it was, the process dies with the thread that started i
 leads its own process group. Every process of the container carries
 FTSPARK_CONTAINER=<agent pid>/<node>/<pod uid>/<container> in its environment, which is how a kill finds
 descendants that left the process group (pyspark's daemon does).
+
+A pod has no network of its own: its address is its node's, as with hostNetwork. So Spark takes the executors
+on one node for one host; what that must not lead to is in docs/concepts.md, "Dynamic allocation" (shuffle
+reads).
 """
 
 from __future__ import annotations
