@@ -235,7 +235,7 @@ def test_dynamic_allocation_scales_the_executors_up_and_down_and_counts_exactly_
         "dynamicAllocation": scaling,
         "sparkConf": backlog,
         "driver": on("node-1"),
-        "executor": {"instances": 1, "memory": "768m", **on("node-0")},
+        "executor": on("node-0"),
     }
     tour = FaultTour(world, tmp_path, subject=WindowedCounts(name="scaling"), feed_interval=0.5, spec=spec)
     seen: list[int] = []

@@ -244,6 +244,7 @@ class World(JobsClient):
             },
         }
         defaults["driver"] |= spec.pop("driver", {})  # e.g. standby: the memory above is kept
+        defaults["executor"] |= spec.pop("executor", {})  # e.g. a pod template: the same
         defaults["sparkConf"] |= spec.pop("sparkConf", {})  # the S3 settings above are kept
         return job_manifest(name, self.bucket, **(defaults | spec))
 
