@@ -1237,9 +1237,9 @@ def test_a_failure_is_recovered_when_a_later_attempt_commits_its_first_batch(clu
     assert cluster.status().last_failure == failed, "running is not recovered: a batch committed is"
     start = DriverStart(
         runtime_started=ended + timedelta(seconds=10),
-        lease_acquired=ended + timedelta(seconds=11),
+        session_up=ended + timedelta(seconds=13),  # built while it waited for the Lease: counted before it
+        lease_acquired=ended + timedelta(seconds=14),
         executors_registered=ended + timedelta(seconds=15),
-        session_up=ended + timedelta(seconds=14),  # before its executors registered: done with them
         first_batch_started=ended + timedelta(seconds=18),
     )
     cluster.commit(2, 3, start=start)  # 22 s after the end
@@ -1253,9 +1253,9 @@ def test_a_failure_is_recovered_when_a_later_attempt_commits_its_first_batch(clu
         submitted=8.0,
         pod_running=9.0,
         runtime_started=10.0,
-        lease_acquired=11.0,
+        session_up=13.0,
+        lease_acquired=14.0,
         executors_registered=15.0,
-        session_up=15.0,
         first_batch_started=18.0,
         committed=22.0,
     )
@@ -1268,7 +1268,7 @@ def test_a_failure_is_recovered_when_a_later_attempt_commits_its_first_batch(clu
     (recovered,) = [e for e in cluster.events.emitted if e.reason == "Recovered"]
     assert recovered.message == (
         "attempt 2 committed batch 3: recovered in 22.0 s by a new driver (seen 2.0, submitted 6.0, pod "
-        "started 1.0, runtime 1.0, lease 1.0, executors 4.0, session 0.0, first batch started 3.0, committed "
+        "started 1.0, runtime 1.0, session 3.0, lease 1.0, executors 1.0, first batch started 3.0, committed "
         "4.0 s)"
     )
 

@@ -967,9 +967,10 @@ def _step(description: str) -> Any:
 class RecoveryPhases(_Model):
     """Where a recovery's seconds went: for each step, the seconds from the failure (the driver's container
     ended, on its kubelet's word, else the failure seen) until the step was done. A step's own time is its
-    figure less the one before. A step done before the one listed above it (a standby's session, up before
-    the failure) counts as done with it; a step this attempt had no part in (a standby's pod start) is
-    absent."""
+    figure less the one before it in time. The driver's steps count in the order they were done (a
+    new driver builds its session while it waits for the Lease); one done before the operator's last step (a
+    standby's session, up before the failure) counts as done with it; a step this attempt had no part in (a
+    standby's pod start) is absent."""
 
     seen: float = Field(ge=0, le=JSON_SAFE, description="The operator saw the failure.")
     submitted: float | None = _step(
@@ -980,11 +981,11 @@ class RecoveryPhases(_Model):
         "The new driver's container started (scheduling, the image, the container).",
     )
     runtime_started: float | None = _step("The driver runtime's Python began.")
+    session_up: float | None = _step("Its SparkSession was up (the JVM, the SparkContext).")
     lease_acquired: float | None = _step(
         "The new driver holds the driver Lease: every older driver is fenced out.",
     )
     executors_registered: float | None = _step("Its first executor registered with it.")
-    session_up: float | None = _step("Its SparkSession was up (the JVM, the SparkContext).")
     first_batch_started: float | None = _step(
         "Its first batch began: the user's script ran and the query started.",
     )

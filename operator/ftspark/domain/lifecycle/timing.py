@@ -2,8 +2,10 @@
 seen, the next attempt submitted and running) and the new driver's word on its start (DriverStart, sent with
 its checkpoint pointers), each as seconds from the failure to the step.
 
-The driver's times are its own clock's and a tenant's code runs beside them: each is held between the step
-before it and the committed batch, so no figure is negative, out of order or beyond the recovery itself.
+The driver's steps are taken in the order its clock says they happened: a new driver builds its session while
+it waits for the Lease, a standby long before the failure, an older driver took the Lease first. Its times are
+its own clock's and a tenant's code runs beside them: each is held between the step before it and the
+committed batch, so no figure is negative, out of order or beyond the recovery itself.
 """
 
 from __future__ import annotations
@@ -38,27 +40,33 @@ def recovery_phases(
     start = committed.start or DriverStart(runtime_started=committed.completed_at)
     standby = start.promoted is not None
     started = committed.start is not None and not standby  # a standby's pod and runtime started long before
+    driver = {
+        "runtime_started": start.runtime_started if started else None,
+        "session_up": start.session_up,
+        "lease_acquired": start.lease_acquired,
+        "executors_registered": start.executors_registered,
+        "first_batch_started": start.first_batch_started,
+    }
+    seen = step(failure.time) or 0.0
+    submitted = step(submitted_at)
+    pod_running = step(running_at if not standby else None)
+    happened = sorted(((name, at) for name, at in driver.items() if at is not None), key=lambda item: item[1])
     return RecoveryPhases(
-        seen=step(failure.time) or 0.0,
-        submitted=step(submitted_at),
-        pod_running=step(running_at if not standby else None),
-        runtime_started=step(start.runtime_started if started else None),
-        lease_acquired=step(start.lease_acquired),
-        executors_registered=step(start.executors_registered),
-        session_up=step(start.session_up),
-        first_batch_started=step(start.first_batch_started),
+        seen=seen,
+        submitted=submitted,
+        pod_running=pod_running,
+        **{name: step(at) for name, at in happened},
         committed=round(end, 1),
         standby=standby,
     )
 
 
 def summary(phases: RecoveryPhases) -> str:
-    """One line for an Event: each step's own seconds, in order."""
+    """One line for an Event: each step's own seconds, in the order they were done."""
+    done = [(value, label) for name, label in _LABELS if (value := getattr(phases, name)) is not None]
     parts, before = [], 0.0
-    for name, label in _LABELS:
-        value = getattr(phases, name)
-        if value is None:
-            continue
+    # sorted is stable: steps done together keep _LABELS' order
+    for value, label in sorted(done, key=lambda step: step[0]):
         parts.append(f"{label} {value - before:.1f}")
         before = value
     way = "a standby promoted" if phases.standby else "a new driver"
@@ -70,9 +78,9 @@ _LABELS = (
     ("submitted", "submitted"),
     ("pod_running", "pod started"),
     ("runtime_started", "runtime"),
+    ("session_up", "session"),
     ("lease_acquired", "lease"),
     ("executors_registered", "executors"),
-    ("session_up", "session"),
     ("first_batch_started", "first batch started"),
     ("committed", "committed"),
 )
