@@ -22,7 +22,9 @@ def test_a_killed_driver_comes_back_through_every_step_and_ftspark_fences_and_go
     world: World, tmp_path: Path
 ) -> None:
     # The standby that keeps its executor warm: the cold one is the fault tour's (tests/realnodes).
-    compared = side_by_side(world, tmp_path, kills=1, standbys=(True,), plain=False, at_once=True)
+    compared = side_by_side(
+        world, tmp_path, kills=1, standbys=(True,), plain=False, at_once=True, report=print
+    )
     print(f"\n{compared.table()}")
 
     for _, timelines in compared.rows():

@@ -92,6 +92,7 @@ SETTLED_RUNS = 3
 STANDING_BY = "standing by: spark session ready"  # the standby runtime's log, once it is Ready
 PROMOTED = "promoted after"  # ... and once it did
 WARMED = "executors warmed in"  # a warm standby's log, once its executors ran their warm-up
+FIRST_BATCH = "first batch of this attempt"  # a driver's log: its first batch's time by part
 COST_WINDOW = 10.0  # seconds of a standby's CPU time, sampled while it waits
 
 
@@ -183,6 +184,8 @@ def _wait(probe: Callable[[], bool], timeout: float, what: str) -> None:
 class FtsparkRun:
     timelines: list[Timeline]
     leases: list[str]  # how each attempt after a kill got the driver Lease (its runtime's log line)
+    # ... and its first batch's time by part, in Spark's words (the runtime's log line)
+    first_batches: list[str]
     figures: dict[str, int]  # the fault tour's at the end: records in, counted, lost, duplicated, ...
     promotions: int = 0  # attempts after a kill that were a promoted standby (their runtime's log says so)
     warmed: int = 0  # ... whose executors had run their warm-up before it
@@ -241,7 +244,16 @@ def ftspark_recoveries(
     tour = FaultTour(world, work / row, subject=subject, feed_interval=FEED_INTERVAL, spec=spec)
     tour.start()
     runs = _runs(tour.output)
-    timelines, leases, promotions, warmed, watching, cost, phases = [], [], 0, 0, 0, None, []
+    timelines, leases, first_batches, promotions, warmed, watching, cost, phases = (
+        [],
+        [],
+        [],
+        0,
+        0,
+        0,
+        None,
+        [],
+    )
     takeovers: list[str] = []  # each successor's promotion line (its restore batch), for a failure's message
     try:
         for _ in range(kills):
@@ -266,13 +278,12 @@ def ftspark_recoveries(
                 timelines.append(watch_recovery(world, _named(successor), runs, killed_at, timeout))
             phases.append(operator_timing(world, tour.name, attempt))
             log = world.log(successor)
-            leases.append(
-                next((line for line in log.splitlines() if "holding lease" in line), "no lease line")
-            )
+            leases.append(_line(log, "holding lease", "no lease line"))
+            first_batches.append(_line(log, FIRST_BATCH, "no first batch line"))
             promotions += PROMOTED in log
             warmed += WARMED in log
             watching += WATCHING in log
-            takeovers.append(next((line for line in log.splitlines() if PROMOTED in line), "not promoted"))
+            takeovers.append(_line(log, PROMOTED, "not promoted"))
         try:
             figures = tour.finish()
         except AssertionError as failed:
@@ -281,7 +292,12 @@ def ftspark_recoveries(
             ) from None
     finally:
         world.delete(tour.name)
-    return FtsparkRun(timelines, leases, figures, promotions, warmed, watching, cost, phases)
+    return FtsparkRun(timelines, leases, first_batches, figures, promotions, warmed, watching, cost, phases)
+
+
+def _line(log: str, marker: str, absent: str) -> str:
+    """The log's first line with marker in it."""
+    return next((line for line in log.splitlines() if marker in line), absent)
 
 
 @contextlib.contextmanager
@@ -521,6 +537,30 @@ def _words(name: str) -> str:
     return name.replace("_", " ")
 
 
+def row_report(label: str, timelines: list[Timeline], run: FtsparkRun | None = None) -> str:
+    """A row's own lines, printed as soon as the row is done: a whole bench runs for an hour."""
+    medians = SideBySide.medians(timelines)
+    lines = [f"{label}: done, medians of {len(timelines)}: " + _steps(medians)]
+    lines += [f"{label} kill {n}: {_steps(timeline.seconds)}" for n, timeline in enumerate(timelines, 1)]
+    if run is not None:
+        lines += [
+            f"{label} kill {n}, the operator's Event: {summary(p)}" for n, p in enumerate(run.phases, 1)
+        ]
+        for n, (lease, first) in enumerate(zip(run.leases, run.first_batches, strict=True), 1):
+            lines += [
+                f"{label}: attempt after kill {n}: {lease}",
+                f"{label}: attempt after kill {n}: {first}",
+            ]
+        lines.append(
+            f"{label}: the job after its kills: " + ", ".join(f"{k} {v}" for k, v in run.figures.items())
+        )
+    return "\n".join(lines)
+
+
+def _steps(seconds: tuple[float, ...]) -> str:
+    return ", ".join(f"{step} {s:.1f} s" for step, s in zip(STEPS, seconds, strict=True))
+
+
 def side_by_side(
     world: World,
     work: Path,
@@ -532,6 +572,7 @@ def side_by_side(
     node_losses: int = 0,
     silent_node_losses: int = 0,
     node_grace: float = 20,
+    report: Callable[[str], None] = lambda _: None,
 ) -> SideBySide:
     """kills: driver kills per row (none: no such rows); standbys: a row with a standby for each, warm or
     not; plain: the plain Spark row (a figure to compare
@@ -539,22 +580,37 @@ def side_by_side(
     plain pods use too. at_once: ftspark's rows run at the same time, each with its own job (what CI runs:
     every step and guarantee is the same, only the figures are those of a busier machine). node_losses: a
     row of that many node kills, after the others, the node controller's grace period node_grace;
-    silent_node_losses: the same without a standby asked for."""
+    silent_node_losses: the same without a standby asked for. report: each row's lines (row_report), as
+    the row is done."""
     rows: dict[str, Callable[[], FtsparkRun]] = {}
     if kills:
         rows[FTSPARK] = partial(ftspark_recoveries, world, work, kills)
         for warm in standbys:
             rows[STANDBYS[warm]] = partial(ftspark_recoveries, world, work, kills, standby=True, warm=warm)
+
+    def reported(label: str, row: Callable[[], FtsparkRun]) -> FtsparkRun:
+        run = row()
+        report(row_report(label, run.timelines, run))
+        return run
+
     with ThreadPoolExecutor(max_workers=max(1, len(rows) if at_once else 1)) as pool:
-        started = {label: pool.submit(row) for label, row in rows.items()}
+        started = {label: pool.submit(reported, label, row) for label, row in rows.items()}
         runs = {label: run.result() for label, run in started.items()}
     plain_row = plain_recoveries(world, work, kills) if plain and kills else []
+    if plain_row:
+        report(row_report("plain Spark", plain_row))
     if node_losses:
-        runs[NODE_LOSS] = ftspark_recoveries(
-            world, work, node_losses, standby=True, warm=True, node_grace=node_grace
+        runs[NODE_LOSS] = reported(
+            NODE_LOSS,
+            partial(
+                ftspark_recoveries, world, work, node_losses, standby=True, warm=True, node_grace=node_grace
+            ),
         )
     if silent_node_losses:
-        runs[SILENT_NODE_LOSS] = ftspark_recoveries(world, work, silent_node_losses, node_grace=node_grace)
+        runs[SILENT_NODE_LOSS] = reported(
+            SILENT_NODE_LOSS,
+            partial(ftspark_recoveries, world, work, silent_node_losses, node_grace=node_grace),
+        )
     return SideBySide(plain_row, runs)
 
 
@@ -603,20 +659,12 @@ def main() -> None:
             node_losses=args.node_losses,
             silent_node_losses=args.silent_node_losses,
             node_grace=args.node_grace,
+            report=lambda lines: print(lines, flush=True),
         )
+    print()
     print(compared.table())
     print()
     print(compared.phase_table())
-    for label, run in compared.runs():
-        print(f"{label}: the job after its kills: " + ", ".join(f"{k} {v}" for k, v in run.figures.items()))
-        for n, line in enumerate(run.leases, 1):
-            print(f"{label}: attempt after kill {n}: {line}")
-    for label, timelines in compared.rows():
-        for n, timeline in enumerate(timelines, 1):
-            print(f"{label} kill {n}: " + ", ".join(f"{s:.1f}" for s in timeline.seconds))
-    for label, run in compared.runs():
-        for n, phases in enumerate(run.phases, 1):
-            print(f"{label} kill {n}, the operator's Event: {summary(phases)}")
 
 
 if __name__ == "__main__":
