@@ -283,6 +283,12 @@ def _labels(plan: AttemptPlan) -> dict[str, str]:
 MAX_JOB_NAME_LENGTH = 40
 
 
+SNAPSHOT_CADENCE = {
+    "spark.sql.streaming.stateStore.maintenanceInterval": "15s",
+    "spark.sql.streaming.stateStore.minDeltasForSnapshot": "5",
+}
+
+
 def spark_conf(plan: AttemptPlan) -> dict[str, str]:
     """Spark settings that make a client-mode driver inside our pod drive executors on Kubernetes."""
     spec = plan.spec
@@ -319,6 +325,11 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         # that take their node's address) would find no file there and fail the stage. Pods with addresses of
         # their own never take that path, so this costs them nothing.
         "spark.shuffle.readHostLocalDisk": "false",
+        # A restart reads each state partition's newest snapshot and every delta file (or changelog) after
+        # it, a few S3 requests each. Spark snapshots a partition at most once a minute, once 10 deltas piled
+        # up; more often keeps a restart's reading short, for more snapshot writes (docs/concepts.md, "State
+        # stores": the figures, and how a job with a large state trades it back).
+        **SNAPSHOT_CADENCE,
         "spark.sql.streaming.checkpointLocation": plan.checkpoint_location,
         # Only holders of the attempt's Secret talk to the driver and executors; a user may add
         # spark.network.crypto.enabled=true for AES on the wire.

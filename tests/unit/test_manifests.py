@@ -154,6 +154,15 @@ def test_env_py_files_and_user_conf_reach_spark() -> None:
     assert driver_env["MODE"] == "prod"
 
 
+def test_state_snapshots_come_sooner_than_sparks_default_unless_the_job_says_otherwise() -> None:
+    """A restart replays the delta files after a partition's newest snapshot: fewer of them, a shorter one."""
+    conf = spark_conf(plan())
+    assert conf["spark.sql.streaming.stateStore.maintenanceInterval"] == "15s"  # Spark's: 60s
+    assert conf["spark.sql.streaming.stateStore.minDeltasForSnapshot"] == "5"  # Spark's: 10
+    larger = {"spark.sql.streaming.stateStore.maintenanceInterval": "120s"}
+    assert spark_conf(plan(sparkConf=larger))["spark.sql.streaming.stateStore.maintenanceInterval"] == "120s"
+
+
 def test_env_from_a_secret_reaches_driver_and_executors_without_its_value() -> None:
     secret = {"name": "AWS_SECRET_ACCESS_KEY", "secretKeyRef": {"name": "s3", "key": "secret"}}
     attempt = plan(env=[secret])
