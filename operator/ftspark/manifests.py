@@ -327,8 +327,8 @@ def spark_conf(plan: AttemptPlan) -> dict[str, str]:
         "spark.shuffle.readHostLocalDisk": "false",
         # A restart reads each state partition's newest snapshot and every delta file (or changelog) after
         # it, a few S3 requests each. Spark snapshots a partition at most once a minute, once 10 deltas piled
-        # up; more often keeps a restart's reading short, for more snapshot writes (docs/concepts.md, "State
-        # stores": the figures, and how a job with a large state trades it back).
+        # up; more often keeps a restart's reading short, for more snapshot writes. The figures, and how a
+        # job with a large state trades it back: docs/concepts.md, "State stores".
         **SNAPSHOT_CADENCE,
         "spark.sql.streaming.checkpointLocation": plan.checkpoint_location,
         # Only holders of the attempt's Secret talk to the driver and executors; a user may add
