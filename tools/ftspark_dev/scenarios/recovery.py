@@ -244,16 +244,12 @@ def ftspark_recoveries(
     tour = FaultTour(world, work / row, subject=subject, feed_interval=FEED_INTERVAL, spec=spec)
     tour.start()
     runs = _runs(tour.output)
-    timelines, leases, first_batches, promotions, warmed, watching, cost, phases = (
-        [],
-        [],
-        [],
-        0,
-        0,
-        0,
-        None,
-        [],
-    )
+    timelines: list[Timeline] = []
+    leases: list[str] = []
+    first_batches: list[str] = []
+    phases: list[RecoveryPhases] = []
+    promotions = warmed = watching = 0
+    cost: StandbyCost | None = None
     takeovers: list[str] = []  # each successor's promotion line (its restore batch), for a failure's message
     try:
         for _ in range(kills):
