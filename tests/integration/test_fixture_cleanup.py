@@ -82,7 +82,9 @@ def test_killed_test_run_takes_its_control_plane_with_it(tmp_path: Path) -> None
             timeout=300,
             what="inner run started its control plane",
         )
-        assert record_path.exists(), f"the inner run ended first:\n{inner.communicate()[0]}"
+        # Read, not communicate(): the finally below still communicates, which a closed pipe would fail.
+        assert inner.stdout is not None
+        assert record_path.exists(), f"the inner run ended first:\n{inner.stdout.read()}"
         record = json.loads(eventually(record_path.read_text, timeout=10, what="record written"))
         assert all(_alive(pid) for pid in record["pids"])
         inner.send_signal(signal.SIGKILL)
