@@ -4,6 +4,7 @@ checkpoints on the S3 server: fast, and exact about which files are kept, copied
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,19 @@ def test_a_healthy_checkpoint_is_left_alone(store: ObjectStore, bucket: str) -> 
     before = store.list(location)
     assert CheckpointDir(store, location).repair(None) is None
     assert store.list(location) == before
+
+
+def test_a_restart_checks_a_healthy_checkpoint_with_one_listing(s3_server: S3Server, bucket: str) -> None:
+    """The check is on the takeover's path: the directory is listed once (not once per log and again for
+    the rollback's clean-up), and each file the batch needs is read once."""
+    client = s3_server.client()
+    location = f"s3a://{bucket}/ck/q"
+    _checkpoint(ObjectStore(client), location, 4)
+    requests: Counter[str] = Counter()
+    client.meta.events.register("before-call.s3", lambda model, **_: requests.update([model.name]))
+    assert CheckpointDir(ObjectStore(client), location).repair(None) is None
+    # offsets/3, commits/3, offsets/2, each partition's state version 4, offsets/4 (kept if readable)
+    assert requests == Counter({"ListObjectsV2": 1, "GetObject": 6})
 
 
 def test_damaged_offsets_roll_back_one_batch_and_drop_its_source_log(store: ObjectStore, bucket: str) -> None:

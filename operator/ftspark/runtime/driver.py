@@ -285,7 +285,9 @@ class Driver:
                 "query %s starts from savepoint %s at batch %s", name, self.config.initial_savepoint, batch
             )
             return
+        checking = time.monotonic()
         rollback = checkpoint.repair(self._restore_bound(location))
+        log.info("query %s: its checkpoint checked in %.2f s", name, time.monotonic() - checking)
         if rollback is not None:
             log.warning("checkpoint rollback: %s", rollback)
             self.ending.rollbacks.append(str(rollback))
