@@ -3,6 +3,7 @@ at most the one uncommitted batch runs again."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -47,6 +48,9 @@ def test_stop_with_checkpoint_then_resume_processes_nothing_twice(make_job: Any)
     reported = [p.figures for p in pointers if p.figures is not None and p.figures.input_rows > 0]
     assert reported, pointers
     assert all(f.duration_ms > 0 and f.state_rows > 0 and f.state_bytes > 0 for f in reported), reported
+    # ... and the source's end offset as its offsets log has it: the file source's, compact JSON.
+    offsets = [offset for p in pointers for offset in p.source_end_offsets.values()]
+    assert offsets and all(re.fullmatch(r'\{"logOffset":\d+\}', offset) for offset in offsets), offsets
 
     assert 4 <= stopped_at < 13, "the stop should have come in the middle of the backlog (batches 4 to 13)"
     runs_before = sum(job.output.runs().values())

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import UTC, datetime, timedelta
-from types import SimpleNamespace
 
 import pytest
 
@@ -13,24 +13,31 @@ from ftspark.domain.ha import JobKey
 from ftspark.domain.models import BatchFigures, CheckpointRef, JobStatus
 from ftspark.metrics import JobMetrics
 from ftspark.runtime.objects import ObjectStore
-from ftspark.runtime.reporting import PointerReporter, StartMarks, batch_figures
+from ftspark.runtime.reporting import PointerReporter, SparkProgress, StartMarks, batch_figures
 from ftspark.testing.stores import memory_stores
 
 
-def progress(**changes: object) -> SimpleNamespace:
-    """The attributes of pyspark's StreamingQueryProgress that are read."""
+def progress(**changes: object) -> SparkProgress:
+    """Spark's progress report, as the JSON its JVM writes (StreamingQueryProgress.json)."""
     fields: dict[str, object] = {
+        "id": "0b1f6a52-4c41-4f42-9a51-4bb1a7f2c2a1",
         "batchId": 7,
+        "timestamp": "2026-11-30T14:02:33.924Z",
         "durationMs": {"triggerExecution": 1500, "addBatch": 1200},
         "numInputRows": 300,
         "inputRowsPerSecond": 120.5,
         "processedRowsPerSecond": 200.0,
         "stateOperators": [
-            SimpleNamespace(numRowsTotal=40, memoryUsedBytes=4096),
-            SimpleNamespace(numRowsTotal=2, memoryUsedBytes=512),
+            {"operatorName": "stateStoreSave", "numRowsTotal": 40, "memoryUsedBytes": 4096},
+            {"operatorName": "stateStoreSave", "numRowsTotal": 2, "memoryUsedBytes": 512},
         ],
+        "sources": [
+            {"description": "KafkaV2[Subscribe[events]]", "endOffset": {"events": {"0": 1200, "1": 980}}},
+            {"description": "FileStreamSource[s3a://in/é]", "endOffset": {"logOffset": 7}},
+        ],
+        "sink": {"description": "ForeachBatchSink", "numOutputRows": -1},
     }
-    return SimpleNamespace(**(fields | changes))
+    return SparkProgress.model_validate_json(json.dumps(fields | changes))
 
 
 def test_the_figures_of_a_progress_report() -> None:
@@ -44,14 +51,24 @@ def test_the_figures_of_a_progress_report() -> None:
     )
 
 
-def test_spark_s_nan_rates_are_zero_and_unreadable_figures_are_left_out() -> None:
-    first = batch_figures(progress(inputRowsPerSecond=float("nan"), processedRowsPerSecond=float("inf")))
-    assert first is not None and (first.input_rows_per_second, first.processed_rows_per_second) == (0.0, 0.0)
+def test_spark_s_left_out_rates_are_zero_and_unreadable_figures_are_left_out() -> None:
+    # Spark's JSON leaves out a NaN rate (the first batch has nothing to divide by).
+    first = progress()
+    first_json = json.loads(first.model_dump_json(by_alias=True))
+    del first_json["inputRowsPerSecond"], first_json["processedRowsPerSecond"]
+    figures = batch_figures(SparkProgress.model_validate(first_json))
+    assert figures is not None
+    assert (figures.input_rows_per_second, figures.processed_rows_per_second) == (0, 0)
     assert batch_figures(progress(numInputRows=-1)) is None
-    assert (
-        batch_figures(progress(stateOperators=[SimpleNamespace(numRowsTotal=2**60, memoryUsedBytes=0)]))
-        is None
-    )
+    assert batch_figures(progress(stateOperators=[{"numRowsTotal": 2**60, "memoryUsedBytes": 0}])) is None
+
+
+def test_each_source_s_end_offset_is_kept_as_its_offsets_log_has_it() -> None:
+    # Compact JSON, as Spark writes an offset: not Python's rendering of the parsed value.
+    assert progress().source_end_offsets() == {
+        "0:KafkaV2[Subscribe[events]]": '{"events":{"0":1200,"1":980}}',
+        "1:FileStreamSource[s3a://in/é]": '{"logOffset":7}',
+    }
 
 
 def test_the_newest_batch_s_figures_are_the_job_s_metrics() -> None:
