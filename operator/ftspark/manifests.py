@@ -59,6 +59,7 @@ LOCAL_STATE_VOLUME = "spark-local-dir-ftspark"
 LOCAL_STATE_OPENER = "local-state-dir"
 LOCAL_RECOVERY_FS = "io.ftspark.localrecovery.LocalRecoveryFileSystem"
 LOCAL_RECOVERY_AFS = "io.ftspark.localrecovery.LocalRecoveryFs"
+LOCAL_RECOVERY_AFS_KEY = "spark.hadoop.fs.AbstractFileSystem.s3a.impl"
 LOCAL_RECOVERY_JAR = (
     "/opt/ftspark/jars/ftspark-local-recovery.jar"  # in the Spark image; spec.env may override
 )
@@ -377,7 +378,7 @@ def local_recovery_conf(local_dir: str | None, key_file: str | None = None) -> d
     with a valid MAC under the key in key_file (without one the wrapper keeps no copies)."""
     conf = {
         "spark.hadoop.fs.s3a.impl": LOCAL_RECOVERY_FS,
-        "spark.hadoop.fs.AbstractFileSystem.s3a.impl": LOCAL_RECOVERY_AFS,
+        LOCAL_RECOVERY_AFS_KEY: LOCAL_RECOVERY_AFS,
         "spark.hadoop.fs.ftspark.local-recovery.delegate.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
     }
     if local_dir is not None:
