@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ftspark.manifests import local_recovery_conf
+from ftspark.manifests import LOCAL_RECOVERY_AFS, local_recovery_conf
 from ftspark.runtime.classdata import extra_classpath
 from ftspark_dev.cluster.s3server import S3Server, spark_s3a_conf
 
@@ -98,7 +98,7 @@ def test_checkpoint_files_keep_filecontexts_semantics_with_half_the_requests(
         **local_recovery_conf(None),
     }
     bindings = {
-        "wrapper": local_recovery_conf(None)["spark.hadoop.fs.AbstractFileSystem.s3a.impl"],
+        "wrapper": LOCAL_RECOVERY_AFS,
         "s3a": "org.apache.hadoop.fs.s3a.S3A",  # Hadoop's own binding: FileContext's generic checks
     }
     offset = s3_server.access_log_offset()
