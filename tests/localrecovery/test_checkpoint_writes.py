@@ -1,6 +1,6 @@
 """How Spark's checkpoint files reach S3 through the wrapper's FileContext binding: the same semantics as
 FileContext's own (a temporary file renamed into place; an existing file refused, or replaced when asked),
-with half the requests. A real JVM (pyspark's gateway), real S3A, requests counted at the S3 server."""
+in one request each. A real JVM (pyspark's gateway), real S3A, requests counted at the S3 server."""
 
 from __future__ import annotations
 
@@ -67,28 +67,32 @@ def mark(fc, name):  # a request the server logs between the measured ones: a pr
     fc.util().exists(fs_pkg.Path(f"{root}/{name}"))
 
 
+# Spark's temporary names: .<final name>.<UUID>.tmp
+FIRST_TEMP = ".1.00000000-0000-0000-0000-00000000000a.tmp"
+AGAIN_TEMP = ".1.00000000-0000-0000-0000-00000000000b.tmp"
 report = {}
 for name, binding in json.loads(sys.argv[3]).items():
     fc, base = context(binding), f"{root}/{name}"
     fc.mkdir(fs_pkg.Path(base), fs_pkg.permission.FsPermission.getDirDefault(), True)  # as Spark does first
     mark(fc, f"mark-{name}-begin")
-    write(fc, f"{base}/.1.tmp", "first")
-    first = rename(fc, f"{base}/.1.tmp", f"{base}/1", Rename.NONE)
+    write(fc, f"{base}/{FIRST_TEMP}", "first")
+    first = rename(fc, f"{base}/{FIRST_TEMP}", f"{base}/1", Rename.NONE)
     mark(fc, f"mark-{name}-end")
-    write(fc, f"{base}/.1.again.tmp", "second")
-    refused = rename(fc, f"{base}/.1.again.tmp", f"{base}/1", Rename.NONE)
+    write(fc, f"{base}/{AGAIN_TEMP}", "second")
+    refused = rename(fc, f"{base}/{AGAIN_TEMP}", f"{base}/1", Rename.NONE)
+    mark(fc, f"mark-{name}-refused")
     after_refusal = read(fc, f"{base}/1")
-    replaced = rename(fc, f"{base}/.1.again.tmp", f"{base}/1", Rename.OVERWRITE)
+    replaced = rename(fc, f"{base}/{AGAIN_TEMP}", f"{base}/1", Rename.OVERWRITE)
     report[name] = {
         "first": first, "refused": refused, "after_refusal": after_refusal, "replaced": replaced,
         "after_overwrite": read(fc, f"{base}/1"),
-        "temporary_left": fc.util().exists(fs_pkg.Path(f"{base}/.1.again.tmp")),
+        "temporary_left": fc.util().exists(fs_pkg.Path(f"{base}/{AGAIN_TEMP}")),
     }
 print("REPORT " + json.dumps(report), flush=True)
 """
 
 
-def test_checkpoint_files_keep_filecontexts_semantics_with_half_the_requests(
+def test_checkpoint_files_keep_filecontexts_semantics_in_one_request(
     s3_server: S3Server, bucket: str, s3a_jars: Path, local_recovery_jar: Path, tmp_path: Path
 ) -> None:
     classpath = extra_classpath(s3a_jars, str(local_recovery_jar))
@@ -123,17 +127,22 @@ def test_checkpoint_files_keep_filecontexts_semantics_with_half_the_requests(
             "temporary_left": False,
         }, (name, report)
 
-    # The requests of the first write (create, write, close, rename), counted at the server between the
-    # child's marks: it made them one after the other, so they reach the log in that order.
+    # The requests of the first write (create, write, close, rename) and of the refused rename, counted at
+    # the server between the child's marks: it made them one after the other, so they reach the log in order.
     with s3_server.access_log.open("rb") as log:
         log.seek(offset)
         lines = log.read().decode().splitlines()
-    requests = {name: _between(lines, f"mark-{name}-begin", f"mark-{name}-end") for name in bindings}
-    print(f"\nrequests to write one checkpoint file: {requests}")
-    assert requests["wrapper"] >= 2 and requests["wrapper"] * 2 <= requests["s3a"], requests
+    written = {name: _between(lines, f"mark-{name}-begin", f"mark-{name}-end") for name in bindings}
+    refusal = {name: _between(lines, f"mark-{name}-end", f"mark-{name}-refused") for name in bindings}
+    print(f"\nrequests to write one checkpoint file: {written}\nto refuse one: {refusal}")
+    # Held locally, sent once at the rename, conditional on no object there (S3's answer 412 is the refusal).
+    assert written["wrapper"] == [("s3_PutObject", "200")], written
+    assert refusal["wrapper"] == [("s3_PutObject", "412")], refusal
+    assert len(written["s3a"]) >= 10, written  # what the wrapper spares: FileContext's and S3A's probes
 
 
-def _between(lines: list[str], begin: str, end: str) -> int:
+def _between(lines: list[str], begin: str, end: str) -> list[tuple[str, str]]:
+    """(operation, status) of each request logged between the two marks."""
     first = max(i for i, line in enumerate(lines) if begin in line)
     last = min(i for i, line in enumerate(lines) if end in line)
-    return last - first - 1
+    return [(fields[7], fields[10]) for fields in (line.split(" ") for line in lines[first + 1 : last])]

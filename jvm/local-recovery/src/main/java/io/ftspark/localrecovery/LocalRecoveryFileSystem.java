@@ -16,6 +16,8 @@ import org.apache.hadoop.fs.Abortable;
 import org.apache.hadoop.fs.CreateFlag;
 import org.apache.hadoop.fs.FSDataInputStream;
 import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FSDataOutputStreamBuilder;
+import org.apache.hadoop.fs.FileAlreadyExistsException;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.FileUtil;
@@ -58,6 +60,11 @@ public class LocalRecoveryFileSystem extends FilterFileSystem {
   /** Shorter keys are refused: HMAC-SHA256 wants at least its output size. */
   static final int MIN_KEY_BYTES = 32;
   private static final String DEFAULT_DELEGATE = "org.apache.hadoop.fs.s3a.S3AFileSystem";
+  // S3A's keys by value: Hadoop 3.4 (Spark 4.0's) has no conditional create and ignores the builder option.
+  private static final String CONDITIONAL_CREATE_ENABLED = "fs.s3a.create.conditional.enabled";
+  private static final String CONDITIONAL_OVERWRITE = "fs.option.create.conditional.overwrite";
+  private static final String CREATE_PERFORMANCE = "fs.s3a.create.performance";
+  private static final String PRECONDITION_FAILED = "org.apache.hadoop.fs.s3a.RemoteFileChangedException";
 
   private static final Logger LOG = LoggerFactory.getLogger(LocalRecoveryFileSystem.class);
   private static final AtomicBoolean noKeyLogged = new AtomicBoolean();
@@ -220,6 +227,30 @@ public class LocalRecoveryFileSystem extends FilterFileSystem {
     LocalStore.IOSupplier<FileStatus> status =
         StateFiles.isSparkTemp(path) ? () -> null : () -> fs.getFileStatus(path);
     return new FSDataOutputStream(new TeeStream(primary, copy, status), null);
+  }
+
+  /**
+   * Writes a local file's bytes to {@code dst} of the S3A delegate in one PUT, without S3A's probes: unless
+   * {@code overwrite}, conditional on no object there (If-None-Match: an existing one is refused with
+   * FileAlreadyExistsException, atomically); where conditional writes are off ({@code
+   * fs.s3a.create.conditional.enabled=false}, for a store without them) or unknown (Hadoop 3.4), after S3A's
+   * own probe instead. A state file gets its local copy as through create().
+   */
+  void put(java.nio.file.Path source, Path dst, boolean overwrite) throws IOException {
+    FSDataOutputStreamBuilder<?, ?> builder = fs.createFile(dst).recursive().overwrite(overwrite);
+    if (overwrite) {
+      builder.opt(CREATE_PERFORMANCE, true);
+    } else if (getConf().getBoolean(CONDITIONAL_CREATE_ENABLED, true)) {
+      builder.opt(CONDITIONAL_OVERWRITE, true);
+    }
+    try (FSDataOutputStream out = teeIfTracked(dst, builder.build())) {
+      Files.copy(source, out);
+    } catch (IOException e) {
+      if (!overwrite && LocalRecoveryFs.isA(e, PRECONDITION_FAILED)) {
+        throw (IOException) new FileAlreadyExistsException(dst + " already exists").initCause(e);
+      }
+      throw e;
+    }
   }
 
   /**

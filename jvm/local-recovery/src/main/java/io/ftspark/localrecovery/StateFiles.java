@@ -49,6 +49,15 @@ final class StateFiles {
     return SPARK_TEMP.matcher(path.getName()).matches();
   }
 
+  /** {@code .<temp>.crc}: the checksum sidecar a ChecksumFileSystem would keep beside a Spark temporary file. */
+  static boolean isChecksumOfSparkTemp(Path path) {
+    String name = path.getName();
+    return name.length() > 5
+        && name.startsWith(".")
+        && name.endsWith(".crc")
+        && SPARK_TEMP.matcher(name.substring(1, name.length() - 4)).matches();
+  }
+
   private static boolean inStatePartition(Path dir) {
     for (Path p = dir; p.getParent() != null && p.getParent().getParent() != null; p = p.getParent()) {
       Path operator = p.getParent();
