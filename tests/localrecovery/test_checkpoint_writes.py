@@ -31,12 +31,14 @@ Rename = fs_pkg.Options.Rename
 no_opts = gateway.new_array(fs_pkg.Options.CreateOpts, 0)
 
 
-def context(binding):
+def context(binding, extra):
     conf = jvm.org.apache.hadoop.conf.Configuration()
     for key, value in settings.items():
         if key.startswith("spark.hadoop."):
             conf.set(key.removeprefix("spark.hadoop."), value)
     conf.set("fs.AbstractFileSystem.s3a.impl", binding)
+    for key, value in extra.items():
+        conf.set(key, value)
     return fs_pkg.FileContext.getFileContext(jvm.java.net.URI(root), conf)
 
 
@@ -70,9 +72,10 @@ def mark(fc, name):  # a request the server logs between the measured ones: a pr
 # Spark's temporary names: .<final name>.<UUID>.tmp
 FIRST_TEMP = ".1.00000000-0000-0000-0000-00000000000a.tmp"
 AGAIN_TEMP = ".1.00000000-0000-0000-0000-00000000000b.tmp"
+CANCELLED_TEMP = ".2.00000000-0000-0000-0000-00000000000c.tmp"
 report = {}
-for name, binding in json.loads(sys.argv[3]).items():
-    fc, base = context(binding), f"{root}/{name}"
+for name, (binding, extra) in json.loads(sys.argv[3]).items():
+    fc, base = context(binding, extra), f"{root}/{name}"
     fc.mkdir(fs_pkg.Path(base), fs_pkg.permission.FsPermission.getDirDefault(), True)  # as Spark does first
     mark(fc, f"mark-{name}-begin")
     write(fc, f"{base}/{FIRST_TEMP}", "first")
@@ -81,12 +84,18 @@ for name, binding in json.loads(sys.argv[3]).items():
     write(fc, f"{base}/{AGAIN_TEMP}", "second")
     refused = rename(fc, f"{base}/{AGAIN_TEMP}", f"{base}/1", Rename.NONE)
     mark(fc, f"mark-{name}-refused")
+    write(fc, f"{base}/{CANCELLED_TEMP}", "third")  # Spark's cancel: the temporary file deleted, not renamed
+    cancelled = [fc.util().exists(fs_pkg.Path(f"{base}/{CANCELLED_TEMP}"))]
+    fc.delete(fs_pkg.Path(f"{base}/{CANCELLED_TEMP}"), False)
+    mark(fc, f"mark-{name}-cancelled")
+    cancelled.append(fc.util().exists(fs_pkg.Path(f"{base}/{CANCELLED_TEMP}")))
     after_refusal = read(fc, f"{base}/1")
     replaced = rename(fc, f"{base}/{AGAIN_TEMP}", f"{base}/1", Rename.OVERWRITE)
     report[name] = {
         "first": first, "refused": refused, "after_refusal": after_refusal, "replaced": replaced,
         "after_overwrite": read(fc, f"{base}/1"),
         "temporary_left": fc.util().exists(fs_pkg.Path(f"{base}/{AGAIN_TEMP}")),
+        "cancelled_exists_before_after": cancelled,
     }
 print("REPORT " + json.dumps(report), flush=True)
 """
@@ -102,8 +111,10 @@ def test_checkpoint_files_keep_filecontexts_semantics_in_one_request(
         **local_recovery_conf(None),
     }
     bindings = {
-        "wrapper": LOCAL_RECOVERY_AFS,
-        "s3a": "org.apache.hadoop.fs.s3a.S3A",  # Hadoop's own binding: FileContext's generic checks
+        "wrapper": (LOCAL_RECOVERY_AFS, {}),
+        # For a store without conditional writes (S3A's own switch): S3A's probe, then the PUT.
+        "unconditional": (LOCAL_RECOVERY_AFS, {"fs.s3a.create.conditional.enabled": "false"}),
+        "s3a": ("org.apache.hadoop.fs.s3a.S3A", {}),  # Hadoop's own binding: FileContext's generic checks
     }
     offset = s3_server.access_log_offset()
     done = subprocess.run(
@@ -125,6 +136,7 @@ def test_checkpoint_files_keep_filecontexts_semantics_in_one_request(
             "replaced": "renamed",
             "after_overwrite": "second",
             "temporary_left": False,
+            "cancelled_exists_before_after": [True, False],
         }, (name, report)
 
     # The requests of the first write (create, write, close, rename) and of the refused rename, counted at
@@ -134,10 +146,18 @@ def test_checkpoint_files_keep_filecontexts_semantics_in_one_request(
         lines = log.read().decode().splitlines()
     written = {name: _between(lines, f"mark-{name}-begin", f"mark-{name}-end") for name in bindings}
     refusal = {name: _between(lines, f"mark-{name}-end", f"mark-{name}-refused") for name in bindings}
-    print(f"\nrequests to write one checkpoint file: {written}\nto refuse one: {refusal}")
+    cancel = {name: _between(lines, f"mark-{name}-refused", f"mark-{name}-cancelled") for name in bindings}
+    print(f"\nrequests to write one checkpoint file: {written}\nto refuse: {refusal}\nto cancel: {cancel}")
     # Held locally, sent once at the rename, conditional on no object there (S3's answer 412 is the refusal).
     assert written["wrapper"] == [("s3_PutObject", "200")], written
     assert refusal["wrapper"] == [("s3_PutObject", "412")], refusal
+    assert cancel["wrapper"] == [], cancel  # never sent, so neither looked up nor deleted at S3
+    assert written["unconditional"] == [
+        ("s3_HeadObject", "404"),
+        ("s3_ListObjectsV2", "200"),
+        ("s3_PutObject", "200"),
+    ]
+    assert refusal["unconditional"] == [("s3_HeadObject", "200")], refusal  # refused before any PUT
     assert len(written["s3a"]) >= 10, written  # what the wrapper spares: FileContext's and S3A's probes
 
 
