@@ -41,6 +41,7 @@ from ftspark_dev.cluster.controlplane import ControlPlane
 from ftspark_dev.cluster.operators import job_manifest
 from ftspark_dev.cluster.s3server import S3Server
 from ftspark_dev.subjects.windowed_counts import EXAMPLE, Output, expected_counts
+from ftspark_dev.worlds.local_recovery import local_recovery_jar
 
 REPO = Path(__file__).resolve().parents[2]
 SHORT_LEASE: dict[str, str] = {
@@ -62,6 +63,12 @@ def s3a_jars() -> Path:
     return Path(done.stdout.strip())
 
 
+@pytest.fixture(scope="session")
+def checkpoint_jar() -> str:
+    """ftspark's jar (jvm/local-recovery), built once into the cache by the project's own script."""
+    return local_recovery_jar()
+
+
 @dataclass
 class RuntimeJob:
     """One job's driver attempts, run as `python -m ftspark.runtime driver` subprocesses."""
@@ -77,6 +84,8 @@ class RuntimeJob:
     uid: str  # of a FaultTolerantSparkJob of that name that no operator watches: the driver Lease's owner
     script: Path | str = EXAMPLE  # a path, or a URI such as s3://bucket/job.py
     source: Path | None = None  # the input folder, if not the job's own
+    # ftspark's jar, as ftspark's image has it: every job writes its checkpoint through the jar's binding.
+    checkpoint_jar: str = ""
     env: dict[str, str] = field(default_factory=dict)
     extra_conf: dict[str, str] = field(default_factory=dict)  # the job's own Spark settings, on top
     # The driver Lease at 3 s / 2 s / 0.5 s, so that tests of its bounds take seconds; False: the runtime's
@@ -173,6 +182,7 @@ class RuntimeJob:
             RuntimeEnv.CONTROL_INTERVAL: "0.5",
             DriverEnv.TERM_FLOOR: f"{self.namespace}/{TERM_FLOOR}",
             DriverEnv.CHECKPOINT_KEY_FILE: str(self.checkpoint_key_file()),
+            DriverEnv.LOCAL_RECOVERY_JAR: self.checkpoint_jar,
             **self.env,
             **extra_env,
         }
@@ -288,6 +298,7 @@ def make_job(
     namespace: str,
     s3_server: S3Server,
     s3a_jars: Path,
+    checkpoint_jar: str,
     bucket: str,
     tmp_path: Path,
 ) -> Iterator[Any]:
@@ -308,6 +319,7 @@ def make_job(
             kubeconfig=control_plane.kubeconfig,
             api=api_client,
             jars=s3a_jars,
+            checkpoint_jar=checkpoint_jar,
             work=tmp_path / name,
             storage=storage or f"s3://{bucket}/jobs/{name}",
             uid=created["metadata"]["uid"],
