@@ -18,7 +18,7 @@ help:
 	@echo "make images       the operator, Spark, S3 server and pause images as OCI archives, without Docker (cached)"
 	@echo "make own-image    docs/own-image.md's user-style image on the other Spark line (the real-node tier's)"
 	@echo "make dev-cluster  a local control plane in the foreground, with a kubeconfig"
-	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts, API calls; 100 to 5,000 jobs); recoveries on real nodes (driver kills beside plain Spark, node losses); task-local recovery's"
+	@echo "make bench        the operator's figures (1,000 jobs, failover, restarts, API calls; 100 to 5,000 jobs); recoveries on real nodes (driver kills beside plain Spark, node losses); S3 requests and seconds of a checkpoint, S3 10 ms away; task-local recovery's"
 	@echo "make soak         two streaming jobs through 100 seeded random faults, exactly once (SOAK_FAULTS, SOAK_SEED)"
 	@echo "make verify       the proofs too long for CI: make soak, then make bench (docs/testing.md says which change needs it)"
 	@echo "make crds         regenerate crds/, the chart's copy and job policy, docs/reference.md, docs/troubleshooting.md and deploy/ from the models"
@@ -123,6 +123,7 @@ bench: $(VENV)/.installed cluster-bin s3-bin spark-jars local-recovery-jar class
 	$(PY) -m ftspark_dev.benches.operator_figures --curve 100,5000
 	$(PY) -m ftspark_dev.scenarios.recovery --nodes real --kills 5 --node-losses 3
 	$(PY) -m ftspark_dev.scenarios.recovery --nodes real --kills 0 --node-losses 3 --silent-node-losses 3 --node-grace 50
+	$(PY) -m ftspark_dev.benches.checkpoint_requests --delays 0,10 --batches 12 --restarts 3
 	$(PY) -m ftspark_dev.benches.local_recovery --keys 2000000 --payload 200 --files 8
 	$(PY) -m ftspark_dev.worlds.local_recovery --keys 2000000 --payload 200 --files 8
 

@@ -53,9 +53,9 @@ def in_cluster_master(master: str, env: Mapping[str, str]) -> str:
 def local_recovery_jar(env: Mapping[str, str], image_jar: Path = Path(LOCAL_RECOVERY_JAR)) -> str:
     """ftspark's jar (jvm/local-recovery): where spec.localRecovery says, else the image's if it has one, else
     none. Its FileContext binding writes each of Spark's checkpoint files to S3 in one request (Hadoop's own
-    binding makes 22), for every job (docs/local-recovery.md, "Fewer requests per checkpoint file"); its copies on the
-    node's disk only where spec.localRecovery asks for them. Executors run the driver's image, so they
-    have it too."""
+    binding makes 22), for every job (docs/local-recovery.md, "Fewer requests per checkpoint file"); its
+    copies on the node's disk only where spec.localRecovery asks for them. Executors run the driver's
+    image, so they have it too."""
     return env.get(DriverEnv.LOCAL_RECOVERY_JAR, "") or (str(image_jar) if image_jar.is_file() else "")
 
 
