@@ -80,6 +80,7 @@ for name, (binding, extra) in json.loads(sys.argv[3]).items():
     mark(fc, f"mark-{name}-begin")
     write(fc, f"{base}/{FIRST_TEMP}", "first")
     first = rename(fc, f"{base}/{FIRST_TEMP}", f"{base}/1", Rename.NONE)
+    fc.util().exists(fs_pkg.Path(f"{base}/.{FIRST_TEMP}.crc"))  # Spark's probe for a checksum sidecar, next
     mark(fc, f"mark-{name}-end")
     write(fc, f"{base}/{AGAIN_TEMP}", "second")
     refused = rename(fc, f"{base}/{AGAIN_TEMP}", f"{base}/1", Rename.NONE)
@@ -139,8 +140,9 @@ def test_checkpoint_files_keep_filecontexts_semantics_in_one_request(
             "cancelled_exists_before_after": [True, False],
         }, (name, report)
 
-    # The requests of the first write (create, write, close, rename) and of the refused rename, counted at
-    # the server between the child's marks: it made them one after the other, so they reach the log in order.
+    # The requests of the first write (create, write, close, rename, Spark's checksum probe), of the refused
+    # rename and of the cancel, counted at the server between the child's marks: the child made them one
+    # after the other, so they reach the log in order.
     with s3_server.access_log.open("rb") as log:
         log.seek(offset)
         lines = log.read().decode().splitlines()

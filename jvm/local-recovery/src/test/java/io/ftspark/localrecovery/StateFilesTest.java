@@ -34,4 +34,18 @@ class StateFilesTest {
   void tracksOnlyImmutableStateFiles(String path, boolean tracked) {
     assertEquals(tracked, StateFiles.isTracked(new Path(path)), path);
   }
+
+  @ParameterizedTest
+  @CsvSource({
+    "s3a://b/ck/offsets/..7.0f4c5a4e-1b7e-4a5e-9f3b-2a1c3d4e5f60.tmp.crc, true",
+    "s3a://b/ck/state/0/1/..7.delta.0f4c5a4e-1b7e-4a5e-9f3b-2a1c3d4e5f60.TID12.tmp.crc, true",
+    "s3a://b/ck/offsets/.7.0f4c5a4e-1b7e-4a5e-9f3b-2a1c3d4e5f60.tmp, false",
+    "s3a://b/ck/offsets/.7.crc, false",
+    "s3a://b/ck/offsets/..7.tmp.crc, false",
+    "s3a://b/ck/offsets/7.crc, false",
+    "s3a://b/ck/offsets/.crc, false",
+  })
+  void knowsTheChecksumSidecarOfASparkTemporaryFile(String path, boolean sidecar) {
+    assertEquals(sidecar, StateFiles.isChecksumOfSparkTemp(new Path(path)), path);
+  }
 }
