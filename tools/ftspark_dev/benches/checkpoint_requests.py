@@ -28,16 +28,11 @@ from pyspark.sql import DataFrame, SparkSession, functions
 
 from ftspark.manifests import LOCAL_RECOVERY_AFS, LOCAL_RECOVERY_AFS_KEY, SNAPSHOT_CADENCE
 from ftspark.runtime.classdata import extra_classpath
+from ftspark_dev.cluster.processes import REPO_ROOT, built_by
 from ftspark_dev.cluster.s3server import S3Server, spark_s3a_conf
 
-REPO = Path(__file__).resolve().parents[3]
 HADOOP_BINDING = "org.apache.hadoop.fs.s3a.S3A"
 BUCKET = "bench"
-
-
-def _script(name: str) -> str:
-    done = subprocess.run([str(REPO / "tools" / name)], check=True, capture_output=True, text=True)
-    return done.stdout.strip()
 
 
 def delaying_proxy(target_port: int, delay_ms: float) -> int:
@@ -77,10 +72,13 @@ def _requests(access_log: Path, since: int) -> int:
 
 def run(access_log: Path, endpoint: str, binding: str, batches: int, restarts: int) -> dict[str, Any]:
     """One JVM's steady batches and restarts through `binding`; the figures of each."""
-    s3a_jars, jar = _script("spark_jars.sh"), _script("local_recovery_jar.sh")
+    s3a_jars, jar = (
+        built_by(REPO_ROOT / "tools" / "spark_jars.sh"),
+        built_by(REPO_ROOT / "tools" / "local_recovery_jar.sh"),
+    )
     builder = (
         SparkSession.builder.master("local[2]")
-        .config("spark.driver.extraClassPath", extra_classpath(Path(s3a_jars), jar))
+        .config("spark.driver.extraClassPath", extra_classpath(s3a_jars, str(jar)))
         .config(LOCAL_RECOVERY_AFS_KEY, binding)
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
