@@ -1,6 +1,7 @@
 """Attempt N+1 never starts beside an executor of attempt N: executors are owned by their driver pod and go
 only when the garbage collector gets to them, and attempt N+1 reuses the checkpoint directory their tasks may
-still write state files into. The operator deletes them and creates the next driver once none is left."""
+still write state files into. The operator deletes them and creates the next driver once none runs: the
+executor's end, as its kubelet reports it, wakes the job at once (its pod watch), not at a later look."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import time
 from kubernetes import client
 
 from ftspark import API_GROUP, API_VERSION, PLURAL
+from ftspark.domain.lifecycle.delays import EXECUTORS_RECHECK
 from ftspark.protocol import JOB_LABEL, ROLE_LABEL, SPARK_APP_SELECTOR_LABEL, SPARK_ROLE_LABEL, spark_app_id
 from ftspark_dev.cluster.operators import (
     OperatorFleet,
     job_manifest,
     set_driver_exited,
     set_driver_running,
+    set_executor_exited,
 )
 from tests.waiting import eventually
 
@@ -60,12 +63,20 @@ def test_the_next_driver_waits_until_the_previous_attempts_executor_is_gone(
         what=lambda: f"the leftover executor deleted\n{fleet.logs()}",
     )
     assert drivers() == [], "driver 1 is gone"
-    time.sleep(4)  # restart delay 1 s, the operator looks again every second
-    assert drivers() == [], "no driver 2 while an executor of attempt 1 exists"
+    time.sleep(4)  # past the restart delay (1 s)
+    assert drivers() == [], "no driver 2 while an executor of attempt 1 runs"
 
-    core.patch_namespaced_pod("leftover-1-exec-1", ns, {"metadata": {"finalizers": None}})
-    eventually(
-        lambda: drivers() == ["leftover-2-driver"],
-        timeout=30,
-        what=lambda: f"driver 2 once the executor is gone\n{fleet.logs()}",
-    )
+    # Its kubelet reports it ended (it is still there, terminating): nothing of it runs any more.
+    ended = time.monotonic()
+    set_executor_exited(core, ns, "leftover-1-exec-1")
+    try:
+        eventually(
+            lambda: drivers() == ["leftover-2-driver"],
+            timeout=30,
+            what=lambda: f"driver 2 once the executor ended\n{fleet.logs()}",
+        )
+        took = time.monotonic() - ended
+        # The operator's own next look while executors end is EXECUTORS_RECHECK (10 s) after its last.
+        assert took < EXECUTORS_RECHECK / 2, f"driver 2 came {took:.1f} s after the executor's end"
+    finally:
+        core.patch_namespaced_pod("leftover-1-exec-1", ns, {"metadata": {"finalizers": None}})

@@ -32,6 +32,7 @@ from ftspark.domain.lifecycle import (
     invalid_spec,
     spec_hash,
 )
+from ftspark.domain.lifecycle.delays import EXECUTORS_RECHECK
 from ftspark.domain.models import JobResult, JobSpec, JobStatus, RestartState, UpgradeMode
 from ftspark.domain.recovery import RestorePoint
 from ftspark.domain.remedies import REMEDIES, remedy_for
@@ -249,7 +250,7 @@ def test_the_next_attempt_waits_until_no_executor_of_an_earlier_one_is_left() ->
     executors_left = replace(observe(job), leftover_executors=2)
     waiting = decide(job, restarting, executors_left, T0 + timedelta(seconds=16), lambda: 0.5)
     assert waiting.actions == (DeleteLeftoverExecutors(),)
-    assert waiting.requeue_after == 1.0
+    assert waiting.requeue_after == EXECUTORS_RECHECK, "their ends wake the job: this is the fallback"
     assert (waiting.status.attempt, waiting.status.phase) == (1, "Restarting"), "nothing submitted yet"
     gone = run(job, restarting, at=17)
     assert gone.actions[0] == SubmitAttempt(2, "latest-checkpoint", location())

@@ -1,6 +1,7 @@
 """Watches through kopf: any change to a job or to one of its driver pods wakes that job's reconcile; a
-failure, a deletion or a user's edit ahead of bulk work (reconcile.urgency). A node that starts to drain
-wakes the jobs whose drivers run on it, at once.
+failure, a deletion or a user's edit ahead of bulk work (reconcile.urgency). So does the end of one of its
+executors: a restart waits until the earlier attempts' executors have ended or gone. A node that starts to
+drain wakes the jobs whose drivers run on it, at once.
 
 Only @kopf.on.event handlers: kopf keeps no progress annotations and adds no finalizers, so a stopped
 operator never blocks the deletion of a job, and all state lives where the reconciler reads it.
@@ -20,16 +21,20 @@ from ftspark.adapters.k8s.configmap_stores import STORE_LABEL, WRITER_LABEL
 from ftspark.adapters.k8s.schedules import SCHEDULE_LABEL
 from ftspark.domain.ha import JobKey
 from ftspark.ports.cluster import JobResource
-from ftspark.protocol import JOB_LABEL, ROLE_LABEL
+from ftspark.protocol import JOB_LABEL, ROLE_LABEL, SPARK_ROLE_LABEL
+from ftspark.reconcile.driver_pods import executor_ended
 from ftspark.reconcile.nodes import NodeWatch, is_draining
 from ftspark.reconcile.queue import WorkQueue
 from ftspark.reconcile.urgency import driver_event_is_urgent, job_event_is_urgent
 
 # What the pod and ConfigMap watches are about. The API server filters by them (a label selector on the
-# watch), not kopf after the fact: executors, the job graphs and every other pod and ConfigMap of the
-# namespaces (of the cluster, in cluster-wide mode) never reach the operator.
-# Values: a label's value, or kopf.PRESENT (kopf's filter type is not public).
+# watch), not kopf after the fact: the job graphs and every other pod and ConfigMap of the namespaces (of the
+# cluster, in cluster-wide mode) never reach the operator. The pod watch takes the jobs' pods (drivers,
+# standbys, executors: Spark labels those with the job, from the operator's sparkConf); each handler keeps its
+# own. Values: a label's value, or kopf.PRESENT (kopf's filter type is not public).
+JOB_PODS: Mapping[str, Any] = {JOB_LABEL: kopf.PRESENT}
 DRIVER_PODS: Mapping[str, Any] = {ROLE_LABEL: "driver", JOB_LABEL: kopf.PRESENT}
+EXECUTOR_PODS: Mapping[str, Any] = {SPARK_ROLE_LABEL: "executor", JOB_LABEL: kopf.PRESENT}
 CHECKPOINT_RECORDS: Mapping[str, Any] = {STORE_LABEL: "checkpoints", JOB_LABEL: kopf.PRESENT}
 
 
@@ -60,13 +65,34 @@ class NoDiffBase(kopf.DiffBaseStorage):
         """Nothing to keep (and never called without change handlers)."""
 
 
+class ExecutorEnds:
+    """Which executor pod events wake their job. The next attempt waits until no executor of an earlier one
+    runs (it may still write state files): an executor's end (its kubelet's report, else its pod's removal)
+    wakes the job once, at once, instead of a poll a while later. Its other changes (scheduled, started, the
+    deletion asked for) wake nothing. kopf runs sync handlers on worker threads: set operations are atomic."""
+
+    def __init__(self) -> None:
+        self._woken: set[str] = set()  # the uids of ended executors whose end woke their job already
+
+    def wakes(self, event_type: str | None, uid: str, pod: Mapping[str, Any]) -> bool:
+        if event_type == "DELETED":
+            if uid in self._woken:
+                self._woken.discard(uid)
+                return False
+            return True
+        if uid in self._woken or not executor_ended(pod):
+            return False
+        self._woken.add(uid)
+        return True
+
+
 def watch_settings() -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     settings.persistence.diffbase_storage = NoDiffBase()
     # No cluster-wide scans of CRDs and namespaces: the chart's namespaced mode grants no such rights, and
     # the resources and namespaces to watch are known at start.
     settings.scanning.disabled = True
-    settings.watching.label_selectors["", "v1", "pods"] = _label_selector(DRIVER_PODS)
+    settings.watching.label_selectors["", "v1", "pods"] = _label_selector(JOB_PODS)
     settings.watching.label_selectors["", "v1", "configmaps"] = CHECKPOINT_REPORTS
     return settings
 
@@ -146,6 +172,21 @@ def build_registry(
             # it can make the operator delete it, never run it.
             return
         queue.add(key, urgent=driver_event_is_urgent(type, body))
+
+    executor_ends = ExecutorEnds()
+
+    @kopf.on.event("", "v1", "pods", labels=EXECUTOR_PODS, registry=registry)
+    def executor_changed(
+        *,
+        type: str | None,
+        body: kopf.Body,
+        namespace: str | None,
+        labels: Mapping[str, str],
+        uid: str,
+        **_: Any,
+    ) -> None:
+        if executor_ends.wakes(type, uid, dict(body)):
+            queue.add(JobKey(namespace=namespace or "", name=labels[JOB_LABEL]), urgent=True)
 
     if on_schedule is not None:
 

@@ -25,7 +25,7 @@ from ftspark.adapters.seal import RecordSeal
 from ftspark.domain.fencing import Epoch
 from ftspark.domain.ha import CheckpointPointer, JobKey
 from ftspark.ports.stores import CheckpointStore
-from ftspark.protocol import JOB_LABEL, driver_pod_name, record_key_name
+from ftspark.protocol import EXECUTOR_CONTAINER, JOB_LABEL, driver_pod_name, record_key_name
 from ftspark.reconcile.nodes import NODE_SILENCE_SECONDS
 from ftspark.reconcile.pacing import CHECKPOINT_REFRESHES_PER_SECOND
 from ftspark_dev.cluster.controlplane import ControlPlane
@@ -241,6 +241,17 @@ def set_driver_running(
 
 
 def set_driver_exited(core: client.CoreV1Api, namespace: str, pod: str, exit_code: int, message: str) -> None:
+    _set_exited(core, namespace, pod, "driver", exit_code, message)
+
+
+def set_executor_exited(core: client.CoreV1Api, namespace: str, pod: str) -> None:
+    """As an executor's kubelet reports it when its driver went: its container ended, exit code 1."""
+    _set_exited(core, namespace, pod, EXECUTOR_CONTAINER, 1, "Driver disconnected")
+
+
+def _set_exited(
+    core: client.CoreV1Api, namespace: str, pod: str, container: str, exit_code: int, message: str
+) -> None:
     now = _now()
     core.patch_namespaced_pod_status(
         pod,
@@ -250,7 +261,7 @@ def set_driver_exited(core: client.CoreV1Api, namespace: str, pod: str, exit_cod
                 "phase": "Succeeded" if exit_code == 0 else "Failed",
                 "containerStatuses": [
                     {
-                        "name": "driver",
+                        "name": container,
                         "image": SPARK_IMAGE,
                         "imageID": "",
                         "ready": False,

@@ -11,7 +11,7 @@ from ftspark.domain.lifecycle.actions import (
     PromoteStandby,
     SubmitAttempt,
 )
-from ftspark.domain.lifecycle.delays import POLL, SOON, STANDBY_RECHECK, WAIT
+from ftspark.domain.lifecycle.delays import EXECUTORS_RECHECK, POLL, SOON, STANDBY_RECHECK, WAIT
 from ftspark.domain.lifecycle.draft import Draft, ready_condition
 from ftspark.domain.lifecycle.observation import DriverObservation
 from ftspark.domain.models import CheckpointRef
@@ -60,7 +60,7 @@ class Submission(Draft):
             return self._done(WAIT)  # never start an attempt while an earlier driver pod still exists
         if self.obs.leftover_executors:  # nor while an executor of one does
             self.actions.append(DeleteLeftoverExecutors(tuple(s.attempt for s in self.standbys)))
-            return self._done(WAIT)
+            return self._done(EXECUTORS_RECHECK)
         attempt = self.status.attempt + 1
         graph = None if fresh else self.obs.own_graph
         # A re-created job of the same name is a new job (new uid): it never resumes the old one's state by
