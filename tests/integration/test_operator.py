@@ -1457,16 +1457,26 @@ def _pass_after_a_touch(
 
 
 class NodeLease:
-    """A node's Lease in kube-node-lease, renewed every 0.3 s while `speaking` is set, as a kubelet does."""
+    """A Lease renewed every 0.3 s while `speaking` is set: a node's in kube-node-lease, as its kubelet renews
+    it, or (holder given) a driver's, as its runtime does."""
 
-    def __init__(self, api: client.ApiClient, node: str) -> None:
-        self.node, self._leases = node, client.CoordinationV1Api(api)
+    def __init__(
+        self,
+        api: client.ApiClient,
+        node: str,
+        namespace: str = NODE_LEASE_NAMESPACE,
+        holder: str = "",
+        duration: int = 40,
+    ) -> None:
+        self.node, self._namespace, self._leases = node, namespace, client.CoordinationV1Api(api)
         self.speaking, self._stop = threading.Event(), threading.Event()
         self._leases.create_namespaced_lease(
-            NODE_LEASE_NAMESPACE,
+            namespace,
             client.V1Lease(
                 metadata=client.V1ObjectMeta(name=node),
-                spec=client.V1LeaseSpec(holder_identity=node, lease_duration_seconds=40, renew_time=_now()),
+                spec=client.V1LeaseSpec(
+                    holder_identity=holder or node, lease_duration_seconds=duration, renew_time=_now()
+                ),
             ),
         )
         self.speaking.set()
@@ -1477,24 +1487,26 @@ class NodeLease:
         while not self._stop.wait(0.3):
             if self.speaking.is_set():
                 body = {"spec": {"renewTime": _now().isoformat()}}
-                self._leases.patch_namespaced_lease(self.node, NODE_LEASE_NAMESPACE, body)
+                self._leases.patch_namespaced_lease(self.node, self._namespace, body)
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
-        self._leases.delete_namespaced_lease(self.node, NODE_LEASE_NAMESPACE)
+        self._leases.delete_namespaced_lease(self.node, self._namespace)
 
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def test_a_driver_whose_node_falls_silent_gets_a_standby_promoted_on_the_node_controllers_verdict(
+def test_a_driver_whose_node_falls_silent_gets_a_standby_promoted_once_its_own_lease_lapses(
     fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
 ) -> None:
     """The job asks for no standby. Its driver's node stops renewing its Lease: a standby is made (and
-    taken back when the node speaks again), then promoted once the node controller marks the driver's pod
-    lost. On the real API server, the operator's own node-Lease watch."""
+    taken back when the node speaks again). It is promoted once the driver's own Lease is not renewed for its
+    duration either, before any verdict of the node controller, and not while that Lease is renewed; an
+    executor of the driver's on the silent node does not hold it up. On the real API server, the operator's
+    own node-Lease watch."""
     ns, core, job = fleet.watch_namespace, client.CoreV1Api(api_client), "quiet"
     fleet.node_silence_seconds = 2.0
     lease = NodeLease(api_client, f"silent-{ns}")
@@ -1508,19 +1520,7 @@ def test_a_driver_whose_node_falls_silent_gets_a_standby_promoted_on_the_node_co
         core.create_namespaced_pod_binding("quiet-1-driver", ns, binding, _preload_content=False)
         set_driver_running(core, ns, "quiet-1-driver")
         eventually(lambda: _phase(api_client, ns, job) == "Running", timeout=30, what="Running")
-        stores = configmap_stores(
-            api_client,
-            S3BlobStore(s3_server.client()),
-            fleet.seal(api_client),
-            results_namespace=fleet.namespace,
-        )
-        key = JobKey(namespace=ns, name=job)
-        graph = stores.job_graphs.get(key)
-        assert graph is not None
-        location = graph.checkpoint_location
-        commit = f"{location.removeprefix(f's3://{bucket}/')}/commits/4"
-        s3_server.client().put_object(Bucket=bucket, Key=commit, Body=b"v1\n{}")
-        report_checkpoint(stores.checkpoints, key, location, 4)
+        _commit_a_batch(fleet, api_client, s3_server, bucket, JobKey(namespace=ns, name=job), 4)
         # While the node speaks: past the silence threshold, a pass after the checkpoint makes no standby.
         time.sleep(2 * fleet.node_silence_seconds)
         _pass_after_a_touch(fleet, leader, api_client, ns, job)
@@ -1537,21 +1537,47 @@ def test_a_driver_whose_node_falls_silent_gets_a_standby_promoted_on_the_node_co
             lambda: pod_names(api_client, ns, job) == ["quiet-1-driver"], timeout=30, what="taken back"
         )
 
+        driver_lease = NodeLease(api_client, driver_lease_name(job), ns, "quiet-1-driver@1", duration=2)
         lease.speaking.clear()
         eventually(lambda: "quiet-2-driver" in pod_names(api_client, ns, job), timeout=30, what="made again")
         set_driver_running(core, ns, "quiet-2-driver", ready=True)
-        set_driver_running(core, ns, "quiet-1-driver", node_lost=True)  # the node controller's verdict
+        _create_executors(api_client, ns, job, attempts=(1,), node=lease.node)
 
         def promoted() -> str:
             pod = core.read_namespaced_pod("quiet-2-driver", ns)
             return str((pod.metadata.annotations or {}).get("ftspark.io/control", ""))
 
+        # The driver renews its Lease: alive, and heard by the API server (only its kubelet is not).
+        time.sleep(3 * 2)
+        _pass_after_a_touch(fleet, leader, api_client, ns, job)
+        assert not promoted() and "quiet-1-driver" in pod_names(api_client, ns, job), "it may still commit"
+        driver_lease.speaking.clear()
+        stopped = time.monotonic()
         assert eventually(promoted, timeout=30, what="the standby promoted").startswith("promote@")
+        # An executor on the silent node is removed at once: a graceful deletion there would take its 30 s.
+        assert time.monotonic() - stopped < 20, "waited for the executor's graceful deletion"
         status = job_status(api_client, ns, job)
         assert (status["attempt"], status["lastFailure"]["reason"]) == (2, "NodeLost"), status
+        assert "Lease was not renewed" in status["lastFailure"]["message"], status
+        driver_lease.close()
     finally:
         lease.close()
         neighbour.close()
+
+
+def _commit_a_batch(
+    fleet: OperatorFleet, api: client.ApiClient, s3_server: S3Server, bucket: str, key: JobKey, batch: int
+) -> None:
+    """The running driver's work: the batch committed in the job's checkpoint directory, and reported."""
+    stores = configmap_stores(
+        api, S3BlobStore(s3_server.client()), fleet.seal(api), results_namespace=fleet.namespace
+    )
+    graph = stores.job_graphs.get(key)
+    assert graph is not None
+    location = graph.checkpoint_location
+    commit = f"{location.removeprefix(f's3://{bucket}/')}/commits/{batch}"
+    s3_server.client().put_object(Bucket=bucket, Key=commit, Body=b"v1\n{}")
+    report_checkpoint(stores.checkpoints, key, location, batch)
 
 
 def _lose_standby(api: client.ApiClient, namespace: str, job: str, pod: str) -> None:
@@ -1568,9 +1594,11 @@ def _lose_standby(api: client.ApiClient, namespace: str, job: str, pod: str) -> 
     assert "StandbyReplaced" in event_reasons(api, namespace, job)
 
 
-def _create_executors(api: client.ApiClient, namespace: str, job: str, attempts: tuple[int, ...]) -> None:
+def _create_executors(
+    api: client.ApiClient, namespace: str, job: str, attempts: tuple[int, ...], node: str | None = None
+) -> None:
     """An executor pod of each attempt, `<job>-<attempt>-exec-1`, as Spark makes it (its labels; the job's
-    label from the operator's sparkConf)."""
+    label from the operator's sparkConf); on that node, given one."""
     uid = client.CustomObjectsApi(api).get_namespaced_custom_object(
         API_GROUP, API_VERSION, namespace, PLURAL, job
     )["metadata"]["uid"]
@@ -1579,7 +1607,9 @@ def _create_executors(api: client.ApiClient, namespace: str, job: str, attempts:
         labels = {JOB_LABEL: job, SPARK_APP_SELECTOR_LABEL: app, SPARK_ROLE_LABEL: "executor"}
         pod = client.V1Pod(
             metadata=client.V1ObjectMeta(name=f"{job}-{attempt}-exec-1", labels=labels),
-            spec=client.V1PodSpec(containers=[client.V1Container(name="executor", image="x")]),
+            spec=client.V1PodSpec(
+                containers=[client.V1Container(name="executor", image="x")], node_name=node
+            ),
         )
         client.CoreV1Api(api).create_namespaced_pod(namespace, pod)
 

@@ -473,6 +473,57 @@ def test_a_driver_whose_node_falls_silent_gets_a_standby_promoted_on_the_node_co
     assert len(cluster.drivers.plans) == 2, "no new pod: the standby took over"
 
 
+def test_a_driver_on_a_silent_node_is_given_up_once_its_own_lease_went_unrenewed_for_its_duration() -> None:
+    """Before the node controller's verdict: the driver's Lease, held by it and seen unchanged for its
+    duration (15 s) by the operator's clock. Not while it still changes, nor when another holds it."""
+    cluster = Cluster()
+    _silent(cluster)
+    spec_hash = cluster.drivers.pods[KEY][STANDBY_2].spec_hash
+    standby = {"standby": True, "spec_hash": spec_hash, "started_at": cluster.now, "ready": True}
+    cluster.drivers.set_driver(KEY, 2, DriverPhase.RUNNING, **standby)
+    cluster.drivers.lease_holders[KEY] = "counts-0-driver@0"
+    cluster.nodes.lease_ages[KEY] = 60.0
+    cluster.reconcile(after=5)
+    assert cluster.drivers.controls == [], "a Lease this driver never held proves nothing of it"
+    cluster.drivers.lease_holders[KEY] = "counts-1-driver@1"
+    cluster.nodes.lease_ages[KEY] = 14.0
+    cluster.reconcile(after=5)
+    assert cluster.drivers.controls == [], "renewed 14 s ago, as far as the operator knows: it may commit"
+    cluster.nodes.lease_ages[KEY] = 15.0
+    cluster.reconcile()
+    cluster.reconcile()  # Restarting: the pod is deleted at once, as a lost node's
+    assert ("counts-1-driver", True) in cluster.drivers.deleted
+    cluster.drivers.pods[KEY].pop("counts-1-driver", None)
+    cluster.reconcile(after=1)
+    assert cluster.drivers.controls[-1] == (STANDBY_2, "promote@7")
+    failure = cluster.status().last_failure
+    assert failure is not None and failure.reason == "NodeLost", failure
+    assert "Lease was not renewed for 15 s" in failure.message, failure.message
+
+
+def test_a_driver_lease_unchanged_on_a_silent_node_wakes_its_job_once_when_its_duration_is_past() -> None:
+    now = [0.0]
+    nodes = NodeWatch(silence_seconds=20, clock=lambda: now[0])
+    nodes.driver_seen(KEY, "counts-1-driver", "n1")
+    nodes.lease_seen("n1", "t0")
+    nodes.lease_seen("n2", "t0")
+    now[0] = 15.0
+    nodes.lease_seen("n2", "t15")
+    now[0] = 21.0
+    assert nodes.newly_silent() == [KEY]
+    assert nodes.lease_unchanged_for(KEY, "v1", 15.0) == 0.0, "counted from the operator's first sight"
+    now[0] = 30.0
+    assert nodes.lease_unchanged_for(KEY, "v1", 15.0) == 9.0
+    assert nodes.lapses_due() == []
+    assert nodes.lease_unchanged_for(KEY, "v2", 15.0) == 0.0, "renewed: counted again"
+    now[0] = 45.0
+    assert nodes.lapses_due() == [KEY]
+    assert nodes.lapses_due() == [], "woken once"
+    assert nodes.lease_seen("n1", "t45") == [KEY]
+    nodes.newly_silent()
+    assert nodes.lapses_due() == [] and nodes.lease_unchanged_for(KEY, "v2", 15.0) == 0.0, "forgotten"
+
+
 def test_a_silent_node_that_speaks_again_takes_its_standby_back_and_restarts_nothing() -> None:
     cluster = Cluster()
     _silent(cluster)

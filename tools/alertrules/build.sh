@@ -8,6 +8,9 @@ cache_root="${FTSPARK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ftspark}"
 sources_hash="$(cd "$here" && cat main.go go.mod go.sum | sha256sum | cut -c1-12)"
 out="$cache_root/bin/alertrules-$sources_hash"
 
+mkdir -p "$cache_root/bin"
+exec 9>"$out.lock"
+flock 9  # one build at a time: two runs started together would share $out.tmp
 if [[ ! -x "$out/alertrules" ]]; then
   echo ">> building alertrules into $out (first time only; about a minute)" >&2
   mkdir -p "$out.tmp"

@@ -14,6 +14,9 @@ sources_hash="$(cd "$here" && cat main.go go.mod go.sum | sha256sum | cut -c1-12
 out="$cache_root/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$sources_hash"
 programs=(etcd kube-apiserver kube-scheduler kube-controller-manager kubectl kubelet kube-proxy)
 
+mkdir -p "$cache_root/bin"
+exec 9>"$out.lock"
+flock 9  # one build at a time: a test run and `make demo` started together would share $out.tmp
 if [[ -f "$out/.complete" ]]; then
   echo "$out"
   exit 0

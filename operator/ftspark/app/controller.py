@@ -176,6 +176,9 @@ class Controller:
                         nodes.silence_seconds,
                     )
                     self._queue.add(key, urgent=True)
+                for key in nodes.lapses_due():  # its driver is given up on at this pass
+                    log.warning("%s: its driver's Lease is not renewed either", key)
+                    self._queue.add(key, urgent=True)
         finally:
             leases.stop()
 

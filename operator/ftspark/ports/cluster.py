@@ -9,7 +9,7 @@ idempotent) and passes the suite of the one it stands in for.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol
@@ -32,6 +32,16 @@ class JobResource:
     resource_version: str = ""  # what it was read at: a status write is refused if it changed since
     kind: str = KIND  # or SCHEDULE_KIND: a ScheduledSparkJob, read the same way
     created: datetime | None = None  # its creationTimestamp, where a decision needs it
+
+
+@dataclass(frozen=True)
+class DriverLease:
+    """A job's driver Lease as read: its holder (`<pod>@<attempt>`, "" when free), its version (each renewal
+    makes a new one) and how long its holder said a renewal holds (leaseDurationSeconds)."""
+
+    holder: str
+    version: str
+    duration: float
 
 
 class StaleReadError(Exception):
@@ -100,6 +110,9 @@ class Drivers(Protocol):
         on the version read; True if it did. Failing to is never an error: the next attempt then waits the
         Lease out, as it would without this. The Lease keeps naming the job (job_uid) as its owner."""
 
+    def lease(self, key: JobKey) -> DriverLease | None:
+        """The job's driver Lease; None when there is none, or it cannot be read now."""
+
     def request_stop(self, key: JobKey, pod_name: str, term: int, savepoint_id: str = "") -> None:
         """Ask the driver runtime for a stop with a final checkpoint (and a savepoint of it, given an id).
         term: the asking leader's; the driver refuses a request of a term below the operator's term floor."""
@@ -117,9 +130,17 @@ class Drivers(Protocol):
         ones included, ended ones (their kubelet says nothing of them runs) not, nor those of the Spark
         applications `besides` (a standby's, which it keeps warm)."""
 
-    def delete_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> None:
-        """Delete them, ended ones too; one that ended, is on a lost node, or whose graceful deletion is
-        overdue (its node is gone) is removed at once."""
+    def delete_executors(
+        self,
+        key: JobKey,
+        uid: str,
+        *,
+        besides: frozenset[str] = frozenset(),
+        unheard: Callable[[str], bool] = lambda node: False,
+    ) -> None:
+        """Delete them, ended ones too; one that ended, is on a lost node or one `unheard` (a silent node:
+        no kubelet there may finish a graceful deletion), or whose graceful deletion is overdue (its node is
+        gone) is removed at once."""
 
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:
         """Nodes that run executors of the Spark application (sorted, distinct)."""
@@ -137,6 +158,11 @@ class Nodes(Protocol):
         """Whether the node's kubelet stopped renewing its Lease in kube-node-lease a while ago (the node may
         be dead; the node controller has not said so yet), as the node-Lease watch last saw it; False for a
         node it does not know."""
+
+    def lease_unchanged_for(self, job: JobKey, version: str, duration: float) -> float:
+        """Seconds this process has seen the job's driver Lease at this version, by its own clock from its
+        first sight of it (0 then: the Lease's own times are another host's clock). The job is woken once
+        that reaches duration, while its driver's node stays silent."""
 
 
 class DriverLogNotKeptError(Exception):

@@ -64,11 +64,12 @@ class Actuator:
         clock: Callable[[], datetime],
         drivers_told: DriverSettings,
     ) -> None:
-        self._jobs, self._drivers, self._events, self._logs = (
+        self._jobs, self._drivers, self._events, self._logs, self._nodes = (
             ports.jobs,
             ports.drivers,
             ports.events,
             ports.logs,
+            ports.nodes,
         )
         stores = ports.stores
         self._graphs, self._checkpoints, self._results = stores.job_graphs, stores.checkpoints, stores.results
@@ -89,7 +90,9 @@ class Actuator:
                 case ReleaseDriverLease() | KeepDriverLog() | DeleteDriver():
                     self._retire(job, action)
                 case DeleteLeftoverExecutors(standby_attempts=kept):
-                    self._drivers.delete_executors(key, job.uid, besides=spark_apps(job, kept))
+                    self._drivers.delete_executors(
+                        key, job.uid, besides=spark_apps(job, kept), unheard=self._nodes.silent
+                    )
                 case RequestStop() | RequestSavepoint():
                     self._request(key, action)
                 case DisposeSavepoint():

@@ -25,7 +25,8 @@ their container statuses as the kubelet last wrote them, ready ones included. Th
 its containers' readiness, so Ready=False while every container reports ready means nobody reports for this
 pod any more (as would a readinessGate not yet met: ours declare none, unless a user's podTemplate adds one).
 The driver is presumed lost, and a graceful deletion would never complete (no kubelet to confirm it):
-node_lost.
+node_lost. So is a running driver on a silent node whose driver Lease has not been renewed for its duration
+(presumed_lost): the node controller's verdict would only come later.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from ftspark.domain.lifecycle import (
     RefusedPromotion,
     SavepointReport,
 )
+from ftspark.ports.cluster import DriverLease
 from ftspark.protocol import (
     ATTEMPT_LABEL,
     CONTROL_ANNOTATION,
@@ -60,6 +62,7 @@ from ftspark.protocol import (
     STANDBY_LABEL,
     ControlRequest,
     TerminationMessage,
+    driver_lease_holder,
 )
 
 log = logging.getLogger(__name__)
@@ -229,6 +232,30 @@ def _phase(pod: PodView, attempt: int) -> DriverObservation:
     waiting = state.waiting or _unscheduled(status, "driver") or Waiting()
     return DriverObservation(
         attempt, name, DriverPhase.PENDING, None, waiting.reason, _bounded(waiting.message)
+    )
+
+
+def presumed_lost(driver: DriverObservation, lease: DriverLease, unchanged_for: float) -> DriverObservation:
+    """The driver as lost (what the node controller's verdict makes of it) when it runs on a silent node and
+    its own driver Lease has gone unrenewed for the Lease's duration by the operator's clock; else as it is.
+
+    Either its renew watchdog ended it at the renew deadline (shorter than the duration), or it cannot act
+    at all (frozen with its node, which thaws into a Lease held by its successor): nothing more of the
+    verdict's own evidence, a node that stopped reporting, would come with waiting out the rest of the
+    grace period. A driver whose Lease still changes is alive and heard by the API server (only its kubelet
+    is not): it is left running. A Lease held by another (none yet, the previous attempt's) proves
+    nothing of this driver, which then waits for the verdict as before."""
+    silent_and_running = driver.node_silent and driver.phase == DriverPhase.RUNNING and not driver.standby
+    if not silent_and_running or lease.holder != driver_lease_holder(driver.pod_name, driver.attempt):
+        return driver
+    if unchanged_for < lease.duration:
+        return driver
+    message = (
+        f"node {driver.node} stopped reporting and the driver's Lease was not renewed for "
+        f"{unchanged_for:.0f} s; the driver is presumed lost"
+    )
+    return dataclasses.replace(
+        driver, phase=DriverPhase.FAILED, reason=NODE_LOST, message=message, node_lost=True
     )
 
 

@@ -5,10 +5,11 @@ driver pod watch).
 A driver on a draining node is relocated (domain.lifecycle: phase Relocating) before the drain's eviction,
 which its disruption budget holds off, would kill it. A driver on a silent node may be on a dead one: the node
 controller says so only after its grace period (50 s by default), and then a new driver starts from nothing.
-The job gets a standby meanwhile (docs/hot-standby.md, "A standby when the driver's node falls silent"), which
-is promoted only on the node controller's verdict. Silence is timed by this process's clock from the last
-change of the Lease's renewTime that it saw, as the node controller times it: the kubelet's clock is not
-compared with ours.
+The job gets a standby meanwhile (docs/hot-standby.md, "A standby when the driver's node falls silent"). Its
+driver is given up at the node controller's verdict, or sooner once its own driver Lease has not been renewed
+for the Lease's duration while the node stays silent (reconcile.driver_pods.presumed_lost). Both are timed by
+this process's clock, from the last change it saw (a node Lease's renewTime, a driver Lease's version), as the
+node controller times a node: no other host's clock is compared with ours.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ftspark.domain.ha import JobKey
@@ -31,6 +33,16 @@ DRAIN_TAINTS = frozenset(
 NODE_SILENCE_SECONDS = 20.0
 # Where kubelets keep their node's Lease, named as the node.
 NODE_LEASE_NAMESPACE = "kube-node-lease"
+
+
+@dataclass(frozen=True)
+class _LeaseSighting:
+    """A job's driver Lease at one version: when this process first saw it, how long a renewal holds."""
+
+    version: str
+    since: float
+    duration: float
+    woken: bool = False  # its job was woken when the duration was reached
 
 
 def is_draining(node_spec: Mapping[str, Any]) -> bool:
@@ -54,6 +66,7 @@ class NodeWatch:
         self._drivers: dict[tuple[str, str], tuple[str, JobKey]] = {}  # (namespace, pod) -> (node, job)
         self._renewals: dict[str, tuple[str, float]] = {}  # node -> (renewTime, when we saw it change)
         self._silent: set[str] = set()  # as the last newly_silent() found them
+        self._driver_leases: dict[JobKey, _LeaseSighting] = {}  # of jobs whose driver's node is silent
 
     def draining(self, node: str) -> bool:
         with self._lock:
@@ -104,6 +117,30 @@ class NodeWatch:
             silent = {node for node in self._renewals if self._is_silent(node, now)}
             fallen, self._silent = silent - self._silent, silent
             return self._jobs_on(fallen) if fallen else []
+
+    def lease_unchanged_for(self, job: JobKey, version: str, duration: float) -> float:
+        """Seconds since this process first saw the job's driver Lease at this version."""
+        with self._lock:
+            now = self._clock()
+            seen = self._driver_leases.get(job)
+            if seen is None or seen.version != version:
+                seen = self._driver_leases[job] = _LeaseSighting(version, now, duration)
+            return now - seen.since
+
+    def lapses_due(self) -> list[JobKey]:
+        """The jobs whose driver Lease, on a silent node, has just gone unchanged for its duration (to wake,
+        once each); what is known of the others' Leases is forgotten once their driver's node is heard again
+        or their driver is gone."""
+        with self._lock:
+            now, on_silent = self._clock(), set(self._jobs_on(self._silent))
+            due = []
+            for job, seen in list(self._driver_leases.items()):
+                if job not in on_silent:
+                    del self._driver_leases[job]
+                elif not seen.woken and now - seen.since >= seen.duration:
+                    self._driver_leases[job] = _LeaseSighting(seen.version, seen.since, seen.duration, True)
+                    due.append(job)
+            return due
 
     def driver_seen(self, job: JobKey, pod: str, node: str, *, gone: bool = False) -> None:
         with self._lock:

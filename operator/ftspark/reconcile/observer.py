@@ -8,8 +8,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from ftspark.domain.ha import CheckpointPointer, JobGraph, JobResultEntry
-from ftspark.domain.lifecycle import DriverPhase, Observation, SubmittedGraph, spec_hash
+from ftspark.domain.ha import CheckpointPointer, JobGraph, JobKey, JobResultEntry
+from ftspark.domain.lifecycle import DriverObservation, DriverPhase, Observation, SubmittedGraph, spec_hash
 from ftspark.domain.models import JobSpec, JobStatus
 from ftspark.domain.recovery import RestorePoint, choose_restore_point, folder_of, is_checkpoint_directory
 from ftspark.domain.savepoints import SavepointData, manifest_job_uid, own_folder
@@ -21,6 +21,7 @@ from ftspark.ports.stores import (
     UntrustedRecordError,
 )
 from ftspark.protocol import SAVEPOINT_MANIFEST, spark_app_id
+from ftspark.reconcile.driver_pods import presumed_lost
 from ftspark.reconcile.settings import Ports
 
 log = logging.getLogger(__name__)
@@ -50,14 +51,7 @@ class Observer:
         # all the same (a previous job's of the same name, not yet collected) is met at the create, which
         # takes it as made, and listed at the next look as it would have been at this one.
         launched = own is not None or status.attempt > 0
-        drivers = (
-            tuple(
-                replace(d, node_draining=self._nodes.draining(d.node), node_silent=self._nodes.silent(d.node))
-                for d in self._drivers.observe(key)
-            )
-            if launched
-            else ()
-        )
+        drivers = tuple(self._placed(key, d) for d in self._drivers.observe(key)) if launched else ()
         current = [d for d in drivers if d.attempt == status.attempt and not d.standby]
         running = [d for d in current if d.phase == DriverPhase.RUNNING]
         # Where the attempt's executors run, looked at while its driver runs and once more when it failed:
@@ -106,6 +100,20 @@ class Observer:
             retired_present=self._retired_present(job, spec, status),
             ui_url=ui_url(key.namespace, key.name, spec),
         )
+
+    def _placed(self, key: JobKey, driver: DriverObservation) -> DriverObservation:
+        """The driver with what the node watch knows of its node; one on a silent node whose own Lease went
+        unrenewed for its duration is given up on (driver_pods.presumed_lost). That Lease is read only while
+        the node is silent: once per pass of a job with a driver there."""
+        nodes, node = self._nodes, driver.node
+        driver = replace(driver, node_draining=nodes.draining(node), node_silent=nodes.silent(node))
+        if not driver.node_silent:
+            return driver
+        lease = self._drivers.lease(key)
+        if lease is None:
+            return driver
+        unchanged_for = self._nodes.lease_unchanged_for(key, lease.version, lease.duration)
+        return presumed_lost(driver, lease, unchanged_for)
 
     def _retired_present(self, job: JobResource, spec: JobSpec, status: JobStatus) -> dict[str, bool]:
         """For each retired directory that is the job's: whether storage still holds anything in it."""

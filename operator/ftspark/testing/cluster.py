@@ -6,6 +6,7 @@ A test plays the kubelet and the user: `set_driver` moves a driver pod to a new 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -13,6 +14,7 @@ from ftspark.domain.ha import JobKey
 from ftspark.domain.lifecycle import DriverObservation, DriverPhase
 from ftspark.manifests import AttemptPlan
 from ftspark.ports.cluster import (
+    DriverLease,
     DriverLogNotKeptError,
     JobResource,
     NamespaceMetadata,
@@ -24,16 +26,21 @@ from ftspark.protocol import driver_pod_name, job_app_prefix
 
 @dataclass
 class MemoryNodes:
-    """The nodes being drained, and those fallen silent, as a test sets them."""
+    """The nodes being drained, those fallen silent, and how long each job's driver Lease has been seen
+    unchanged, as a test sets them."""
 
     drained: set[str] = field(default_factory=set)
     silenced: set[str] = field(default_factory=set)
+    lease_ages: dict[JobKey, float] = field(default_factory=dict)
 
     def draining(self, node: str) -> bool:
         return node in self.drained
 
     def silent(self, node: str) -> bool:
         return node in self.silenced
+
+    def lease_unchanged_for(self, job: JobKey, version: str, duration: float) -> float:
+        return self.lease_ages.get(job, 0.0)
 
 
 class MemoryJobs:
@@ -144,6 +151,10 @@ class MemoryDrivers:
         self.lease_holders[key] = ""
         return True
 
+    def lease(self, key: JobKey) -> DriverLease | None:
+        holder = self.lease_holders.get(key)
+        return None if holder is None else DriverLease(holder, "1", 15.0)
+
     def request_stop(self, key: JobKey, pod_name: str, term: int, savepoint_id: str = "") -> None:
         self.controls.append((pod_name, savepoint_id or "stop"))
         self.control_terms.append(term)
@@ -166,7 +177,14 @@ class MemoryDrivers:
             n for app, n in self.executor_pods.items() if app.startswith(prefix) and app not in besides
         )
 
-    def delete_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> None:
+    def delete_executors(
+        self,
+        key: JobKey,
+        uid: str,
+        *,
+        besides: frozenset[str] = frozenset(),
+        unheard: Callable[[str], bool] = lambda node: False,
+    ) -> None:
         self.executor_deletions.append((uid, besides))
 
     def executor_nodes(self, key: JobKey, spark_app_id: str) -> list[str]:

@@ -37,6 +37,7 @@ from ftspark.manifests import (
     local_state_volume_name,
 )
 from ftspark.ports.cluster import (
+    DriverLease,
     JobResource,
     NamespaceMetadata,
     ObjectDeferredError,
@@ -361,14 +362,7 @@ class KubeDrivers:
         _ignore(404, self._networking.delete_namespaced_network_policy, pod_name, key.namespace)
 
     def release_lease(self, key: JobKey, job_uid: str, holder: str) -> bool:
-        lock = KubernetesLeaseLock(
-            self._api,
-            namespace=key.namespace,
-            name=driver_lease_name(key.name),
-            identity=holder,
-            request_timeout=LEASE_REQUEST_SECONDS,
-            owner=job_owner_reference(key.name, job_uid),
-        )
+        lock = self._lease_lock(key, holder, job_owner_reference(key.name, job_uid))
         try:
             return release_for_ended_holder(lock, holder, datetime.datetime.now(datetime.UTC))
         except LockUnavailableError as error:
@@ -376,6 +370,29 @@ class KubeDrivers:
                 "%s: driver lease of %s not released (the next attempt waits it out): %s", key, holder, error
             )
             return False
+
+    def lease(self, key: JobKey) -> DriverLease | None:
+        try:
+            found = self._lease_lock(key, "").get()
+        except LockUnavailableError as error:
+            log.warning("%s: driver lease not read: %s", key, error)
+            return None
+        if found is None:
+            return None
+        record, version = found
+        return DriverLease(record.holder_identity, version, float(record.lease_duration_seconds))
+
+    def _lease_lock(
+        self, key: JobKey, identity: str, owner: Mapping[str, str] | None = None
+    ) -> KubernetesLeaseLock:
+        return KubernetesLeaseLock(
+            self._api,
+            namespace=key.namespace,
+            name=driver_lease_name(key.name),
+            identity=identity,
+            request_timeout=LEASE_REQUEST_SECONDS,
+            owner=owner,
+        )
 
     def request_stop(self, key: JobKey, pod_name: str, term: int, savepoint_id: str = "") -> None:
         request = (
@@ -410,16 +427,24 @@ class KubeDrivers:
     def count_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> int:
         return sum(not executor_ended(pod) for pod in self._executors(key, uid, besides))
 
-    def delete_executors(self, key: JobKey, uid: str, *, besides: frozenset[str] = frozenset()) -> None:
+    def delete_executors(
+        self,
+        key: JobKey,
+        uid: str,
+        *,
+        besides: frozenset[str] = frozenset(),
+        unheard: Callable[[str], bool] = lambda node: False,
+    ) -> None:
         now = datetime.datetime.now(datetime.UTC)
         for pod in self._executors(key, uid, besides):
-            # No kubelet will finish a graceful deletion on a lost node: the object is removed at once, as a
-            # lost node's driver pod is (its driver, fenced out, gives it no work). deletionTimestamp is
-            # when a graceful deletion should have ended: past it, nobody is finishing it either. An ended
-            # executor has nothing left to stop.
+            # No kubelet will finish a graceful deletion on a lost node, nor on a silent one while it stays
+            # so: the object is removed at once, as a lost node's driver pod is (its driver, fenced out, gives
+            # it no work). deletionTimestamp is when a graceful deletion should have ended: past it, nobody is
+            # finishing it either. An ended executor has nothing left to stop.
             deadline = pod["metadata"].get("deletionTimestamp")
             overdue = deadline is not None and datetime.datetime.fromisoformat(deadline) < now
-            grace = 0 if overdue or on_lost_node(pod) or executor_ended(pod) else None
+            silent = unheard(str((pod.get("spec") or {}).get("nodeName") or ""))
+            grace = 0 if overdue or silent or on_lost_node(pod) or executor_ended(pod) else None
             _ignore(
                 404,
                 self._core.delete_namespaced_pod,

@@ -44,8 +44,8 @@ def starting(
 ) -> bool:
     """No standby is ready to take over, but one that could be promoted is starting: its container has run
     for less than STANDBY_START_WAIT, its session not up yet. It is nearer to taking over than a new pod
-    would be (a standby made when the driver's node fell silent, at a node controller's verdict that came
-    sooner than its start), so the restart waits for it. Past that, it is replaced by a new pod as before."""
+    would be (a standby made when the driver's node fell silent, at the node's loss that came sooner than its
+    start), so the restart waits for it. Past that, it is replaced by a new pod as before."""
     if not _may_promote(draft, restore_from, graph, recovered) or ready(draft) is not None:
         return False
     return any(
