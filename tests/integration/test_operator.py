@@ -1499,14 +1499,12 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
-def test_a_driver_whose_node_falls_silent_gets_a_standby_promoted_once_its_own_lease_lapses(
+def test_a_driver_whose_node_falls_silent_gets_a_standby_promoted_on_the_node_controllers_verdict(
     fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
 ) -> None:
     """The job asks for no standby. Its driver's node stops renewing its Lease: a standby is made (and
-    taken back when the node speaks again). It is promoted once the driver's own Lease is not renewed for its
-    duration either, before any verdict of the node controller, and not while that Lease is renewed; an
-    executor of the driver's on the silent node does not hold it up. On the real API server, the operator's
-    own node-Lease watch."""
+    taken back when the node speaks again), then promoted once the node controller marks the driver's pod
+    lost. On the real API server, the operator's own node-Lease watch."""
     ns, core, job = fleet.watch_namespace, client.CoreV1Api(api_client), "quiet"
     fleet.node_silence_seconds = 2.0
     lease = NodeLease(api_client, f"silent-{ns}")
@@ -1537,32 +1535,64 @@ def test_a_driver_whose_node_falls_silent_gets_a_standby_promoted_once_its_own_l
             lambda: pod_names(api_client, ns, job) == ["quiet-1-driver"], timeout=30, what="taken back"
         )
 
-        driver_lease = NodeLease(api_client, driver_lease_name(job), ns, "quiet-1-driver@1", duration=2)
         lease.speaking.clear()
         eventually(lambda: "quiet-2-driver" in pod_names(api_client, ns, job), timeout=30, what="made again")
         set_driver_running(core, ns, "quiet-2-driver", ready=True)
+        set_driver_running(core, ns, "quiet-1-driver", node_lost=True)  # the node controller's verdict
+        assert eventually(partial(_control, core, ns, "quiet-2-driver"), timeout=30).startswith("promote@")
+        status = job_status(api_client, ns, job)
+        assert (status["attempt"], status["lastFailure"]["reason"]) == (2, "NodeLost"), status
+    finally:
+        lease.close()
+        neighbour.close()
+
+
+def test_a_driver_on_a_silent_node_is_given_up_once_its_own_lease_lapses_before_the_verdict(
+    fleet: OperatorFleet, api_client: client.ApiClient, s3_server: S3Server, bucket: str
+) -> None:
+    """The job asked for a standby. Its driver's node stops renewing its Lease: while the driver renews its
+    own, nothing happens; once that Lease goes unrenewed for its duration the driver is given up (NodeLost)
+    and the standby promoted, with no verdict of the node controller. An executor of the driver's on the
+    silent node does not hold it up."""
+    ns, core, job = fleet.watch_namespace, client.CoreV1Api(api_client), "lapse"
+    fleet.node_silence_seconds = 2.0
+    lease = NodeLease(api_client, f"lapse-{ns}")
+    neighbour = NodeLease(api_client, f"near-{ns}")  # silence is believed only while others are heard
+    driver_lease = NodeLease(api_client, driver_lease_name(job), ns, "lapse-1-driver@1", duration=2)
+    try:
+        leader = fleet.start()
+        _start_running(api_client, ns, job, bucket, driver={"standby": 1})
+        target = client.V1ObjectReference(kind="Node", name=lease.node)
+        binding = client.V1Binding(metadata=client.V1ObjectMeta(name="lapse-1-driver"), target=target)
+        core.create_namespaced_pod_binding("lapse-1-driver", ns, binding, _preload_content=False)
+        _commit_a_batch(fleet, api_client, s3_server, bucket, JobKey(namespace=ns, name=job), 4)
+        eventually(lambda: "lapse-2-driver" in pod_names(api_client, ns, job), timeout=30, what="a standby")
+        set_driver_running(core, ns, "lapse-2-driver", ready=True)
         _create_executors(api_client, ns, job, attempts=(1,), node=lease.node)
-
-        def promoted() -> str:
-            pod = core.read_namespaced_pod("quiet-2-driver", ns)
-            return str((pod.metadata.annotations or {}).get("ftspark.io/control", ""))
-
+        lease.speaking.clear()
         # The driver renews its Lease: alive, and heard by the API server (only its kubelet is not).
         time.sleep(3 * 2)
         _pass_after_a_touch(fleet, leader, api_client, ns, job)
-        assert not promoted() and "quiet-1-driver" in pod_names(api_client, ns, job), "it may still commit"
+        assert not _control(core, ns, "lapse-2-driver"), "it may still commit"
+        assert "lapse-1-driver" in pod_names(api_client, ns, job)
         driver_lease.speaking.clear()
         stopped = time.monotonic()
-        assert eventually(promoted, timeout=30, what="the standby promoted").startswith("promote@")
+        assert eventually(partial(_control, core, ns, "lapse-2-driver"), timeout=30).startswith("promote@")
         # An executor on the silent node is removed at once: a graceful deletion there would take its 30 s.
         assert time.monotonic() - stopped < 20, "waited for the executor's graceful deletion"
         status = job_status(api_client, ns, job)
         assert (status["attempt"], status["lastFailure"]["reason"]) == (2, "NodeLost"), status
         assert "Lease was not renewed" in status["lastFailure"]["message"], status
-        driver_lease.close()
     finally:
+        driver_lease.close()
         lease.close()
         neighbour.close()
+
+
+def _control(core: client.CoreV1Api, namespace: str, pod: str) -> str:
+    """The control request on the pod ("" when none)."""
+    annotations = core.read_namespaced_pod(pod, namespace).metadata.annotations or {}
+    return str(annotations.get("ftspark.io/control", ""))
 
 
 def _commit_a_batch(

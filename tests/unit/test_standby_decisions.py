@@ -474,13 +474,13 @@ def test_a_driver_whose_node_falls_silent_gets_a_standby_promoted_on_the_node_co
 
 
 def test_a_driver_on_a_silent_node_is_given_up_once_its_own_lease_went_unrenewed_for_its_duration() -> None:
-    """Before the node controller's verdict: the driver's Lease, held by it and seen unchanged for its
-    duration (15 s) by the operator's clock. Not while it still changes, nor when another holds it."""
+    """Before the node controller's verdict, in a job that asked for a standby: the driver's Lease, held by
+    it and seen unchanged for its duration (15 s) by the operator's clock. Not while it still changes, nor
+    when another holds it."""
     cluster = Cluster()
-    _silent(cluster)
-    spec_hash = cluster.drivers.pods[KEY][STANDBY_2].spec_hash
-    standby = {"standby": True, "spec_hash": spec_hash, "started_at": cluster.now, "ready": True}
-    cluster.drivers.set_driver(KEY, 2, DriverPhase.RUNNING, **standby)
+    running_with_standby(cluster)
+    cluster.drivers.set_driver(KEY, 1, DriverPhase.RUNNING, started_at=cluster.now, node="n1")
+    cluster.nodes.silenced.add("n1")
     cluster.drivers.lease_holders[KEY] = "counts-0-driver@0"
     cluster.nodes.lease_ages[KEY] = 60.0
     cluster.reconcile(after=5)
@@ -501,26 +501,47 @@ def test_a_driver_on_a_silent_node_is_given_up_once_its_own_lease_went_unrenewed
     assert "Lease was not renewed for 15 s" in failure.message, failure.message
 
 
-def test_a_driver_lease_unchanged_on_a_silent_node_wakes_its_job_once_when_its_duration_is_past() -> None:
+def test_a_job_that_asked_for_no_standby_waits_for_the_verdict_whatever_its_drivers_lease_says() -> None:
+    """The standby its node's silence made is still warming its executors: promoted then, it took over colder
+    and later than at the verdict (docs/hot-standby.md)."""
+    cluster = Cluster()
+    _silent(cluster)
+    spec_hash = cluster.drivers.pods[KEY][STANDBY_2].spec_hash
+    standby = {"standby": True, "spec_hash": spec_hash, "started_at": cluster.now, "ready": True}
+    cluster.drivers.set_driver(KEY, 2, DriverPhase.RUNNING, **standby)
+    cluster.drivers.lease_holders[KEY] = "counts-1-driver@1"
+    cluster.nodes.lease_ages[KEY] = 60.0
+    cluster.reconcile(after=5)
+    assert cluster.drivers.controls == [] and "counts-1-driver" in cluster.drivers.pods[KEY]
+
+
+def test_a_driver_lease_is_timed_from_its_nodes_first_overdue_renewal_and_wakes_its_job_once() -> None:
+    """The node is late at 12 s (a renewal overdue), silent at 20 s: the driver's Lease is looked at from the
+    first, so its 15 s can end soon after the second."""
     now = [0.0]
     nodes = NodeWatch(silence_seconds=20, clock=lambda: now[0])
     nodes.driver_seen(KEY, "counts-1-driver", "n1")
+
+    def at(seconds: float) -> None:  # n2's kubelet renews every 10 s: the others are heard
+        now[0] = seconds
+        nodes.lease_seen("n2", f"t{seconds // 10 * 10:.0f}")
+
     nodes.lease_seen("n1", "t0")
-    nodes.lease_seen("n2", "t0")
-    now[0] = 15.0
-    nodes.lease_seen("n2", "t15")
-    now[0] = 21.0
-    assert nodes.newly_silent() == [KEY]
+    at(0.0)
+    at(12.5)
+    assert nodes.late("n1") and not nodes.silent("n1") and not nodes.late("n2")
+    assert nodes.newly_late() == [KEY] and nodes.newly_silent() == []
     assert nodes.lease_unchanged_for(KEY, "v1", 15.0) == 0.0, "counted from the operator's first sight"
-    now[0] = 30.0
-    assert nodes.lease_unchanged_for(KEY, "v1", 15.0) == 9.0
+    at(21.0)
+    assert nodes.newly_silent() == [KEY] and nodes.newly_late() == []
+    assert nodes.lease_unchanged_for(KEY, "v1", 15.0) == 8.5
     assert nodes.lapses_due() == []
     assert nodes.lease_unchanged_for(KEY, "v2", 15.0) == 0.0, "renewed: counted again"
-    now[0] = 45.0
+    at(36.0)
     assert nodes.lapses_due() == [KEY]
     assert nodes.lapses_due() == [], "woken once"
-    assert nodes.lease_seen("n1", "t45") == [KEY]
-    nodes.newly_silent()
+    assert nodes.lease_seen("n1", "t36") == [KEY]
+    assert nodes.newly_late() == [] and not nodes.late("n1")
     assert nodes.lapses_due() == [] and nodes.lease_unchanged_for(KEY, "v2", 15.0) == 0.0, "forgotten"
 
 

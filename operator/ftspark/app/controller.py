@@ -176,6 +176,8 @@ class Controller:
                         nodes.silence_seconds,
                     )
                     self._queue.add(key, urgent=True)
+                for key in nodes.newly_late():  # its driver's Lease is looked at from this pass on
+                    self._queue.add(key, urgent=True)
                 for key in nodes.lapses_due():  # its driver is given up on at this pass
                     log.warning("%s: its driver's Lease is not renewed either", key)
                     self._queue.add(key, urgent=True)

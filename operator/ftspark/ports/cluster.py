@@ -159,10 +159,14 @@ class Nodes(Protocol):
         be dead; the node controller has not said so yet), as the node-Lease watch last saw it; False for a
         node it does not know."""
 
+    def late(self, node: str) -> bool:
+        """Whether the node's Lease is a renewal overdue (silent ones included): the Leases of the drivers
+        there are looked at from then on."""
+
     def lease_unchanged_for(self, job: JobKey, version: str, duration: float) -> float:
         """Seconds this process has seen the job's driver Lease at this version, by its own clock from its
         first sight of it (0 then: the Lease's own times are another host's clock). The job is woken once
-        that reaches duration, while its driver's node stays silent."""
+        that reaches duration, while its driver's node stays late."""
 
 
 class DriverLogNotKeptError(Exception):

@@ -7,9 +7,10 @@ which its disruption budget holds off, would kill it. A driver on a silent node 
 controller says so only after its grace period (50 s by default), and then a new driver starts from nothing.
 The job gets a standby meanwhile (docs/hot-standby.md, "A standby when the driver's node falls silent"). Its
 driver is given up at the node controller's verdict, or sooner once its own driver Lease has not been renewed
-for the Lease's duration while the node stays silent (reconcile.driver_pods.presumed_lost). Both are timed by
-this process's clock, from the last change it saw (a node Lease's renewTime, a driver Lease's version), as the
-node controller times a node: no other host's clock is compared with ours.
+for the Lease's duration while the node stays silent (reconcile.driver_pods.presumed_lost); that Lease is
+looked at from the moment the node is late, a renewal overdue. Both are timed by this process's clock, from
+the last change it saw (a node Lease's renewTime, a driver Lease's version), as the node controller times a
+node: no other host's clock is compared with ours.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ DRAIN_TAINTS = frozenset(
 
 # A kubelet renews its node's Lease every 10 s (a quarter of its 40 s duration): this is two renewals missed.
 NODE_SILENCE_SECONDS = 20.0
+# A node is late, one renewal overdue, after this share of the silence threshold (12 s of 20): the Leases of
+# the drivers there are looked at from then on, so that a driver's own silence is timed from before its node's
+# (reconcile.driver_pods.presumed_lost waits for the driver Lease's duration from the first look).
+LATE_SHARE = 0.6
 # Where kubelets keep their node's Lease, named as the node.
 NODE_LEASE_NAMESPACE = "kube-node-lease"
 
@@ -66,7 +71,8 @@ class NodeWatch:
         self._drivers: dict[tuple[str, str], tuple[str, JobKey]] = {}  # (namespace, pod) -> (node, job)
         self._renewals: dict[str, tuple[str, float]] = {}  # node -> (renewTime, when we saw it change)
         self._silent: set[str] = set()  # as the last newly_silent() found them
-        self._driver_leases: dict[JobKey, _LeaseSighting] = {}  # of jobs whose driver's node is silent
+        self._late: set[str] = set()  # as the last newly_late() found them
+        self._driver_leases: dict[JobKey, _LeaseSighting] = {}  # of jobs whose driver's node is late
 
     def draining(self, node: str) -> bool:
         with self._lock:
@@ -76,7 +82,12 @@ class NodeWatch:
         """Whether the node's kubelet has not renewed its Lease for silence_seconds; False for a node whose
         Lease was never seen (no evidence)."""
         with self._lock:
-            return self._is_silent(node, self._clock())
+            return self._is_quiet(node, self._clock(), self.silence_seconds)
+
+    def late(self, node: str) -> bool:
+        """Whether the node's Lease is a renewal overdue (LATE_SHARE of silence_seconds): silent ones too."""
+        with self._lock:
+            return self._is_quiet(node, self._clock(), LATE_SHARE * self.silence_seconds)
 
     def node_seen(self, node: str, draining: bool) -> list[JobKey]:
         """Record the node's state; the jobs with a driver there when it starts to drain (to wake)."""
@@ -109,13 +120,23 @@ class NodeWatch:
         with self._lock:
             self._renewals.pop(node, None)
             self._silent.discard(node)
+            self._late.discard(node)
 
     def newly_silent(self) -> list[JobKey]:
         """The jobs with a driver on a node that fell silent since the last call (to wake)."""
         with self._lock:
             now = self._clock()
-            silent = {node for node in self._renewals if self._is_silent(node, now)}
+            silent = {node for node in self._renewals if self._is_quiet(node, now, self.silence_seconds)}
             fallen, self._silent = silent - self._silent, silent
+            return self._jobs_on(fallen) if fallen else []
+
+    def newly_late(self) -> list[JobKey]:
+        """The jobs with a driver on a node that became late since the last call (to wake: their driver's
+        Lease is looked at first then)."""
+        with self._lock:
+            now, threshold = self._clock(), LATE_SHARE * self.silence_seconds
+            late = {node for node in self._renewals if self._is_quiet(node, now, threshold)}
+            fallen, self._late = late - self._late, late
             return self._jobs_on(fallen) if fallen else []
 
     def lease_unchanged_for(self, job: JobKey, version: str, duration: float) -> float:
@@ -128,14 +149,14 @@ class NodeWatch:
             return now - seen.since
 
     def lapses_due(self) -> list[JobKey]:
-        """The jobs whose driver Lease, on a silent node, has just gone unchanged for its duration (to wake,
+        """The jobs whose driver Lease, on a late node, has just gone unchanged for its duration (to wake,
         once each); what is known of the others' Leases is forgotten once their driver's node is heard again
         or their driver is gone."""
         with self._lock:
-            now, on_silent = self._clock(), set(self._jobs_on(self._silent))
+            now, on_late = self._clock(), set(self._jobs_on(self._late))
             due = []
             for job, seen in list(self._driver_leases.items()):
-                if job not in on_silent:
+                if job not in on_late:
                     del self._driver_leases[job]
                 elif not seen.woken and now - seen.since >= seen.duration:
                     self._driver_leases[job] = _LeaseSighting(seen.version, seen.since, seen.duration, True)
@@ -149,19 +170,17 @@ class NodeWatch:
             else:
                 self._drivers[(job.namespace, pod)] = (node, job)
 
-    def _is_silent(self, node: str, now: float) -> bool:
+    def _is_quiet(self, node: str, now: float, threshold: float) -> bool:
+        """Whether the node's Lease has not changed for threshold seconds, and that is believed."""
         seen = self._renewals.get(node)
-        if not self.silence_seconds or seen is None or not self._quiet(seen[1], now):
+        if not threshold or seen is None or now - seen[1] <= threshold:
             return False
         # Silence is believed only while the others are heard: no Lease changed within the threshold means
         # the watch is broken or behind (or the API server down), and more than half of the nodes silent at
         # once is more likely the API server's trouble than theirs. Standbys for every job would add to it.
         changes = [changed for _, changed in self._renewals.values()]
-        quiet = sum(self._quiet(changed, now) for changed in changes)
+        quiet = sum(now - changed > threshold for changed in changes)
         return quiet < len(changes) and 2 * quiet <= len(changes)
-
-    def _quiet(self, changed: float, now: float) -> bool:
-        return now - changed > self.silence_seconds
 
     def _jobs_on(self, nodes: set[str]) -> list[JobKey]:
         return list(dict.fromkeys(job for on, job in self._drivers.values() if on in nodes))

@@ -51,7 +51,8 @@ class Observer:
         # all the same (a previous job's of the same name, not yet collected) is met at the create, which
         # takes it as made, and listed at the next look as it would have been at this one.
         launched = own is not None or status.attempt > 0
-        drivers = tuple(self._placed(key, d) for d in self._drivers.observe(key)) if launched else ()
+        asked = spec.driver.standby > 0
+        drivers = tuple(self._placed(key, d, asked) for d in self._drivers.observe(key)) if launched else ()
         current = [d for d in drivers if d.attempt == status.attempt and not d.standby]
         running = [d for d in current if d.phase == DriverPhase.RUNNING]
         # Where the attempt's executors run, looked at while its driver runs and once more when it failed:
@@ -101,13 +102,15 @@ class Observer:
             ui_url=ui_url(key.namespace, key.name, spec),
         )
 
-    def _placed(self, key: JobKey, driver: DriverObservation) -> DriverObservation:
-        """The driver with what the node watch knows of its node; one on a silent node whose own Lease went
-        unrenewed for its duration is given up on (driver_pods.presumed_lost). That Lease is read only while
-        the node is silent: once per pass of a job with a driver there."""
+    def _placed(self, key: JobKey, driver: DriverObservation, standby_asked: bool) -> DriverObservation:
+        """The driver with what the node watch knows of its node. A job that asked for a standby gives up
+        on a driver on a silent node whose own Lease went unrenewed for its duration
+        (driver_pods.presumed_lost), reading that Lease while the node is late (a renewal overdue, silent
+        ones too): once per pass. One that asked for none waits for the node controller's verdict: the
+        standby the silence makes is still warming its executors by then (docs/hot-standby.md)."""
         nodes, node = self._nodes, driver.node
         driver = replace(driver, node_draining=nodes.draining(node), node_silent=nodes.silent(node))
-        if not driver.node_silent:
+        if not standby_asked or not nodes.late(node):
             return driver
         lease = self._drivers.lease(key)
         if lease is None:

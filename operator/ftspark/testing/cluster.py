@@ -39,6 +39,9 @@ class MemoryNodes:
     def silent(self, node: str) -> bool:
         return node in self.silenced
 
+    def late(self, node: str) -> bool:
+        return node in self.silenced
+
     def lease_unchanged_for(self, job: JobKey, version: str, duration: float) -> float:
         return self.lease_ages.get(job, 0.0)
 

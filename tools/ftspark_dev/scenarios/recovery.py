@@ -18,8 +18,8 @@ times.
   the node is started again after each recovery.
 - node loss without a standby (with silent_node_losses): the ftspark job, its driver's node killed. The
   operator makes a standby once the node has not renewed its Lease for --node-silence-seconds (the chart's
-  20 s), and promotes it at the node controller's verdict, or once the driver's Lease lapsed on the silent node
-  (whichever comes first).
+  20 s), and promotes it at the node controller's verdict, or once the driver's Lease lapsed on the silent
+  node (whichever comes first).
 
 Each kill's timeline is watched from outside, every POLL seconds: the next driver pod created, its container
 started, its first executor pod created (its SparkContext is up and asks for executors), an executor
