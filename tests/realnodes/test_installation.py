@@ -599,9 +599,7 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
         "localRecovery": local,
         "ui": {"enabled": True},
     }
-    tour = RealFaultTour(world, tmp_path, spec=spec)
-    _local_recovery_namespace(world, True)
-    try:
+    with _local_recovery_namespace(world), RealFaultTour(world, tmp_path, spec=spec) as tour:
         tour.start()
         state = sweeper_root(world) / "jobs" / JOBS_NAMESPACE / world.uid(tour.name) / "state"
         _mount_the_directory_through_the_claim(world)
@@ -655,8 +653,6 @@ def test_the_example_job_survives_faults_on_real_containers_exactly_once(
             "driver container frozen",
             "node kill",
         ], tour.timings
-    finally:
-        _local_recovery_namespace(world, False)
 
 
 @pytest.mark.timeout(900)
@@ -668,25 +664,27 @@ def test_a_users_own_image_of_the_other_spark_line_runs_the_job_exactly_once(
     Spark with S3A from Spark's own jars, through a driver kill and a stop and resume."""
     world = operator_installed
     spec = {"image": OWN_IMAGE, "mainApplicationFile": "local:///opt/app/windowed_counts.py"}
-    tour = RealFaultTour(world, tmp_path, subject=WindowedCounts(name="counts-own"), spec=spec)
-    tour.start()
-    driver = tour.current_driver()
-    assert driver.spec.containers[0].image == OWN_IMAGE
-    check = (
-        "import os, pyspark; print(pyspark.__version__, os.path.isdir('/opt/ftspark/jars'), "
-        "sorted(f.split('-')[0] for f in os.listdir(os.environ['SPARK_HOME'] + '/jars') if 'aws' in f))"
-    )
-    seen = world.plane.kubectl(
-        "-n", JOBS_NAMESPACE, "exec", driver.metadata.name, "--", "python", "-c", check
-    )
-    assert seen.stdout.strip().split(maxsplit=2) == [OTHER_LINE.pyspark, "False", "['hadoop']"], seen.stdout
-    tour.kill_driver()
-    tour.stop_and_resume()
-    figures = tour.finish()
-    print(f"\nSpark {OTHER_LINE.pyspark} in a user-style image:\n{tour.report(figures)}")
-    assert (figures["lost"], figures["duplicated"]) == (0, 0)
-    assert figures["most drivers alive at once"] == 1
-    assert {"Restarted", "Stopped", "Resumed"} <= set(tour.events()), tour.events()
+    with RealFaultTour(world, tmp_path, subject=WindowedCounts(name="counts-own"), spec=spec) as tour:
+        tour.start()
+        driver = tour.current_driver()
+        assert driver.spec.containers[0].image == OWN_IMAGE
+        check = (
+            "import os, pyspark; print(pyspark.__version__, os.path.isdir('/opt/ftspark/jars'), "
+            "sorted(f.split('-')[0] for f in os.listdir(os.environ['SPARK_HOME'] + '/jars') if 'aws' in f))"
+        )
+        seen = world.plane.kubectl(
+            "-n", JOBS_NAMESPACE, "exec", driver.metadata.name, "--", "python", "-c", check
+        )
+        assert seen.stdout.strip().split(maxsplit=2) == [OTHER_LINE.pyspark, "False", "['hadoop']"], (
+            seen.stdout
+        )
+        tour.kill_driver()
+        tour.stop_and_resume()
+        figures = tour.finish()
+        print(f"\nSpark {OTHER_LINE.pyspark} in a user-style image:\n{tour.report(figures)}")
+        assert (figures["lost"], figures["duplicated"]) == (0, 0)
+        assert figures["most drivers alive at once"] == 1
+        assert {"Restarted", "Stopped", "Resumed"} <= set(tour.events()), tour.events()
 
 
 def _ui_applications(world: RealWorld, name: str) -> list[str]:
@@ -694,7 +692,9 @@ def _ui_applications(world: RealWorld, name: str) -> list[str]:
     current attempt's alone, through every driver kill, promotion and drain before."""
     service = world.core.read_namespaced_service(ui_service_name(name), JOBS_NAMESPACE)
     url = f"http://{service.spec.cluster_ip}:{UI_PORT}/api/v1/applications"
-    with urllib.request.urlopen(url, timeout=10) as answer:
+    # A UI's first REST answer may wait for Spark to start its REST layer: 10 s once ran out on these
+    # busy nodes.
+    with urllib.request.urlopen(url, timeout=60) as answer:
         return [app["id"] for app in json.loads(answer.read())]
 
 
@@ -707,15 +707,17 @@ def _mount_the_directory_through_the_claim(world: RealWorld) -> None:
     assert [v for v in volumes if v.persistent_volume_claim], volumes
 
 
-def _local_recovery_namespace(world: RealWorld, on: bool) -> None:
+@contextlib.contextmanager
+def _local_recovery_namespace(world: RealWorld) -> Iterator[None]:
     """The jobs' namespace at Pod Security baseline (localRecovery's init step runs as root), with the job
-    policy's hostPath allowance (a root other than the default's); or back at restricted without it."""
-    labels = (
-        ["pod-security.kubernetes.io/enforce=baseline", "allow.ftspark.io/hostPath=true"]
-        if on
-        else ["pod-security.kubernetes.io/enforce=restricted", "allow.ftspark.io/hostPath-"]
-    )
-    world.plane.kubectl("label", "--overwrite", "namespace", JOBS_NAMESPACE, *labels)
+    policy's hostPath allowance (a root other than the default's); then back at restricted without it."""
+    on = ["pod-security.kubernetes.io/enforce=baseline", "allow.ftspark.io/hostPath=true"]
+    world.plane.kubectl("label", "--overwrite", "namespace", JOBS_NAMESPACE, *on)
+    try:
+        yield
+    finally:
+        off = ["pod-security.kubernetes.io/enforce=restricted", "allow.ftspark.io/hostPath-"]
+        world.plane.kubectl("label", "--overwrite", "namespace", JOBS_NAMESPACE, *off)
 
 
 def _restored_locally(world: RealWorld, name: str, state: Path, since: int, before: set[str]) -> int:

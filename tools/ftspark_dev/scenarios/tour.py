@@ -15,7 +15,8 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from types import TracebackType
+from typing import Any, Protocol, Self
 
 import urllib3
 from kubernetes import client
@@ -41,6 +42,8 @@ class TourWorld(Protocol):
         self, name: str, input_dir: Path, output_dir: Path, example: Path, **spec: Any
     ) -> dict[str, Any]: ...
     def create(self, body: dict[str, Any]) -> None: ...
+    def delete(self, name: str) -> None: ...
+    def job_names(self) -> list[str]: ...
     def patch(self, name: str, spec: dict[str, Any]) -> None: ...
     def status(self, name: str) -> dict[str, Any]: ...
     def drivers(self, name: str) -> list[client.V1Pod]: ...
@@ -121,6 +124,26 @@ class FaultTour:
         self.damaged = ""
         self.upgrades = 0
         self._submitted = 0.0  # monotonic
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        """The job deleted and its pods gone, pass or fail: a job left running (a driver, its standby, an
+        executor) would slow down every test after it on the same nodes. A failed tour first prints what the
+        job went through."""
+        self._stop_feeding.set()
+        if self._feeder.is_alive():
+            self._feeder.join()
+        if self.watch is not None:
+            self.watch.stop()
+        if self.name not in self.world.job_names():
+            return
+        if error is not None:
+            print(f"\n{self.name}: events {self.events()}\nlast failure: {self.failure_evidence()}")
+        self.world.delete(self.name)
 
     # -- steps ---------------------------------------------------------------------------------------------
 
