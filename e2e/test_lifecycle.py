@@ -237,35 +237,32 @@ def test_dynamic_allocation_scales_the_executors_up_and_down_and_counts_exactly_
         "driver": on("node-1"),
         "executor": on("node-0"),
     }
-    subject = WindowedCounts(name="scaling")
-    with FaultTour(world, tmp_path, subject=subject, feed_interval=0.5, spec=spec) as tour:
-        seen: list[int] = []
-        sampling = threading.Event()
+    tour = FaultTour(world, tmp_path, subject=WindowedCounts(name="scaling"), feed_interval=0.5, spec=spec)
+    seen: list[int] = []
+    sampling = threading.Event()
 
-        def executors() -> int:
-            pods = client.CoreV1Api(world.api).list_namespaced_pod(
-                JOBS_NAMESPACE, label_selector=f"{SPARK_ROLE_LABEL}=executor"
-            )
-            return sum(
-                p.status.phase == "Running" and p.metadata.name.startswith("scaling-") for p in pods.items
-            )
+    def executors() -> int:
+        pods = client.CoreV1Api(world.api).list_namespaced_pod(
+            JOBS_NAMESPACE, label_selector=f"{SPARK_ROLE_LABEL}=executor"
+        )
+        return sum(p.status.phase == "Running" and p.metadata.name.startswith("scaling-") for p in pods.items)
 
-        def sample() -> None:
-            while not sampling.wait(0.5):
-                seen.append(executors())
+    def sample() -> None:
+        while not sampling.wait(0.5):
+            seen.append(executors())
 
-        sampler = threading.Thread(target=sample, daemon=True)
-        tour.start()
-        sampler.start()
-        try:
-            tour.wait_for(lambda: max(seen, default=0) >= 2, 240, "Spark adding executors under backlog")
-            tour.stop_feeding()
-            tour.wait_for(lambda: executors() == 1, 180, "the idle executors removed, down to minExecutors")
-        finally:
-            sampling.set()
-            sampler.join()
-        figures = tour.finish()
-        print(f"\nexecutors: up to {max(seen)} under backlog, down to 1 when idle\n{tour.report(figures)}")
-        assert (figures["lost"], figures["duplicated"], figures["wrong"]) == (0, 0, 0), figures
-        status = world.status("scaling")
-        assert status["attempt"] == 1, f"scaling is no restart: {tour.failure_evidence()}"
+    sampler = threading.Thread(target=sample, daemon=True)
+    tour.start()
+    sampler.start()
+    try:
+        tour.wait_for(lambda: max(seen, default=0) >= 2, 240, "Spark adding executors under backlog")
+        tour.stop_feeding()
+        tour.wait_for(lambda: executors() == 1, 180, "the idle executors removed, down to minExecutors")
+    finally:
+        sampling.set()
+        sampler.join()
+    figures = tour.finish()
+    print(f"\nexecutors: up to {max(seen)} under backlog, down to 1 when idle\n{tour.report(figures)}")
+    assert (figures["lost"], figures["duplicated"], figures["wrong"]) == (0, 0, 0), figures
+    status = world.status("scaling")
+    assert status["attempt"] == 1, f"scaling is no restart: {tour.failure_evidence()}"

@@ -131,12 +131,10 @@ class FaultTour:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        """The job deleted and its pods gone, pass or fail: a job left running (a driver, its standby, an
-        executor) would slow down every test after it on the same nodes. A failed tour first prints what the
-        job went through."""
-        self._stop_feeding.set()
-        if self._feeder.is_alive():
-            self._feeder.join()
+        """The job deleted and its pods gone, pass or fail, as the recovery bench's rows and the process
+        tier's fixture do: a job left running (a driver, its standby, an executor) would slow down every test
+        after it on the same nodes. A failed tour first prints what the job went through."""
+        self._end_feeding()
         if self.watch is not None:
             self.watch.stop()
         if self.name not in self.world.job_names():
@@ -277,9 +275,13 @@ class FaultTour:
         none is fed while another catches up). Once only."""
         if self._stop_feeding.is_set():
             return
-        self._stop_feeding.set()
-        self._feeder.join()
+        self._end_feeding()
         self.subject.flush(self.source, self.fed)
+
+    def _end_feeding(self) -> None:
+        self._stop_feeding.set()
+        if self._feeder.is_alive():  # not started when the tour failed before its first batch
+            self._feeder.join()
 
     def events(self) -> list[str]:
         """The reasons of this job's Events (not those of an earlier job of the same name)."""
