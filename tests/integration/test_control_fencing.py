@@ -94,9 +94,12 @@ def test_the_driver_obeys_the_current_leaders_request_and_refuses_a_deposed_ones
         config_file=str(control_plane.kubeconfig_for_service_account(key.namespace, DRIVER_SERVICE_ACCOUNT))
     )
     obeyed: list[ControlRequest] = []
-    watcher = ControlWatcher(
-        driver_api, key.namespace, pod, 0.2, obeyed.append, (namespace, term_floor_name(LEASE))
-    )
+
+    def obey(request: ControlRequest) -> bool:
+        obeyed.append(request)
+        return True
+
+    watcher = ControlWatcher(driver_api, key.namespace, pod, 0.2, obey, (namespace, term_floor_name(LEASE)))
     watcher.start()
     core = client.CoreV1Api(api_client)
 

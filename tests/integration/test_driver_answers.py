@@ -39,7 +39,8 @@ def test_an_answer_survives_a_link_cut_for_a_few_seconds(
         config_file=str(proxy.kubeconfig(control_plane.kubeconfig, tmp_path / "driver.kubeconfig"))
     )
     monkeypatch.setattr(control, "_TIMEOUT", (1.0, 1.0))  # a cut call fails in a second, not ten
-    watcher = ControlWatcher(through_proxy, namespace, "answering-driver", 60, print, (namespace, "floor"))
+    # Only its annotate is used here: it is never started, so it carries out no request.
+    watcher = ControlWatcher(through_proxy, namespace, "answering-driver", 60, bool, (namespace, "floor"))
     answer = json.dumps({"id": "sp-1-a1", "location": "s3://bucket/savepoints/sp-1-a1", "batches": {}})
     proxy.partition()
     healing = threading.Timer(CUT_SECONDS, proxy.heal)

@@ -1,8 +1,9 @@
-"""Stop with a final checkpoint, then resume: nothing is processed twice; cancel (SIGKILL), then resume:
-at most the one uncommitted batch runs again."""
+"""Stop with a final checkpoint, then resume: nothing is processed twice, and a stop written while the driver
+starts runs no batch; cancel (SIGKILL), then resume: at most the one uncommitted batch runs again."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from ftspark.adapters.s3.stores import split_uri
+from ftspark.protocol import SAVEPOINT_ANNOTATION
 from ftspark_dev.subjects.windowed_counts import expected_counts, write_input
 from tests.runtime.conftest import RuntimeJob
 
@@ -76,6 +78,26 @@ def test_stop_with_checkpoint_then_resume_processes_nothing_twice(make_job: Any)
     listed = job.s3.client().list_objects_v2(Bucket=bucket, Prefix="spark-events/eventlog_v2_")
     logged = {item["Key"].split("/")[1] for item in listed.get("Contents", [])}
     assert len(logged) == 2, f"an event log per run, as a History Server reads them: {logged}"
+
+    _a_stop_written_at_the_drivers_start_runs_no_batch(job)
+
+
+def _a_stop_written_at_the_drivers_start_runs_no_batch(job: RuntimeJob) -> None:
+    """A stop written while the driver still starts (a user stops a job as it comes back): carried out before
+    the script starts its query, so no batch runs after it, and its savepoint is refused, not empty."""
+    write_input(job.input, 2, first_file=16)  # what the query would run at once if it started
+    runs_before = job.output.runs()
+    started = time.monotonic()
+    job.start()
+    job.request("stop-savepoint", "sp-early")
+    assert job.wait(60) == 0, job.log()
+    message = job.termination()
+    print(f"a stop written at the driver's start: ended {time.monotonic() - started:.1f} s after it")
+    assert message["reason"] == "Stopped" and "before its queries started" in message["message"], message
+    assert job.output.runs() == runs_before, "a batch ran after the stop"
+    assert job.stores().checkpoints.pointers(job.key)[0].attempt == 2
+    answer = json.loads(job.pod_annotations()[SAVEPOINT_ANNOTATION])
+    assert answer["id"] == "sp-early" and "nothing to save" in answer["error"], answer
 
 
 @pytest.mark.slow

@@ -63,10 +63,12 @@ class ControlWatcher:
         namespace: str,
         pod: str,
         interval: float,
-        on_request: Callable[[ControlRequest], None],
+        on_request: Callable[[ControlRequest], bool],
         term_floor: tuple[str, str],
     ) -> None:
-        """term_floor: (namespace, name) of the operator's term floor ConfigMap."""
+        """on_request: carries a request out, True once it is done with (False: look again at the next poll,
+        a savepoint before any query started). term_floor: (namespace, name) of the operator's term floor
+        ConfigMap."""
         self._core = client.CoreV1Api(api)
         self._term_floor = term_floor
         self._namespace = namespace
@@ -76,8 +78,12 @@ class ControlWatcher:
         self._stop = threading.Event()
         self._poke = threading.Event()  # look now, not at the next interval
         self._thread = threading.Thread(target=self._run, name="control", daemon=True)
+        self._handled = self._failure = self._retrying = ""
 
     def start(self) -> None:
+        """The first look on the caller's thread: a request written while the driver started (a stop) is
+        carried out before the script starts its queries."""
+        self._look()
         self._thread.start()
 
     def stop(self) -> None:
@@ -104,44 +110,51 @@ class ControlWatcher:
                 time.sleep(delay)
 
     def _run(self) -> None:
-        handled = failure = retrying = ""
         while True:
             self._poke.wait(self._interval)
             self._poke.clear()
             if self._stop.is_set():
                 return
-            try:
-                pod = self._core.read_namespaced_pod(self._pod, self._namespace, _request_timeout=_TIMEOUT)
-            except (ApiException, urllib3.exceptions.HTTPError) as error:
-                if str(error) != failure:  # once per kind of failure, not every interval
-                    failure = str(error)
-                    log.warning("cannot read pod %s for control requests: %s", self._pod, failure)
-                continue
-            failure = ""
-            value = (pod.metadata.annotations or {}).get(CONTROL_ANNOTATION, "")
-            if not value or value == handled:
-                continue
-            request = ControlRequest.parse(value)
-            if request is None:
-                handled = value
-                log.error("ignoring control request %r: not one of %s@...", value, "|".join(CONTROL_ACTIONS))
-                continue
-            verdict, why = judge(request, self._floor() if request.term is not None else None)
-            match verdict:
-                case "retry":
-                    if value != retrying:  # once per request, not every interval
-                        retrying = value
-                        log.warning("control request %s not handled yet: %s", value, why)
-                case "refuse":
-                    handled = value
-                    log.warning("refusing control request %s: %s", value, why)
-                    self.annotate(CONTROL_REFUSED_ANNOTATION, json.dumps({"request": value, "reason": why}))
-                case "obey":
-                    handled = value
+            self._look()
+
+    def _look(self) -> None:
+        try:
+            pod = self._core.read_namespaced_pod(self._pod, self._namespace, _request_timeout=_TIMEOUT)
+        except (ApiException, urllib3.exceptions.HTTPError) as error:
+            if str(error) != self._failure:  # once per kind of failure, not every interval
+                self._failure = str(error)
+                log.warning("cannot read pod %s for control requests: %s", self._pod, self._failure)
+            return
+        self._failure = ""
+        value = (pod.metadata.annotations or {}).get(CONTROL_ANNOTATION, "")
+        if not value or value == self._handled:
+            return
+        request = ControlRequest.parse(value)
+        if request is None:
+            self._handled = value
+            log.error("ignoring control request %r: not one of %s@...", value, "|".join(CONTROL_ACTIONS))
+            return
+        verdict, why = judge(request, self._floor() if request.term is not None else None)
+        match verdict:
+            case "retry":
+                self._not_yet(value, why)
+            case "refuse":
+                self._handled = value
+                log.warning("refusing control request %s: %s", value, why)
+                self.annotate(CONTROL_REFUSED_ANNOTATION, json.dumps({"request": value, "reason": why}))
+            case "obey":
+                if self._on_request(request):
+                    self._handled = value
                     log.info("control request: %s (%s)", value, why)
-                    self._on_request(request)
-                case unknown:
-                    assert_never(unknown)
+                else:
+                    self._not_yet(value, "no query has started yet")
+            case unknown:
+                assert_never(unknown)
+
+    def _not_yet(self, value: str, why: str) -> None:
+        if value != self._retrying:  # once per request, not every interval
+            self._retrying = value
+            log.warning("control request %s not handled yet: %s", value, why)
 
     def _floor(self) -> int | None:
         """The operator's term floor; None if it cannot be read (or holds no term)."""

@@ -67,6 +67,7 @@ from ftspark.runtime.savepoint import SavepointError
 from ftspark.runtime.session import (
     Queries,
     SparkNotStartedError,
+    StoppedBeforeStart,
     build_session,
     first_executor_registered,
     spark_settings,
@@ -243,6 +244,8 @@ class Driver:
         idle_interval = spark.conf.get(NO_DATA_INTERVAL_KEY)
         self._watchdog = start_watchdog(signs, self.config.progress_timeout, idle_interval, self.no_progress)
         self._watcher.start()
+        if self.ending.decided:  # stopped before the script ran
+            return
         sys.argv = [app.main_file, *args]
         # The shipped virtualenvs' packages, for the script (the runtime's own modules are loaded by now).
         sys.path[1:1] = app.python_paths
@@ -253,6 +256,8 @@ class Driver:
             for running in self.queries.all():
                 while running.query.isActive and not self.ending.decided:
                     running.query.awaitTermination(1)
+        except StoppedBeforeStart as refused:
+            log.info("%s", refused)
         except SystemExit as exit_:
             if exit_.code not in (None, 0):
                 self.ending.set(Exit.SCRIPT_FAILED, "ScriptFailed", stderr.exit_summary(exit_.code))
@@ -384,9 +389,12 @@ class Driver:
         sys.stderr.flush()
         os._exit(int(self.ending.code))
 
-    def _control(self, request: ControlRequest) -> None:
+    def _control(self, request: ControlRequest) -> bool:
+        """Whether the request is done with: a savepoint waits for the script's queries to start."""
         match request.action:
             case "savepoint":
+                if not self.queries.all():
+                    return False
                 self._savepoint(request.argument)
             case "stop":
                 self._stop(savepoint_id="")
@@ -396,17 +404,21 @@ class Driver:
                 log.info("%s: promoted already", request)
             case unknown:
                 assert_never(unknown)
+        return True
 
     def _stop(self, savepoint_id: str) -> None:
         """At the batch boundary (cancelled after the stop timeout), then a savepoint if one is asked."""
         with self._stopping:
-            running = self.queries.all()
+            running = self.queries.close()  # a script still starting its queries starts no more
             graceful = stop_at_boundary([q.query for q in running], self.config.stop_timeout)
             self.report_final()
             if savepoint_id:
                 self._savepoint(savepoint_id)
             batches = self.last_committed()
-            if graceful:
+            if not running:
+                message = "stopped before its queries started: their checkpoints as the attempt before left"
+                self.ending.set(Exit.FINISHED, STOPPED, message)
+            elif graceful:
                 message = f"stopped with a final checkpoint: last committed batches {batches}"
                 self.ending.set(Exit.FINISHED, STOPPED, message)
             else:

@@ -48,6 +48,8 @@ def take(
     """Copy every query (name → checkpoint location) at its latest committed batch to target. One that fails
     midway deletes what it copied before it raises: the operator records a failed savepoint nowhere, so a half
     copy would stay on storage for good. A target that holds a savepoint already is refused, untouched."""
+    if not queries:  # a savepoint of nothing would restore as an empty state
+        raise SavepointError("no query of this attempt has started yet: nothing to save")
     if store.exists(join(target, SAVEPOINT_MANIFEST)):
         raise SavepointError(f"{target} holds a savepoint already: a savepoint is never overwritten")
     written: list[str] = []

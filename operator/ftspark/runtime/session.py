@@ -130,6 +130,12 @@ def first_executor_registered(spark: SparkSession) -> datetime | None:
     return datetime.fromtimestamp(min(times) / 1000, UTC) if times else None
 
 
+class StoppedBeforeStart(BaseException):
+    """Raised from a query's start() once the driver was told to stop: its checkpoints stay as its
+    predecessor left them, and no batch runs after the stop. A BaseException, as SystemExit is: a script's
+    `except Exception` around its start must not keep it running after the stop."""
+
+
 @dataclass(frozen=True)
 class RunningQuery:
     name: str
@@ -146,6 +152,10 @@ class Queries:
         self._unnamed = 0
         self._by_id: dict[str, RunningQuery] = {}
         self._changed = threading.Condition()
+        # Held through a start, apart from _changed: Spark's start waits for the query's started event,
+        # which the listener's lookup (on another thread) takes _changed for.
+        self._starting = threading.Lock()
+        self._closed = False
 
     def assign(self, name: str | None, explicit: str | None) -> tuple[str, str]:
         """(name, location) of the query about to start, prepared."""
@@ -175,6 +185,12 @@ class Queries:
     def all(self) -> list[RunningQuery]:
         with self._changed:
             return list(self._by_id.values())
+
+    def close(self) -> list[RunningQuery]:
+        """No query starts after this (a start under way finishes first); the queries started so far."""
+        with self._starting:
+            self._closed = True
+            return self.all()
 
     def install(self) -> None:
         """Wrap pyspark's DataStreamWriter (process-wide: one driver per process)."""
@@ -210,11 +226,14 @@ class Queries:
                 extra = {k.lower(): v for k, v in bound.get("options", {}).items()}
                 explicit = extra.get(CHECKPOINT_OPTION) or getattr(self, "_ftspark_checkpoint", None)
                 name = bound.get("queryName") or getattr(self, "_ftspark_name", None)
-                key, location = queries.assign(name, None if explicit is None else str(explicit))
-                if explicit is None:
-                    option(self, "checkpointLocation", location)
-                query = original(self, *args, **kwargs)
-                queries.started(query, key, location)
+                with queries._starting:
+                    if queries._closed:
+                        raise StoppedBeforeStart(f"query {name or '(unnamed)'} not started: the job stopped")
+                    key, location = queries.assign(name, None if explicit is None else str(explicit))
+                    if explicit is None:
+                        option(self, "checkpointLocation", location)
+                    query = original(self, *args, **kwargs)
+                    queries.started(query, key, location)
                 return query
 
             return start

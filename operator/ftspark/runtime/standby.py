@@ -122,7 +122,8 @@ class Promotion:
     def wait(self) -> int | None:
         return self._batches.get()
 
-    def _on_request(self, request: ControlRequest) -> None:
+    def _on_request(self, request: ControlRequest) -> bool:
+        """Done with every request: a standby obeys a promotion and nothing else."""
         if request.action != "promote":
             log.warning("standing by: %s ignored (a standby runs no query)", request)
         elif request.argument and not request.argument.isdigit():
@@ -130,6 +131,7 @@ class Promotion:
         else:
             self._batches.put(int(request.argument) if request.argument else None)
             self.came.set()
+        return True
 
 
 def _poke_on_change(
