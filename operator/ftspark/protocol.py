@@ -174,6 +174,7 @@ class Exit(IntEnum):
     BAD_INPUT = 2  # an unusable application file, bad environment, unreachable S3, no restorable checkpoint
     FENCED_OUT = 3  # lost the driver Lease, or a newer attempt fenced the checkpoint store
     NO_PROGRESS = 4  # a query silent for the progress timeout (hung, or no executor): restarted
+    TERMINATED = 143  # SIGTERM (its pod deleted or evicted): ended at once, its JVM killed first
 
 
 ControlAction = Literal["stop", "savepoint", "stop-savepoint", "promote"]

@@ -143,10 +143,12 @@ class RuntimeJob:
             **self.extra_conf,
         }
 
-    def start(self, *, pod: bool = True, standby: bool = False, **extra_env: str) -> subprocess.Popen[bytes]:
+    def start(
+        self, *, pod: bool = True, standby: bool = False, prefix: tuple[str, ...] = (), **extra_env: str
+    ) -> subprocess.Popen[bytes]:
         """The next attempt: fence the previous ones out (as the operator does), create its pod object (the
         runtime reads control requests from it), start the driver. A standby is fenced in only when promoted:
-        the attempt before it goes on meanwhile."""
+        the attempt before it goes on meanwhile. prefix: the driver's command runs under it (unshare)."""
         self.attempt += 1
         if standby:
             extra_env = {"FTSPARK_STANDBY": "1", **extra_env}
@@ -190,6 +192,7 @@ class RuntimeJob:
         log = (self.work / f"driver-{self.attempt}.log").open("wb")
         self.process = subprocess.Popen(
             [
+                *prefix,
                 sys.executable,
                 "-m",
                 "ftspark.runtime",

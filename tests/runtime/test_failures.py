@@ -112,6 +112,32 @@ def test_lease_taken_over_stops_the_queries_within_the_renew_deadline(make_job: 
     assert not survivors, f"the driver exited before its JVM was gone: {survivors}"
 
 
+@pytest.mark.slow
+def test_sigterm_ends_a_driver_that_is_pid_1_at_once_its_jvm_first(make_job: Any) -> None:
+    """As in its container: the driver is PID 1 of a PID namespace of its own, where a signal it has no
+    handler for is ignored (the kubelet's SIGTERM at a pod's deletion then waited out the grace period)."""
+    job: RuntimeJob = make_job()
+    write_input(job.input, 2)
+    job.start(prefix=("unshare", "--pid", "--fork", "--kill-child"))
+    job.wait_for_output(2, timeout=120)
+    assert job.process is not None
+    (driver,) = [pid for pid in _descendants(job.process.pid) if _parent_if_alive(pid) == job.process.pid]
+    status = Path(f"/proc/{driver}/status").read_text().splitlines()
+    (ids,) = [line for line in status if line.startswith("NSpid")]
+    assert ids.split()[-1] == "1", f"PID 1 of its namespace: {ids}"
+    jvm = _descendants(driver)
+    assert jvm, "the driver runs its JVM as a child process"
+    signalled = time.monotonic()
+    os.kill(driver, signal.SIGTERM)
+    code = job.wait(15)
+    gone = time.monotonic() - signalled
+    message = job.termination()
+    print(f"\nSIGTERM: the driver and its JVM gone {gone:.1f} s after it: {message}")
+    assert code == Exit.TERMINATED and message["reason"] == "DriverKilled", (code, message)
+    survivors = {pid: _command(pid) for pid in jvm if _alive(pid)}
+    assert not survivors, f"the driver exited before its JVM was gone: {survivors}"
+
+
 PROGRESS_TIMEOUT = 20  # spec.liveness.progressTimeoutSeconds' least
 
 

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import runpy
+import signal
 import subprocess
 import sys
 import threading
@@ -372,6 +373,16 @@ class Driver:
         log.error("the script did not return in time after its queries were told to stop: exiting")
         self.exit_now(kill_jvm=kill_jvm)
 
+    def terminate(self) -> None:
+        """SIGTERM: the pod is being deleted (a cancel, an upgrade, a standby no longer wanted) or evicted.
+        Ended at once, as the kubelet's SIGKILL would end it after the grace period: the driver is PID 1 of
+        its container, and PID 1 has no default action for SIGTERM, so a driver without this handler waited
+        out the whole grace period (30 s) while its successor, which takes its pod's name, could not start. An
+        ending decided before (a stop) stays the ending."""
+        message = "SIGTERM (pod deleted or evicted): ended at once; the uncommitted batch, if any, runs again"
+        self.ending.set(Exit.TERMINATED, "DriverKilled", message)
+        self.exit_now(kill_jvm=True)
+
     def exit_now(self, *, kill_jvm: bool) -> None:
         """End the process with the ending as it is; kill_jvm: without Spark's orderly shutdown."""
         self.ending.write_once(self.config.termination_log, self.last_committed())
@@ -483,6 +494,11 @@ def main(argv: list[str]) -> int:
         ending.write_once(Path(os.environ.get(RuntimeEnv.TERMINATION_LOG) or "/dev/termination-log"), {})
         return int(ending.code)
     driver = Driver(cfg, ending, started)
+    # Not on the signal's frame, which may hold a lock that terminate takes (the ending's).
+    signal.signal(
+        signal.SIGTERM,
+        lambda *_: threading.Thread(target=driver.terminate, name="sigterm", daemon=True).start(),
+    )
     serve_health(cfg, driver.session_ready)
     try:
         driver.run(argv[1], argv[2:])
