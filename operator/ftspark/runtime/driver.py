@@ -426,15 +426,14 @@ class Driver:
             if savepoint_id:
                 self._savepoint(savepoint_id)
             batches = self.last_committed()
+            reason = STOPPED if graceful else STOP_TIMED_OUT
             if not running:
                 message = "stopped before its queries started: their checkpoints as the attempt before left"
-                self.ending.set(Exit.FINISHED, STOPPED, message)
             elif graceful:
                 message = f"stopped with a final checkpoint: last committed batches {batches}"
-                self.ending.set(Exit.FINISHED, STOPPED, message)
             else:
                 message = f"no batch boundary within {self.config.stop_timeout:g} s: cancelled at {batches}"
-                self.ending.set(Exit.FINISHED, STOP_TIMED_OUT, message)
+            self.ending.set(Exit.FINISHED, reason, message)
         self._cut_off_later()
 
     def _savepoint(self, savepoint_id: str) -> None:
